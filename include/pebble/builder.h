@@ -1,0 +1,70 @@
+/*
+ * pebble/builder.h — one-line helpers that add one op node each.
+ *
+ * Each helper wraps pbl_graph_add_node and returns the node's (first) output value. On error
+ * it returns PBL_NONE and the graph remembers the FIRST error (status and message); a helper
+ * given a PBL_NONE input returns PBL_NONE without touching that error. So a model can be
+ * written straight through and checked once, as with cairo's or ggml's builders:
+ *
+ *     pbl_value h = pbl_relu(g, pbl_fully_connected(g, x, w1, b1));
+ *     pbl_value logits = pbl_fully_connected(g, h, w2, b2);
+ *     pbl_value loss = pbl_softmax_cross_entropy(g, logits, y);
+ *     if (pbl_graph_build_status(g) != PBL_OK)
+ *         fprintf(stderr, "%s\n", pbl_graph_errmsg(g));
+ *
+ * Node names are picked automatically ("relu3"); use pbl_graph_add_node to choose them.
+ * The ops and their attributes are listed in pebble/ops.h.
+ */
+#ifndef PEBBLE_BUILDER_H
+#define PEBBLE_BUILDER_H
+
+#include "pebble/graph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The first error a helper met on g since creation or the last reset, else PBL_OK. */
+pbl_status pbl_graph_build_status(const pbl_graph *g);
+void       pbl_graph_build_reset(pbl_graph *g);
+
+/* Variables (PBL_F32 unless said). */
+pbl_value pbl_input(pbl_graph *g, const char *name, pbl_shape shape);
+pbl_value pbl_param(pbl_graph *g, const char *name, pbl_shape shape);
+pbl_value pbl_label(pbl_graph *g, const char *name, pbl_dtype dtype, pbl_shape shape);
+
+/* x: [N, in], w: [out, in], b: [out] or PBL_NONE  ->  [N, out] = x·wᵀ + b */
+pbl_value pbl_fully_connected(pbl_graph *g, pbl_value x, pbl_value w, pbl_value b);
+/* op(a)·op(b), op transposes the last two dims when the flag is set */
+pbl_value pbl_matmul(pbl_graph *g, pbl_value a, pbl_value b, int trans_a, int trans_b);
+/* Element-wise with broadcasting of b over a's leading dims (b's shape a suffix of a's, 1s allowed) */
+pbl_value pbl_add(pbl_graph *g, pbl_value a, pbl_value b);
+pbl_value pbl_sub(pbl_graph *g, pbl_value a, pbl_value b);
+pbl_value pbl_mul(pbl_graph *g, pbl_value a, pbl_value b);
+pbl_value pbl_relu(pbl_graph *g, pbl_value x);
+pbl_value pbl_sigmoid(pbl_graph *g, pbl_value x);
+pbl_value pbl_tanh(pbl_graph *g, pbl_value x);
+pbl_value pbl_gelu(pbl_graph *g, pbl_value x);
+pbl_value pbl_softmax(pbl_graph *g, pbl_value x);          /* over the last dim */
+pbl_value pbl_log_softmax(pbl_graph *g, pbl_value x);      /* over the last dim */
+/* logits: [N, C] f32, labels: [N] i32  ->  scalar mean cross-entropy */
+pbl_value pbl_softmax_cross_entropy(pbl_graph *g, pbl_value logits, pbl_value labels);
+/* scalar mean of (pred - target)² */
+pbl_value pbl_mse_loss(pbl_graph *g, pbl_value pred, pbl_value target);
+/* Reductions over `axes` (n_axes 0: all); keepdims keeps reduced dims as 1. */
+pbl_value pbl_sum(pbl_graph *g, pbl_value x, const int64_t *axes, int32_t n_axes, int keepdims);
+pbl_value pbl_mean(pbl_graph *g, pbl_value x, const int64_t *axes, int32_t n_axes, int keepdims);
+/* New shape with the same element count; one dim may be -1. */
+pbl_value pbl_reshape(pbl_graph *g, pbl_value x, pbl_shape shape);
+/* [d0, ..., d(axis-1), rest]  ->  [d0*...*d(axis-1), rest] */
+pbl_value pbl_flatten(pbl_graph *g, pbl_value x, int32_t axis);
+pbl_value pbl_copy(pbl_graph *g, pbl_value x);
+/* Zeroes each element with probability p and scales the rest by 1/(1-p). The mask (second
+ * output, also f32) is a pure function of (seed, run counter, element index), so runs repeat
+ * exactly; it is saved for the backward pass. *mask may be NULL. */
+pbl_value pbl_dropout(pbl_graph *g, pbl_value x, double p, uint64_t seed, pbl_value *mask);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

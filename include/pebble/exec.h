@@ -1,0 +1,105 @@
+/*
+ * pebble/exec.h — running a graph.
+ *
+ * An executor compiles a graph once — schedule, storage for every value, kernels — and then
+ * runs it as often as asked. Variables take their data from caller buffers (pbl_exec_bind,
+ * zero-copy; the buffer must outlive the executor or the next bind) or from executor-owned
+ * storage written with pbl_exec_write. State variables start zero-filled. Node outputs live
+ * in executor storage and are read back with pbl_exec_read.
+ *
+ *     pbl_exec *e;
+ *     pbl_exec_options o = pbl_exec_options_default();
+ *     if (pbl_exec_create(&e, g, &o) != PBL_OK) ...
+ *     pbl_exec_bind(e, w1, w1_data, sizeof w1_data);      // parameters: caller-owned
+ *     for (...) {
+ *         pbl_exec_write(e, x, batch, batch_bytes);         // inputs: copied in
+ *         pbl_exec_write(e, y, labels, label_bytes);
+ *         pbl_exec_run(e);                                  // forward, backward, update
+ *         pbl_exec_read(e, loss, &l, sizeof l);
+ *     }
+ *     pbl_exec_destroy(e);
+ *
+ * By default an executor computes every graph output and every update node; `targets` in the
+ * options restricts it to what some outputs need (an evaluation executor over a training
+ * graph runs only the forward pass, sharing parameters through pbl_exec_bind).
+ *
+ * The graph must outlive the executor and must not change while it exists.
+ * Thread-safety: one executor is used by one thread at a time; executors are independent.
+ */
+#ifndef PEBBLE_EXEC_H
+#define PEBBLE_EXEC_H
+
+#include "pebble/graph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pbl_exec pbl_exec;
+
+typedef enum pbl_backend_kind {
+    PBL_BACKEND_CPU,
+} pbl_backend_kind;
+
+typedef enum pbl_storage_mode {
+    PBL_STORAGE_NAIVE, /* every value its own bytes in the arena, no reuse */
+} pbl_storage_mode;
+
+typedef struct pbl_exec_options {
+    const pbl_allocator *allocator; /* host allocations; NULL: malloc/free */
+    pbl_backend_kind     backend;   /* default PBL_BACKEND_CPU */
+    pbl_storage_mode     storage;   /* default PBL_STORAGE_NAIVE */
+    int32_t              threads;   /* BLAS threads; 0 keeps the BLAS library's setting */
+    const char *const   *targets;   /* output names to compute; NULL: all outputs + updates */
+    int32_t              n_targets;
+} pbl_exec_options;
+
+pbl_exec_options pbl_exec_options_default(void);
+
+/* Validates g, schedules it and allocates its storage. Returns the validation statuses of
+ * pbl_graph_validate, PBL_ERR_NOT_FOUND (a target names no output), PBL_ERR_UNSUPPORTED
+ * (an op in the schedule has no kernel on the backend: shape-only ops), PBL_ERR_NOMEM.
+ * On failure *out is NULL and, when given, errmsg (size errlen) holds the message. */
+pbl_status pbl_exec_create(pbl_exec **out, const pbl_graph *g, const pbl_exec_options *opt,
+                           char *errmsg, size_t errlen);
+void       pbl_exec_destroy(pbl_exec *e); /* accepts NULL */
+const char *pbl_exec_errmsg(const pbl_exec *e);
+
+/* Makes variable v read and write `data` (bytes must equal the value's size) instead of
+ * executor storage. PBL_ERR_INVALID_ARG for a node output or a size mismatch. */
+pbl_status pbl_exec_bind(pbl_exec *e, pbl_value v, void *data, size_t bytes);
+/* Copies into / out of a value's current storage (bytes must equal its size). Reading a
+ * node output the executor does not compute gives PBL_ERR_INVALID_ARG. */
+pbl_status pbl_exec_write(pbl_exec *e, pbl_value v, const void *data, size_t bytes);
+pbl_status pbl_exec_read(pbl_exec *e, pbl_value v, void *data, size_t bytes);
+
+/* Runs the schedule once. Every input and label must have been bound or written, every
+ * parameter too (PBL_ERR_UNBOUND otherwise). Increments the run counter (dropout masks
+ * and the like depend on it). */
+pbl_status pbl_exec_run(pbl_exec *e);
+uint64_t   pbl_exec_run_count(const pbl_exec *e);
+
+typedef struct pbl_exec_stats {
+    int32_t  nodes;          /* nodes in the schedule */
+    uint64_t arena_bytes;    /* executor storage for node outputs */
+    uint64_t variable_bytes; /* executor storage for unbound variables */
+    uint64_t host_bytes;     /* all host memory held through the allocator */
+    uint64_t host_peak;
+} pbl_exec_stats;
+
+pbl_status pbl_exec_stats_get(const pbl_exec *e, pbl_exec_stats *out);
+
+/* Saves every parameter and state variable (name, dtype, shape, data) to `path`, written to
+ * a temporary file and renamed, so an existing file is never left half-written. The file
+ * ends with a CRC-32 of everything before it. PBL_ERR_IO names the path and errno text. */
+pbl_status pbl_exec_save(pbl_exec *e, const char *path);
+/* Loads a file written by pbl_exec_save into the matching variables. The whole file is read
+ * and checked (magic, version, CRC-32, every name present with the same dtype and shape)
+ * before any variable is written: PBL_ERR_IO, PBL_ERR_FORMAT, PBL_ERR_CHECKSUM,
+ * PBL_ERR_NOT_FOUND or PBL_ERR_SHAPE leave the executor unchanged. */
+pbl_status pbl_exec_load(pbl_exec *e, const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

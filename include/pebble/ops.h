@@ -1,0 +1,58 @@
+/*
+ * pebble/ops.h — the registered ops.
+ *
+ * Inputs in order; "?" marks an optional trailing input. Shapes: N batch, C classes.
+ * Broadcasting ("bcast"): b's shape, right-aligned against a's, has each dim equal or 1.
+ *
+ * op                          inputs                  outputs      attributes (default)
+ * ---------------------------------------------------------------------------------------------
+ * fully_connected             x[N,in] w[out,in] b?[out]  y[N,out]
+ * matmul                      a[...,m,k] b[...,k,n]   c[...,m,n]   trans_a (0), trans_b (0)
+ * add / sub / mul             a, b (bcast)            y (a's shape)
+ * relu / sigmoid / tanh / gelu  x                     y            (gelu: exact, with erf)
+ * softmax / log_softmax       x                       y            over the last dim
+ * softmax_cross_entropy       logits[N,C] labels[N] i32  loss []  mean over the batch
+ * mse_loss                    pred, target (same)     loss []      mean of squares
+ * sum / mean                  x                       y            axes ([] = all), keepdims (0)
+ * reshape                     x                       y            shape (one dim may be -1)
+ * flatten                     x                       y            axis (1)
+ * copy                        x                       y
+ * dropout                     x                       y, mask      p (0.5), seed (0)
+ * scale                       x                       y = alpha·x  alpha (1)
+ * fill                        —                       y            shape ([]), value (0)
+ * broadcast_to / sum_to       x                       y            shape
+ * add_n                       x1..x16 (same shapes)   y = Σ xi
+ * sgd                         w g                     w'           lr, weight_decay (0)
+ * sgd_momentum                w g m                   w' m'        lr, momentum (0.9), weight_decay
+ * adam                        w g m v t[1]            w' m' v' t'  lr, beta1 (0.9), beta2 (0.999),
+ *                                                                  eps (1e-8), weight_decay
+ * relu_grad, sigmoid_grad, tanh_grad, softmax_grad, log_softmax_grad   dy y  ->  dx
+ * gelu_grad                   dy x                    dx
+ * softmax_cross_entropy_grad  logits labels dloss     dlogits
+ * mse_loss_grad               pred target dloss       dpred
+ *
+ * The optimizer ops write their outputs over their inputs (w' is w's storage): every other
+ * reader of w is scheduled before the update. t is the per-parameter step count (float32,
+ * exact to 2^24 steps). The *_grad ops are what the gradient pass emits; they have no
+ * gradient themselves.
+ */
+#ifndef PEBBLE_OPS_H
+#define PEBBLE_OPS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+int32_t     pbl_op_count(void);
+const char *pbl_op_name(int32_t i);       /* NULL when out of range */
+int         pbl_op_exists(const char *name);
+int         pbl_op_differentiable(const char *name);
+/* Whether the CPU backend can run the op (shape-only ops cannot: they are planned, not run). */
+int         pbl_op_has_cpu_kernel(const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

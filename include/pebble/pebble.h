@@ -1,0 +1,27 @@
+/*
+ * pebble/pebble.h — everything: build a graph, differentiate it, run it.
+ *
+ *   status.h    status codes, pbl_status_str
+ *   alloc.h     the optional host allocator hook
+ *   graph.h     the graph: variables, op nodes, outputs, validation, dump
+ *   builder.h   one-line helpers per op
+ *   ops.h       the op list and each op's inputs and attributes
+ *   autodiff.h  the gradient pass and optimizer update nodes
+ *   exec.h      the executor: bind, run, read, checkpoints
+ */
+#ifndef PEBBLE_PEBBLE_H
+#define PEBBLE_PEBBLE_H
+
+#define PEBBLE_VERSION_MAJOR 0
+#define PEBBLE_VERSION_MINOR 1
+#define PEBBLE_VERSION_PATCH 0
+
+#include "pebble/status.h"
+#include "pebble/alloc.h"
+#include "pebble/graph.h"
+#include "pebble/builder.h"
+#include "pebble/ops.h"
+#include "pebble/autodiff.h"
+#include "pebble/exec.h"
+
+#endif

@@ -1,0 +1,58 @@
+/*
+ * pebble/status.h — status codes shared by every pebble call.
+ *
+ * Every fallible call returns a pbl_status: 0 (PBL_OK) is success, negative is an error.
+ * The handle the call was made on keeps a message naming what failed and where
+ * (pbl_graph_errmsg(), pbl_exec_errmsg()).
+ *
+ *     pbl_status s = pbl_graph_validate(g);
+ *     if (s != PBL_OK)
+ *         fprintf(stderr, "%s: %s\n", pbl_status_str(s), pbl_graph_errmsg(g));
+ *
+ * New codes go at the end of the list; existing values never change.
+ */
+#ifndef PEBBLE_STATUS_H
+#define PEBBLE_STATUS_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* X(name, value, description) */
+#define PBL_STATUS_LIST(X)                                                      \
+    X(PBL_OK,                   0, "ok")                                        \
+    X(PBL_ERR_INVALID_ARG,     -1, "invalid argument")                          \
+    X(PBL_ERR_NOMEM,           -2, "out of memory")                             \
+    X(PBL_ERR_UNKNOWN_OP,      -3, "unknown op")                                \
+    X(PBL_ERR_ARITY,           -4, "wrong number of inputs")                    \
+    X(PBL_ERR_ATTR,            -5, "bad attribute")                             \
+    X(PBL_ERR_SHAPE,           -6, "shape mismatch")                            \
+    X(PBL_ERR_DTYPE,           -7, "dtype mismatch")                            \
+    X(PBL_ERR_CYCLE,           -8, "graph has a cycle")                         \
+    X(PBL_ERR_DANGLING,        -9, "dangling value")                            \
+    X(PBL_ERR_NOT_DIFFERENTIABLE, -10, "not differentiable")                    \
+    X(PBL_ERR_UNSUPPORTED,    -11, "not supported")                             \
+    X(PBL_ERR_UNBOUND,        -12, "variable has no data")                      \
+    X(PBL_ERR_IO,             -13, "I/O error")                                 \
+    X(PBL_ERR_FORMAT,         -14, "malformed input")                           \
+    X(PBL_ERR_CHECKSUM,       -15, "checksum mismatch")                         \
+    X(PBL_ERR_NOT_FOUND,      -16, "not found")                                 \
+    X(PBL_ERR_DEVICE,         -17, "device error")
+
+typedef enum pbl_status {
+#define PBL__STATUS_ENUM(name, value, text) name = value,
+    PBL_STATUS_LIST(PBL__STATUS_ENUM)
+#undef PBL__STATUS_ENUM
+} pbl_status;
+
+/* A static string describing `s` ("shape mismatch"); "unknown status" for other values.
+ * Thread-safe. */
+const char *pbl_status_str(pbl_status s);
+
+/* The enum name of `s` ("PBL_ERR_SHAPE"). Thread-safe. */
+const char *pbl_status_name(pbl_status s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
