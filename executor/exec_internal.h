@@ -1,4 +1,4 @@
-/* Private to the executor: what executor/*.c files share beyond the public API. */
+/* Private to the executor: what the executor's files share beyond the public API. */
 #ifndef PBL_EXEC_INTERNAL_H
 #define PBL_EXEC_INTERNAL_H
 

@@ -2,9 +2,10 @@
  * pebble/builder.h — one-line helpers that add one op node each.
  *
  * Each helper wraps pbl_graph_add_node and returns the node's (first) output value. On error
- * it returns PBL_NONE and the graph remembers the FIRST error (status and message); a helper
- * given a PBL_NONE input returns PBL_NONE without touching that error. So a model can be
- * written straight through and checked once, as with cairo's or ggml's builders:
+ * it returns PBL_NONE and the graph remembers the error: pbl_graph_build_status() returns it,
+ * pbl_graph_errmsg() explains it, and every later helper returns PBL_NONE at once (until
+ * pbl_graph_build_reset), so the first error is the one reported. A model can be written
+ * straight through and checked once, as with cairo's sticky errors:
  *
  *     pbl_value h = pbl_relu(g, pbl_fully_connected(g, x, w1, b1));
  *     pbl_value logits = pbl_fully_connected(g, h, w2, b2);

@@ -1,0 +1,33 @@
+/*
+ * Dependencies and order. A node depends on the producers of its inputs and — because update
+ * ops (sgd, adam, ...) overwrite their inputs — an update node also depends on every other
+ * reader of the value it overwrites (write after read). The schedule is the topological order
+ * closest to program order (smallest ready node id first), so it is deterministic.
+ */
+#ifndef PBL_SCHEDULE_H
+#define PBL_SCHEDULE_H
+
+#include "graph/graph_internal.h"
+
+typedef struct pbl__deps {
+    int32_t  n;           /* nodes */
+    int32_t *pred_start;  /* n + 1: node i's predecessors are pred[pred_start[i] .. pred_start[i+1]) */
+    int32_t *pred;
+    int32_t *succ_start;
+    int32_t *succ;
+    int32_t  n_edges;
+} pbl__deps;
+
+pbl_status pbl__deps_build(const pbl_graph *g, pbl__mem *m, pbl__deps *d);
+void       pbl__deps_free(pbl__deps *d, pbl__mem *m);
+
+/* Orders the nodes with keep[i] set (all when keep is NULL) into order[] (room for every
+ * node); *n_order gets the count. PBL_ERR_CYCLE if they cannot be ordered, with *cycle_node
+ * set to a node that lies on a cycle. */
+pbl_status pbl__deps_order(const pbl__deps *d, pbl__mem *m, const uint8_t *keep, int32_t *order,
+                           int32_t *n_order, pbl_node *cycle_node);
+
+/* Marks in keep[] every node some seed node (seed[i] set) depends on, and the seeds. */
+pbl_status pbl__deps_ancestors(const pbl__deps *d, pbl__mem *m, const uint8_t *seed, uint8_t *keep);
+
+#endif

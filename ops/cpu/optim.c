@@ -1,0 +1,50 @@
+/* CPU kernels: optimizer updates, in place over w and the state (out[k] == its input). */
+#include <math.h>
+
+#include "ops/cpu/kernels.h"
+
+pbl_status pbl__cpu_sgd(const pbl__kargs *a)
+{
+    float *w = PBL__OUT(a, 0);
+    const float *g = PBL__IN(a, 1);
+    float lr = (float)a->attr[0].f, wd = (float)a->attr[1].f;
+    int64_t n = PBL__NUMEL(a->in_meta[0]);
+    for (int64_t i = 0; i < n; i++)
+        w[i] -= lr * (g[i] + wd * w[i]);
+    return PBL_OK;
+}
+
+pbl_status pbl__cpu_sgd_momentum(const pbl__kargs *a)
+{
+    float *w = PBL__OUT(a, 0), *m = PBL__OUT(a, 1);
+    const float *g = PBL__IN(a, 1);
+    float lr = (float)a->attr[0].f, mu = (float)a->attr[1].f, wd = (float)a->attr[2].f;
+    int64_t n = PBL__NUMEL(a->in_meta[0]);
+    for (int64_t i = 0; i < n; i++) {
+        m[i] = mu * m[i] + (g[i] + wd * w[i]);
+        w[i] -= lr * m[i];
+    }
+    return PBL_OK;
+}
+
+/* w, g, m, v: [n]; t: [1], the number of updates so far (incremented here). */
+pbl_status pbl__cpu_adam(const pbl__kargs *a)
+{
+    float *w = PBL__OUT(a, 0), *m = PBL__OUT(a, 1), *v = PBL__OUT(a, 2), *t = PBL__OUT(a, 3);
+    const float *g = PBL__IN(a, 1);
+    double lr = a->attr[0].f, b1 = a->attr[1].f, b2 = a->attr[2].f;
+    float eps = (float)a->attr[3].f, wd = (float)a->attr[4].f;
+    t[0] += 1.0f;
+    double step = (double)t[0];
+    float step_size = (float)(lr / (1.0 - pow(b1, step)));
+    float inv_sqrt_bc2 = (float)(1.0 / sqrt(1.0 - pow(b2, step)));
+    float fb1 = (float)b1, fb2 = (float)b2, c1 = (float)(1.0 - b1), c2 = (float)(1.0 - b2);
+    int64_t n = PBL__NUMEL(a->in_meta[0]);
+    for (int64_t i = 0; i < n; i++) {
+        float gi = g[i] + wd * w[i];
+        m[i] = fb1 * m[i] + c1 * gi;
+        v[i] = fb2 * v[i] + c2 * gi * gi;
+        w[i] -= step_size * m[i] / (sqrtf(v[i]) * inv_sqrt_bc2 + eps);
+    }
+    return PBL_OK;
+}

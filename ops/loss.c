@@ -1,0 +1,127 @@
+/* softmax_cross_entropy (integer labels, mean over the batch) and mse_loss, with their
+ * gradient ops. Kernels: ops/cpu/loss.c. */
+#include "ops/cpu/kernels.h"
+
+static pbl_status sce_check(pbl__infer_ctx *c)
+{
+    char sl[96], sy[96];
+    pbl_status s = pbl__infer_check_f32(c, 0, "logits");
+    if (s != PBL_OK)
+        return s;
+    if (c->in[1].dtype != PBL_I32)
+        return pbl__infer_fail(c, PBL_ERR_DTYPE, "labels are %s, expected i32 class indices", pbl_dtype_name(c->in[1].dtype));
+    const pbl_shape *l = &c->in[0].shape, *y = &c->in[1].shape;
+    if (l->ndim != 2 || y->ndim != 1 || y->dim[0] != l->dim[0])
+        return pbl__infer_fail(c, PBL_ERR_SHAPE, "logits are %s and labels %s; need logits [N, C] and labels [N]",
+                               pbl_shape_str(l, sl, sizeof sl), pbl_shape_str(y, sy, sizeof sy));
+    return PBL_OK;
+}
+
+static pbl_status scalar_check(pbl__infer_ctx *c, int32_t i)
+{
+    pbl_status s = pbl__infer_check_f32(c, i, "dloss");
+    if (s == PBL_OK && pbl_shape_numel(&c->in[i].shape) != 1) {
+        char sd[96];
+        s = pbl__infer_fail(c, PBL_ERR_SHAPE, "dloss is %s; it must be a scalar",
+                            pbl_shape_str(&c->in[i].shape, sd, sizeof sd));
+    }
+    return s;
+}
+
+static pbl_status sce_infer(pbl__infer_ctx *c)
+{
+    pbl_status s = sce_check(c);
+    if (s == PBL_OK) {
+        c->out[0].dtype = PBL_F32;
+        c->out[0].shape = PBL_SCALAR;
+    }
+    return s;
+}
+
+static pbl_status sce_grad(pbl__grad_ctx *c)
+{
+    if (c->need[0])
+        c->dx[0] = pbl__grad_emit(c, "softmax_cross_entropy_grad", "grad",
+                                  (pbl_value[]){ c->x[0], c->x[1], c->dy[0] }, 3, NULL, 0);
+    return c->status;
+}
+
+const pbl__op pbl__op_softmax_cross_entropy = {
+    .name = "softmax_cross_entropy", .n_in_min = 2, .n_in_max = 2, .n_out = 1,
+    .infer = sce_infer, .grad = sce_grad,
+    .grad_reads_in = 0x3, /* the softmax is recomputed from the logits */
+    .cpu = pbl__cpu_softmax_cross_entropy,
+};
+
+static pbl_status sce_grad_infer(pbl__infer_ctx *c)
+{
+    pbl_status s = sce_check(c);
+    if (s == PBL_OK)
+        s = scalar_check(c, 2);
+    if (s == PBL_OK)
+        c->out[0] = c->in[0];
+    return s;
+}
+
+const pbl__op pbl__op_softmax_cross_entropy_grad = {
+    .name = "softmax_cross_entropy_grad", .n_in_min = 3, .n_in_max = 3, .n_out = 1,
+    .infer = sce_grad_infer,
+    .cpu = pbl__cpu_softmax_cross_entropy_grad,
+};
+
+/* ---- mse_loss: mean((pred − target)²) ---------------------------------------------------- */
+
+static pbl_status mse_check(pbl__infer_ctx *c)
+{
+    pbl_status s = pbl__infer_check_f32(c, 0, "pred");
+    if (s == PBL_OK)
+        s = pbl__infer_check_f32(c, 1, "target");
+    if (s == PBL_OK)
+        s = pbl__infer_check_same(c, 0, 1, "pred", "target");
+    return s;
+}
+
+static pbl_status mse_infer(pbl__infer_ctx *c)
+{
+    pbl_status s = mse_check(c);
+    if (s == PBL_OK) {
+        c->out[0].dtype = PBL_F32;
+        c->out[0].shape = PBL_SCALAR;
+    }
+    return s;
+}
+
+static pbl_status mse_grad(pbl__grad_ctx *c)
+{
+    pbl_value dp = pbl__grad_emit(c, "mse_loss_grad", "grad_pred",
+                                  (pbl_value[]){ c->x[0], c->x[1], c->dy[0] }, 3, NULL, 0);
+    if (c->need[0])
+        c->dx[0] = dp;
+    if (c->need[1] && dp != PBL_NONE) {
+        pbl_attr neg = PBL_ATTR_FLOAT("alpha", -1.0);
+        c->dx[1] = pbl__grad_emit(c, "scale", "grad_target", &dp, 1, &neg, 1);
+    }
+    return c->status;
+}
+
+const pbl__op pbl__op_mse_loss = {
+    .name = "mse_loss", .n_in_min = 2, .n_in_max = 2, .n_out = 1,
+    .infer = mse_infer, .grad = mse_grad, .grad_reads_in = 0x3,
+    .cpu = pbl__cpu_mse_loss,
+};
+
+static pbl_status mse_grad_infer(pbl__infer_ctx *c)
+{
+    pbl_status s = mse_check(c);
+    if (s == PBL_OK)
+        s = scalar_check(c, 2);
+    if (s == PBL_OK)
+        c->out[0] = c->in[0];
+    return s;
+}
+
+const pbl__op pbl__op_mse_loss_grad = {
+    .name = "mse_loss_grad", .n_in_min = 3, .n_in_max = 3, .n_out = 1,
+    .infer = mse_grad_infer,
+    .cpu = pbl__cpu_mse_loss_grad,
+};
