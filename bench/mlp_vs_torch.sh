@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# bench/mlp_vs_torch.sh — pebble's MLP training step (bench/mlp_step) against the same step in
+# PyTorch on the CPU (bench/mlp_torch.py), same batch and thread count, one side-by-side table.
+#
+#   bench/mlp_vs_torch.sh [--batches 128,1024] [--threads 1,NPROC] [--format table|json]
+#                         [--build-dir DIR | --mlp-step PATH] [--warmup N] [--iters N] [--reps R]
+#
+# Builds mlp_step first (configuring DIR, default build/, as Release when it has no cache yet;
+# with --mlp-step it runs that binary and builds nothing). When bench/.venv cannot import
+# torch it creates the venv and installs torch and numpy from PyPI, unless another process is
+# installing them right now (its log, $PEBBLE_VENV_LOG, default /tmp/torch.log, exists without
+# a line starting with "done"): then it waits for that, up to 30 minutes.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(dirname "$here")
+ncpu=$(nproc)
+batches="128,1024"
+threads="1,$ncpu"
+format=table
+build="$root/build"
+mlp_step=
+pass=()
+
+usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -n 's/^# \{0,1\}//p'; }
+die() { echo "mlp_vs_torch: $*" >&2; exit 1; }
+
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --batches) batches=${2:?}; shift 2 ;;
+        --threads) threads=${2:?}; shift 2 ;;
+        --format) format=${2:?}; shift 2 ;;
+        --build-dir) build=${2:?}; shift 2 ;;
+        --mlp-step) mlp_step=${2:?}; shift 2 ;;
+        --warmup|--iters|--reps) pass+=("$1" "${2:?}"); shift 2 ;;
+        -h|--help) usage; exit 0 ;;
+        *) usage >&2; die "unknown flag: $1" ;;
+    esac
+done
+case "$format" in table|json) ;; *) die "--format: table or json, got '$format'" ;; esac
+[[ "$batches" =~ ^[0-9]+(,[0-9]+)*$ ]] || die "--batches: a list like 128,1024"
+[[ "$threads" =~ ^[0-9]+(,[0-9]+)*$ ]] || die "--threads: a list like 1,$ncpu"
+# drop repeated thread counts (1,1 when nproc is 1)
+threads=$(tr ',' '\n' <<<"$threads" | awk '!seen[$0]++' | paste -sd, -)
+
+# ---- pebble -----------------------------------------------------------------------------
+if [ -z "$mlp_step" ]; then
+    if [ ! -f "$build/CMakeCache.txt" ]; then
+        echo "mlp_vs_torch: configuring $build (Release)" >&2
+        cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >&2
+    elif ! grep -q '^CMAKE_BUILD_TYPE:STRING=Release$' "$build/CMakeCache.txt"; then
+        echo "mlp_vs_torch: warning: $build is not a Release build; timings will be off" >&2
+    fi
+    cmake --build "$build" --target mlp_step -j "$ncpu" >&2
+    mlp_step="$build/bench/mlp_step"
+fi
+[ -x "$mlp_step" ] || die "$mlp_step is not an executable"
+
+# ---- torch ------------------------------------------------------------------------------
+venv="$here/.venv"
+py="$venv/bin/python"
+log=${PEBBLE_VENV_LOG:-/tmp/torch.log}
+torch_ok() { [ -x "$py" ] && "$py" -c 'import torch, numpy' >/dev/null 2>&1; }
+if ! torch_ok && [ -f "$log" ] && ! grep -q '^done' "$log"; then
+    echo "mlp_vs_torch: waiting for the torch install under way (see $log)" >&2
+    for _ in $(seq 180); do   # up to 30 minutes
+        sleep 10
+        torch_ok && break
+        grep -q '^done' "$log" && break
+    done
+fi
+if ! torch_ok; then
+    echo "mlp_vs_torch: installing torch and numpy into $venv" >&2
+    [ -x "$py" ] || python3 -m venv "$venv"
+    "$py" -m pip install --quiet torch numpy >&2
+    torch_ok || die "$py cannot import torch"
+fi
+
+# ---- runs ---------------------------------------------------------------------------------
+results=$(mktemp)
+trap 'rm -f "$results"' EXIT
+IFS=, read -r -a bl <<<"$batches"
+IFS=, read -r -a tl <<<"$threads"
+for b in "${bl[@]}"; do
+    for t in "${tl[@]}"; do
+        echo "mlp_vs_torch: batch $b, threads $t" >&2
+        p=$("$mlp_step" --batch "$b" --threads "$t" --format json ${pass[@]+"${pass[@]}"}) ||
+            die "mlp_step --batch $b --threads $t failed"
+        q=$("$py" "$here/mlp_torch.py" --batch "$b" --threads "$t" ${pass[@]+"${pass[@]}"}) ||
+            die "mlp_torch.py --batch $b --threads $t failed"
+        printf '%s\t%s\n' "$p" "$q" >>"$results"
+    done
+done
+
+cpu=$(grep -m1 '^model name' /proc/cpuinfo | sed 's/^[^:]*: *//' || true)
+date=$(date -u '+%Y-%m-%d %H:%M:%S UTC')
+"$py" - "$format" "$date" "${cpu:-unknown}" "$ncpu" "$results" <<'EOF'
+import json, sys
+fmt, date, cpu, ncpu, path = sys.argv[1:6]
+rows = []
+for line in open(path):
+    p, t = (json.loads(s) for s in line.rstrip("\n").split("\t"))
+    rows.append({
+        "batch": p["batch"], "threads": p["threads"],
+        "pebble_samples_per_s": p["step"]["samples_per_s"],
+        "torch_samples_per_s": t["samples_per_s"],
+        "pebble_over_torch": p["step"]["samples_per_s"] / t["samples_per_s"],
+        "pebble_ms_per_step": p["step"]["ms_per_step"],
+        "torch_ms_per_step": t["ms_per_step"],
+        "pebble_step_over_sgemm": p["step_over_sgemm"],
+        "sgemm_ms_per_step": p["sgemm"]["ms_per_step"],
+        "pebble": p, "torch": t,
+    })
+blas = rows[0]["pebble"]["blas_core"] if rows else "?"
+tv = rows[0]["torch"]["torch"] if rows else "?"
+if fmt == "json":
+    print(json.dumps({"date": date, "cpu": cpu, "nproc": int(ncpu), "blas_core": blas,
+                      "torch": tv, "results": rows}))
+    sys.exit(0)
+print(f"date: {date}")
+print(f"cpu:  {cpu} ({ncpu} logical CPUs); OpenBLAS core {blas}; torch {tv}")
+print("pebble: pbl_exec_run of the whole step (input write excluded); torch: zero_grad, "
+      "forward, backward, Adam step")
+print("ratio = pebble samples/s / torch samples/s (> 1: pebble faster); "
+      "step/sgemm = pebble step time / its sgemm calls alone\n")
+hdr = ("batch", "threads", "pebble samples/s", "torch samples/s", "ratio",
+       "pebble ms", "torch ms", "sgemm ms", "step/sgemm")
+w = (6, 8, 17, 16, 7, 10, 9, 9, 11)
+print(" ".join(h.rjust(n) for h, n in zip(hdr, w)))
+for r in rows:
+    cells = (str(r["batch"]), str(r["threads"]), f'{r["pebble_samples_per_s"]:.0f}',
+             f'{r["torch_samples_per_s"]:.0f}', f'{r["pebble_over_torch"]:.2f}',
+             f'{r["pebble_ms_per_step"]:.3f}', f'{r["torch_ms_per_step"]:.3f}',
+             f'{r["sgemm_ms_per_step"]:.3f}', f'{r["pebble_step_over_sgemm"]:.3f}')
+    print(" ".join(c.rjust(n) for c, n in zip(cells, w)))
+EOF
