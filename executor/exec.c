@@ -1,0 +1,423 @@
+/*
+ * The executor: schedule -> storage -> bind -> run.
+ *
+ *   create: validate, pick the nodes the targets need, order them (graph/schedule.c), place
+ *           every value (executor/storage.c), allocate the arena and the variable region
+ *           on the backend, and lay out one step per node (its kernel arguments).
+ *   bind:   a caller buffer replaces a variable's place; pointers are refreshed before the
+ *           next run.
+ *   run:    each step's kernel, in schedule order.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "executor/backend.h"
+#include "executor/exec_internal.h"
+#include "executor/storage.h"
+#include "graph/schedule.h"
+#include "ops/registry.h"
+
+/* One scheduled node with its kernel arguments laid out. */
+typedef struct step {
+    const pbl__op *op;
+    pbl_node       node;
+    pbl__kargs     args;   /* in/out point into the executor's pointer pool */
+} step;
+
+struct pbl_exec {
+    pbl__mem            mem;
+    const pbl_graph    *g;
+    const pbl__backend *be;
+    pbl__storage        st;
+    step               *steps;
+    int32_t             n_steps;
+    void              **ptr;          /* per value: its data now, NULL if not computed */
+    void              **bound;        /* per value: caller buffer, or NULL */
+    uint8_t            *has_data;     /* per variable: written, bound or zero-filled */
+    pbl_value          *inputs_read;  /* variables the schedule reads */
+    int32_t             n_inputs_read;
+    void              **io_pool;      /* every step's in/out pointer arrays */
+    pbl__meta          *meta_pool;    /* every step's in/out metas */
+    size_t              n_io;
+    void               *arena;
+    void               *variables;
+    int                 dirty;        /* bindings changed: refresh pointers before running */
+    uint64_t            runs;
+    char                kernel_err[256];
+    char                errmsg[512];
+};
+
+PBL__API pbl_exec_options pbl_exec_options_default(void)
+{
+    pbl_exec_options o = { .allocator = NULL, .backend = PBL_BACKEND_CPU, .storage = PBL_STORAGE_NAIVE,
+                           .threads = 0, .targets = NULL, .n_targets = 0 };
+    return o;
+}
+
+pbl_status pbl__exec_fail(pbl_exec *e, pbl_status s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->errmsg, sizeof e->errmsg, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+const pbl_graph *pbl__exec_graph(const pbl_exec *e) { return e->g; }
+void *pbl__exec_malloc(pbl_exec *e, size_t bytes) { return pbl__mem_alloc(&e->mem, bytes); }
+void pbl__exec_free(pbl_exec *e, void *p, size_t bytes) { pbl__mem_free(&e->mem, p, bytes); }
+
+PBL__API const char *pbl_exec_errmsg(const pbl_exec *e) { return e ? e->errmsg : "no executor"; }
+
+#define NV(e) ((size_t)((e)->g->n_values ? (e)->g->n_values : 1))
+
+PBL__API void pbl_exec_destroy(pbl_exec *e)
+{
+    if (!e)
+        return;
+    if (e->be) {
+        e->be->free(&e->mem, e->arena, e->st.arena_bytes);
+        e->be->free(&e->mem, e->variables, e->st.variable_bytes);
+    }
+    pbl__mem_free(&e->mem, e->steps, (size_t)(e->n_steps ? e->n_steps : 1) * sizeof *e->steps);
+    pbl__mem_free(&e->mem, e->io_pool, (e->n_io ? e->n_io : 1) * sizeof *e->io_pool);
+    pbl__mem_free(&e->mem, e->meta_pool, (e->n_io ? e->n_io : 1) * sizeof *e->meta_pool);
+    pbl__mem_free(&e->mem, e->ptr, NV(e) * sizeof *e->ptr);
+    pbl__mem_free(&e->mem, e->bound, NV(e) * sizeof *e->bound);
+    pbl__mem_free(&e->mem, e->has_data, NV(e));
+    pbl__mem_free(&e->mem, e->inputs_read, NV(e) * sizeof *e->inputs_read);
+    pbl__storage_free(&e->st, &e->mem);
+    pbl__mem m = e->mem;
+    pbl__mem_free(&m, e, sizeof *e);
+}
+
+/* Which nodes run: what the targets need, or by default what every output and every update
+ * needs. keep[] gets the answer. */
+static pbl_status select_nodes(pbl_exec *e, const pbl__deps *d, const pbl_exec_options *o, uint8_t *keep)
+{
+    const pbl_graph *g = e->g;
+    uint8_t *seed = pbl__mem_calloc(&e->mem, (size_t)(g->n_nodes ? g->n_nodes : 1));
+    if (!seed)
+        return pbl__exec_fail(e, PBL_ERR_NOMEM, "out of memory");
+    pbl_status s = PBL_OK;
+    if (o->n_targets > 0) {
+        for (int32_t t = 0; t < o->n_targets && s == PBL_OK; t++) {
+            pbl_value v = o->targets && o->targets[t] ? pbl_graph_output(g, o->targets[t]) : PBL_NONE;
+            if (v == PBL_NONE)
+                s = pbl__exec_fail(e, PBL_ERR_NOT_FOUND, "target '%s' is not an output of the graph",
+                                   o->targets && o->targets[t] ? o->targets[t] : "(null)");
+            else if (g->values[v].producer != PBL_NONE)
+                seed[g->values[v].producer] = 1;
+        }
+    } else {
+        for (int32_t i = 0; i < g->n_outputs; i++) {
+            pbl_node p = g->values[g->outputs[i].value].producer;
+            if (p != PBL_NONE)
+                seed[p] = 1;
+        }
+        for (pbl_node i = 0; i < g->n_nodes; i++)
+            if (pbl__op_get(g->nodes[i].op)->n_mutates > 0)
+                seed[i] = 1;
+    }
+    if (s == PBL_OK && pbl__deps_ancestors(d, &e->mem, seed, keep) != PBL_OK)
+        s = pbl__exec_fail(e, PBL_ERR_NOMEM, "out of memory");
+    pbl__mem_free(&e->mem, seed, (size_t)(g->n_nodes ? g->n_nodes : 1));
+    return s;
+}
+
+/* Lays out each step's kernel arguments (metas now, pointers at refresh). */
+static pbl_status build_steps(pbl_exec *e, const int32_t *order, int32_t n)
+{
+    const pbl_graph *g = e->g;
+    e->n_steps = n;
+    e->n_io = 0;
+    for (int32_t i = 0; i < n; i++)
+        e->n_io += (size_t)(g->nodes[order[i]].n_in + g->nodes[order[i]].n_out);
+    e->steps = pbl__mem_calloc(&e->mem, (size_t)(n ? n : 1) * sizeof *e->steps);
+    e->io_pool = pbl__mem_calloc(&e->mem, (e->n_io ? e->n_io : 1) * sizeof *e->io_pool);
+    e->meta_pool = pbl__mem_calloc(&e->mem, (e->n_io ? e->n_io : 1) * sizeof *e->meta_pool);
+    if (!e->steps || !e->io_pool || !e->meta_pool)
+        return pbl__exec_fail(e, PBL_ERR_NOMEM, "out of memory");
+    size_t at = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const pbl__node *nd = &g->nodes[order[i]];
+        step *s = &e->steps[i];
+        s->op = pbl__op_get(nd->op);
+        s->node = order[i];
+        for (int32_t k = 0; k < nd->n_in; k++)
+            e->meta_pool[at + k] = g->values[nd->in[k]].meta;
+        for (int32_t k = 0; k < nd->n_out; k++)
+            e->meta_pool[at + nd->n_in + k] = g->values[nd->out[k]].meta;
+        s->args = (pbl__kargs){ .in = &e->io_pool[at], .out = &e->io_pool[at + nd->n_in],
+                                .in_meta = &e->meta_pool[at], .out_meta = &e->meta_pool[at + nd->n_in],
+                                .attr = nd->attr, .n_in = nd->n_in, .n_out = nd->n_out,
+                                .err = e->kernel_err, .errlen = sizeof e->kernel_err };
+        at += (size_t)(nd->n_in + nd->n_out);
+    }
+    return PBL_OK;
+}
+
+/* Resolves every value's pointer from its place and the current bindings. */
+static void refresh_pointers(pbl_exec *e)
+{
+    const pbl_graph *g = e->g;
+    for (pbl_value v = 0; v < g->n_values; v++) {
+        switch ((pbl__place)e->st.place[v]) {
+        case PBL__PLACE_VARIABLE:
+            e->ptr[v] = e->bound[v] ? e->bound[v] : (char *)e->variables + e->st.offset[v];
+            break;
+        case PBL__PLACE_ARENA:
+            e->ptr[v] = (char *)e->arena + e->st.offset[v];
+            break;
+        case PBL__PLACE_ALIAS:
+        case PBL__PLACE_NONE:
+            e->ptr[v] = NULL;
+            break;
+        }
+    }
+    /* aliases point at values placed earlier in the schedule or at variables: resolve after */
+    for (pbl_value v = 0; v < g->n_values; v++)
+        if (e->st.place[v] == PBL__PLACE_ALIAS)
+            e->ptr[v] = e->ptr[e->st.alias[v]];
+    for (int32_t i = 0; i < e->n_steps; i++) {
+        const pbl__node *nd = &g->nodes[e->steps[i].node];
+        void **in = (void **)e->steps[i].args.in, **out = (void **)e->steps[i].args.out;
+        for (int32_t k = 0; k < nd->n_in; k++)
+            in[k] = e->ptr[nd->in[k]];
+        for (int32_t k = 0; k < nd->n_out; k++)
+            out[k] = e->ptr[nd->out[k]];
+    }
+    e->dirty = 0;
+}
+
+/* The variables the schedule reads, each once, so run can check they have data. */
+static pbl_status collect_inputs(pbl_exec *e)
+{
+    const pbl_graph *g = e->g;
+    uint8_t *seen = pbl__mem_calloc(&e->mem, NV(e));
+    if (!seen)
+        return pbl__exec_fail(e, PBL_ERR_NOMEM, "out of memory");
+    for (int32_t i = 0; i < e->n_steps; i++) {
+        const pbl__node *nd = &g->nodes[e->steps[i].node];
+        for (int32_t k = 0; k < nd->n_in; k++) {
+            pbl_value v = nd->in[k];
+            if (g->values[v].producer == PBL_NONE && !seen[v]) {
+                seen[v] = 1;
+                e->inputs_read[e->n_inputs_read++] = v;
+            }
+        }
+    }
+    pbl__mem_free(&e->mem, seen, NV(e));
+    return PBL_OK;
+}
+
+static pbl_status create_steps(pbl_exec *e, const pbl_exec_options *o)
+{
+    const pbl_graph *g = e->g;
+    pbl__deps d;
+    if (pbl__deps_build(g, &e->mem, &d) != PBL_OK)
+        return pbl__exec_fail(e, PBL_ERR_NOMEM, "out of memory");
+    size_t nn = (size_t)(g->n_nodes ? g->n_nodes : 1);
+    uint8_t *keep = pbl__mem_alloc(&e->mem, nn);
+    int32_t *order = pbl__mem_alloc(&e->mem, nn * sizeof *order);
+    int32_t n_order = 0;
+    pbl_status s = keep && order ? select_nodes(e, &d, o, keep) : pbl__exec_fail(e, PBL_ERR_NOMEM, "out of memory");
+    if (s == PBL_OK && pbl__deps_order(&d, &e->mem, keep, order, &n_order, NULL) != PBL_OK)
+        s = pbl__exec_fail(e, PBL_ERR_CYCLE, "the graph cannot be ordered");
+    for (int32_t i = 0; i < n_order && s == PBL_OK; i++) {
+        const pbl__node *nd = &g->nodes[order[i]];
+        const pbl__op *op = pbl__op_get(nd->op);
+        if (!e->be->has_kernel(op))
+            s = pbl__exec_fail(e, PBL_ERR_UNSUPPORTED, "node '%s' (%s): the %s backend has no kernel for this op (it can be planned, not run)",
+                               nd->name, op->name, e->be->name);
+    }
+    if (s == PBL_OK) {
+        pbl_status ps = pbl__storage_plan(g, order, n_order, o->storage, &e->mem, &e->st);
+        if (ps != PBL_OK)
+            s = pbl__exec_fail(e, ps, ps == PBL_ERR_NOMEM ? "out of memory" : "storage mode %d is not supported", (int)o->storage);
+    }
+    if (s == PBL_OK)
+        s = build_steps(e, order, n_order);
+    pbl__mem_free(&e->mem, keep, nn);
+    pbl__mem_free(&e->mem, order, nn * sizeof *order);
+    pbl__deps_free(&d, &e->mem);
+    return s;
+}
+
+PBL__API pbl_status pbl_exec_create(pbl_exec **out, const pbl_graph *g, const pbl_exec_options *opt,
+                                    char *errmsg, size_t errlen)
+{
+    if (errmsg && errlen)
+        errmsg[0] = '\0';
+    if (!out || !g) {
+        if (errmsg && errlen)
+            snprintf(errmsg, errlen, "exec_create: no %s", out ? "graph" : "output pointer");
+        return PBL_ERR_INVALID_ARG;
+    }
+    *out = NULL;
+    pbl_exec_options o = opt ? *opt : pbl_exec_options_default();
+    pbl__mem m;
+    pbl__mem_init(&m, o.allocator);
+    pbl_exec *e = pbl__mem_calloc(&m, sizeof *e);
+    if (!e) {
+        if (errmsg && errlen)
+            snprintf(errmsg, errlen, "exec_create: out of memory");
+        return PBL_ERR_NOMEM;
+    }
+    e->mem = m;
+    e->g = g;
+    pbl_status s = PBL_OK;
+    if (o.backend != PBL_BACKEND_CPU)
+        s = pbl__exec_fail(e, PBL_ERR_UNSUPPORTED, "backend %d is not built in", (int)o.backend);
+    e->be = &pbl__backend_cpu;
+    /* Validation reports through the graph's message, which the executor copies. */
+    if (s == PBL_OK) {
+        pbl_graph *mg = (pbl_graph *)g;
+        s = pbl_graph_validate(mg);
+        if (s != PBL_OK)
+            pbl__exec_fail(e, s, "%s", pbl_graph_errmsg(g));
+    }
+    if (s == PBL_OK) {
+        e->ptr = pbl__mem_calloc(&e->mem, NV(e) * sizeof *e->ptr);
+        e->bound = pbl__mem_calloc(&e->mem, NV(e) * sizeof *e->bound);
+        e->has_data = pbl__mem_calloc(&e->mem, NV(e));
+        e->inputs_read = pbl__mem_alloc(&e->mem, NV(e) * sizeof *e->inputs_read);
+        if (!e->ptr || !e->bound || !e->has_data || !e->inputs_read)
+            s = pbl__exec_fail(e, PBL_ERR_NOMEM, "out of memory");
+    }
+    if (s == PBL_OK)
+        s = create_steps(e, &o);
+    if (s == PBL_OK)
+        s = collect_inputs(e);
+    if (s == PBL_OK) {
+        e->arena = e->st.arena_bytes ? e->be->alloc(&e->mem, e->st.arena_bytes) : NULL;
+        e->variables = e->st.variable_bytes ? e->be->alloc(&e->mem, e->st.variable_bytes) : NULL;
+        if ((e->st.arena_bytes && !e->arena) || (e->st.variable_bytes && !e->variables))
+            s = pbl__exec_fail(e, PBL_ERR_NOMEM, "out of memory allocating %llu arena and %llu variable bytes",
+                               (unsigned long long)e->st.arena_bytes, (unsigned long long)e->st.variable_bytes);
+    }
+    if (s == PBL_OK && e->variables)
+        s = e->be->zero(e->variables, e->st.variable_bytes);
+    if (s == PBL_OK) {
+        for (pbl_value v = 0; v < g->n_values; v++)
+            e->has_data[v] = g->values[v].kind == PBL_VALUE_STATE;
+        if (e->be->set_threads)
+            e->be->set_threads(o.threads);
+        refresh_pointers(e);
+        *out = e;
+        return PBL_OK;
+    }
+    if (errmsg && errlen)
+        snprintf(errmsg, errlen, "%s", e->errmsg);
+    pbl_exec_destroy(e);
+    return s;
+}
+
+/* Checks v is a value of the graph of `bytes` bytes; `what` names the call. */
+static pbl_status check_value(pbl_exec *e, pbl_value v, size_t bytes, const char *what)
+{
+    if (v < 0 || v >= e->g->n_values)
+        return pbl__exec_fail(e, PBL_ERR_INVALID_ARG, "%s: %d names no value", what, (int)v);
+    const pbl__value *x = &e->g->values[v];
+    size_t need = pbl__meta_bytes(&x->meta);
+    if (bytes != need) {
+        char sh[96];
+        return pbl__exec_fail(e, PBL_ERR_INVALID_ARG, "%s: '%s' is %s %s = %zu bytes, got %zu", what, x->name,
+                              pbl_shape_str(&x->meta.shape, sh, sizeof sh), pbl_dtype_name(x->meta.dtype), need, bytes);
+    }
+    return PBL_OK;
+}
+
+PBL__API pbl_status pbl_exec_bind(pbl_exec *e, pbl_value v, void *data, size_t bytes)
+{
+    if (!e)
+        return PBL_ERR_INVALID_ARG;
+    pbl_status s = check_value(e, v, bytes, "bind");
+    if (s != PBL_OK)
+        return s;
+    if (e->g->values[v].producer != PBL_NONE)
+        return pbl__exec_fail(e, PBL_ERR_INVALID_ARG, "bind: '%s' is a node output; only variables can be bound",
+                              e->g->values[v].name);
+    if (!data)
+        return pbl__exec_fail(e, PBL_ERR_INVALID_ARG, "bind: no buffer for '%s'", e->g->values[v].name);
+    e->bound[v] = data;
+    e->has_data[v] = 1;
+    e->dirty = 1;
+    return PBL_OK;
+}
+
+PBL__API pbl_status pbl_exec_write(pbl_exec *e, pbl_value v, const void *data, size_t bytes)
+{
+    if (!e)
+        return PBL_ERR_INVALID_ARG;
+    pbl_status s = check_value(e, v, bytes, "write");
+    if (s != PBL_OK)
+        return s;
+    if (e->dirty)
+        refresh_pointers(e);
+    if (!e->ptr[v])
+        return pbl__exec_fail(e, PBL_ERR_INVALID_ARG, "write: '%s' is not computed by this executor", e->g->values[v].name);
+    if (!data && bytes)
+        return pbl__exec_fail(e, PBL_ERR_INVALID_ARG, "write: no data for '%s'", e->g->values[v].name);
+    s = e->be->upload(e->ptr[v], data, bytes);
+    if (s != PBL_OK)
+        return pbl__exec_fail(e, s, "write: copying '%s' to the device failed", e->g->values[v].name);
+    e->has_data[v] = 1;
+    return PBL_OK;
+}
+
+PBL__API pbl_status pbl_exec_read(pbl_exec *e, pbl_value v, void *data, size_t bytes)
+{
+    if (!e)
+        return PBL_ERR_INVALID_ARG;
+    pbl_status s = check_value(e, v, bytes, "read");
+    if (s != PBL_OK)
+        return s;
+    if (e->dirty)
+        refresh_pointers(e);
+    if (!e->ptr[v])
+        return pbl__exec_fail(e, PBL_ERR_INVALID_ARG, "read: '%s' is not computed by this executor", e->g->values[v].name);
+    if (!data && bytes)
+        return pbl__exec_fail(e, PBL_ERR_INVALID_ARG, "read: no buffer for '%s'", e->g->values[v].name);
+    if (e->be->sync && (s = e->be->sync()) != PBL_OK)
+        return pbl__exec_fail(e, s, "read: waiting for the device failed");
+    s = e->be->download(data, e->ptr[v], bytes);
+    return s == PBL_OK ? PBL_OK : pbl__exec_fail(e, s, "read: copying '%s' from the device failed", e->g->values[v].name);
+}
+
+PBL__API pbl_status pbl_exec_run(pbl_exec *e)
+{
+    if (!e)
+        return PBL_ERR_INVALID_ARG;
+    for (int32_t i = 0; i < e->n_inputs_read; i++) {
+        pbl_value v = e->inputs_read[i];
+        if (!e->has_data[v])
+            return pbl__exec_fail(e, PBL_ERR_UNBOUND, "%s '%s' has no data: bind it or write it before running",
+                                  pbl_value_kind_name(e->g->values[v].kind), e->g->values[v].name);
+    }
+    if (e->dirty)
+        refresh_pointers(e);
+    for (int32_t i = 0; i < e->n_steps; i++) {
+        step *st = &e->steps[i];
+        st->args.run = e->runs;
+        pbl_status s = e->be->run(st->op, &st->args);
+        if (s != PBL_OK)
+            return pbl__exec_fail(e, s, "node '%s' (%s): %s", e->g->nodes[st->node].name, st->op->name, e->kernel_err);
+    }
+    pbl_status s = e->be->sync ? e->be->sync() : PBL_OK;
+    e->runs++;
+    return s == PBL_OK ? PBL_OK : pbl__exec_fail(e, s, "run: waiting for the device failed");
+}
+
+PBL__API uint64_t pbl_exec_run_count(const pbl_exec *e) { return e ? e->runs : 0; }
+
+PBL__API pbl_status pbl_exec_stats_get(const pbl_exec *e, pbl_exec_stats *out)
+{
+    if (!e || !out)
+        return PBL_ERR_INVALID_ARG;
+    *out = (pbl_exec_stats){ .nodes = e->n_steps, .arena_bytes = e->st.arena_bytes,
+                             .variable_bytes = e->st.variable_bytes, .host_bytes = e->mem.live,
+                             .host_peak = e->mem.peak };
+    return PBL_OK;
+}
