@@ -34,7 +34,8 @@ static pbl_value node(pbl_graph *g, const char *op, const pbl_value *in, int32_t
         return PBL_NONE;
     pbl_value out[4] = { PBL_NONE, PBL_NONE, PBL_NONE, PBL_NONE };
     pbl_node_desc d = { .op = op, .inputs = in, .n_inputs = n_in, .attrs = at, .n_attrs = n_at };
-    return note(g, pbl_graph_add_node(g, &d, NULL, out), out[0]);
+    pbl_status s = pbl_graph_add_node(g, &d, NULL, out);
+    return note(g, s, out[0]);
 }
 
 static pbl_value variable(pbl_graph *g, const char *name, pbl_value_kind kind, pbl_dtype dtype, pbl_shape shape)
@@ -42,7 +43,8 @@ static pbl_value variable(pbl_graph *g, const char *name, pbl_value_kind kind, p
     if (stopped(g))
         return PBL_NONE;
     pbl_value v = PBL_NONE;
-    return note(g, pbl_graph_add_variable(g, name, kind, dtype, shape, &v), v);
+    pbl_status s = pbl_graph_add_variable(g, name, kind, dtype, shape, &v);
+    return note(g, s, v);
 }
 
 PBL__API pbl_value pbl_input(pbl_graph *g, const char *name, pbl_shape shape)

@@ -22,13 +22,15 @@ PBL__API pbl_status pbl_graph_dump(const pbl_graph *g, FILE *f)
         print_value_ref(f, g, v);
         fprintf(f, " = %s '%s'\n", pbl_value_kind_name(x->kind), x->name);
     }
-    int shown_backward = 0;
+    static const char *const section[] = { "forward", "backward", "update" };
+    int shown = 0;
     for (pbl_node i = 0; i < g->n_nodes; i++) {
         const pbl__node *n = &g->nodes[i];
         const pbl__op *op = pbl__op_get(n->op);
-        if (n->is_backward && !shown_backward) {
-            fprintf(f, "backward:\n");
-            shown_backward = 1;
+        int kind = op->n_mutates ? 2 : n->is_backward ? 1 : 0;
+        if (kind != shown) {
+            fprintf(f, "%s:\n", section[kind]);
+            shown = kind;
         }
         fprintf(f, "  ");
         for (int32_t k = 0; k < n->n_out; k++) {
@@ -54,7 +56,7 @@ PBL__API pbl_status pbl_graph_dump(const pbl_graph *g, FILE *f)
             if (op->attrs[k].type == PBL_ATTR_INTS)
                 fprintf(f, a->n_ints ? "]" : "[]");
         }
-        fprintf(f, "  # %s%s\n", n->name, n->is_backward ? " (backward)" : "");
+        fprintf(f, "  # %s%s\n", n->name, kind == 1 ? " (backward)" : kind == 2 ? " (update)" : "");
     }
     for (int32_t i = 0; i < g->n_outputs; i++)
         fprintf(f, "output '%s' = %%%d\n", g->outputs[i].name, (int)g->outputs[i].value);

@@ -221,12 +221,17 @@ PBL__API pbl_status pbl_graph_add_node(pbl_graph *g, const pbl_node_desc *d, pbl
     if (!g || !d)
         return PBL_ERR_INVALID_ARG;
     int32_t op_id = pbl__op_find(d->op);
-    char who[160];
-    const char *shown = d->name && *d->name ? d->name : "(unnamed)";
-    if (op_id < 0)
-        return pbl__graph_fail(g, PBL_ERR_UNKNOWN_OP, "node '%s': unknown op '%s'", shown, d->op ? d->op : "(null)");
     const pbl__op *op = pbl__op_get(op_id);
-    snprintf(who, sizeof who, "node '%s' (%s)", shown, op->name);
+    /* Name the node first so every message carries the name it would have had. */
+    char auto_name[96], who[160];
+    const char *name = d->name;
+    if (!name || !*name) {
+        fresh_name(&g->node_names, op ? op->name : "node", g->n_nodes, auto_name, sizeof auto_name);
+        name = auto_name;
+    }
+    if (!op)
+        return pbl__graph_fail(g, PBL_ERR_UNKNOWN_OP, "node '%s': unknown op '%s'", name, d->op ? d->op : "(null)");
+    snprintf(who, sizeof who, "node '%s' (%s)", name, op->name);
     if (d->n_inputs < op->n_in_min || d->n_inputs > op->n_in_max || (d->n_inputs > 0 && !d->inputs)) {
         if (op->n_in_min == op->n_in_max)
             return pbl__graph_fail(g, PBL_ERR_ARITY, "%s: takes %d inputs, got %d", who, (int)op->n_in_min, (int)d->n_inputs);
@@ -239,15 +244,6 @@ PBL__API pbl_status pbl_graph_add_node(pbl_graph *g, const pbl_node_desc *d, pbl
                                    who, (int)i, (int)d->inputs[i]);
     if (d->n_attrs < 0 || (d->n_attrs > 0 && !d->attrs))
         return pbl__graph_fail(g, PBL_ERR_ATTR, "%s: bad attribute list", who);
-
-    /* Name the node before inferring so messages carry the final name. */
-    char auto_name[96];
-    const char *name = d->name;
-    if (!name || !*name) {
-        fresh_name(&g->node_names, op->name, g->n_nodes, auto_name, sizeof auto_name);
-        name = auto_name;
-    }
-    snprintf(who, sizeof who, "node '%s' (%s)", name, op->name);
     if (pbl__names_get(&g->node_names, name) >= 0)
         return pbl__graph_fail(g, PBL_ERR_INVALID_ARG, "%s: a node of that name exists", who);
     char out_names[PBL__MAX_OUT][112];
