@@ -1,0 +1,693 @@
+/*
+ * train_mlp — trains a multi-layer perceptron on Fashion-MNIST with pebble, in plain C.
+ *
+ *     train_mlp [--hidden 256,128] [--epochs 10] [--batch 128] [--lr 0.001] [--seed 1]
+ *               [--data DIR] [--save FILE] [--load FILE] [--threads T]
+ *
+ * The whole training step — forward, explicit backward nodes, Adam update — is one graph run.
+ * Parameters live in this program's own float arrays, bound zero-copy to the training
+ * executor and to the evaluation executors, so evaluation always sees the latest weights.
+ *
+ * Output: one line about the model, one summary line per epoch on stdout (plus a progress bar
+ * on stderr when it is a terminal), and last `test accuracy: 0.8873`. Errors are one line
+ * `train_mlp: <message>` on stderr; exit status 2 for a bad command line, 1 for anything
+ * else that went wrong.
+ */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, isatty, fileno */
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <pebble/pebble.h>
+
+#include "idx.h"
+
+#define N_PIXELS     784 /* 28 x 28, what the first layer expects */
+#define N_CLASSES    10
+#define MAX_HIDDEN   8
+#define MAX_LAYERS   (MAX_HIDDEN + 1)
+#define EVAL_BATCH   1000
+#define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
+
+enum { EXIT_USAGE = 2 };
+
+/* ---- messages -------------------------------------------------------------------------- */
+
+/* Prints `train_mlp: <message>` as exactly one line: library messages are quoted verbatim,
+ * so any newline in them is flattened rather than trusted not to be there. */
+static void complain(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void complain(const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    for (char *c = msg; *c; c++)
+        if (*c == '\n' || *c == '\r')
+            *c = ' ';
+    fprintf(stderr, "train_mlp: %s\n", msg);
+}
+
+static void print_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: train_mlp [options]\n"
+            "  --hidden LIST   hidden layer widths, comma-separated (default 256,128)\n"
+            "  --epochs N      passes over the training set (default 10; 0: only evaluate)\n"
+            "  --batch B       training batch size (default 128)\n"
+            "  --lr X          Adam learning rate (default 0.001)\n"
+            "  --seed S        seed for initialisation and shuffling (default 1)\n"
+            "  --data DIR      Fashion-MNIST IDX .gz files (default " DEFAULT_DATA ")\n"
+            "  --save FILE     after training, save parameters and optimizer state\n"
+            "  --load FILE     before training, load a checkpoint saved with --save\n"
+            "  --threads T     BLAS threads (default 0: the BLAS library's own choice)\n"
+            "  --help          this text\n");
+}
+
+/* ---- command line ---------------------------------------------------------------------- */
+
+typedef struct options {
+    int64_t     hidden[MAX_HIDDEN];
+    int         n_hidden;
+    long        epochs;
+    long        batch;
+    double      lr;
+    uint64_t    seed;
+    const char *data;
+    const char *save;
+    const char *load;
+    long        threads;
+} options;
+
+static int parse_long(const char *flag, const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end != '\0') {
+        complain("%s: '%s' is not an integer", flag, s);
+        return -1;
+    }
+    if (errno == ERANGE || v < lo || v > hi) {
+        complain("%s: %s is out of range (%ld..%ld)", flag, s, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_hidden(const char *s, options *o)
+{
+    o->n_hidden = 0;
+    const char *p = s;
+    for (;;) {
+        char item[32];
+        size_t n = strcspn(p, ",");
+        if (n == 0 || n >= sizeof item) {
+            complain("--hidden: '%s' is not a comma-separated list of layer widths", s);
+            return -1;
+        }
+        if (o->n_hidden == MAX_HIDDEN) {
+            complain("--hidden: at most %d hidden layers", MAX_HIDDEN);
+            return -1;
+        }
+        memcpy(item, p, n);
+        item[n] = '\0';
+        long w;
+        if (parse_long("--hidden", item, 1, 65536, &w) != 0)
+            return -1;
+        o->hidden[o->n_hidden++] = w;
+        if (p[n] == '\0')
+            return 0;
+        p += n + 1;
+    }
+}
+
+/* Returns 0 to go on, or the exit status to stop with (0 after --help). */
+static int parse_args(int argc, char **argv, options *o, int *stop)
+{
+    *stop = 0;
+    *o = (options){ .hidden = { 256, 128 }, .n_hidden = 2, .epochs = 10, .batch = 128,
+                    .lr = 1e-3, .seed = 1, .data = DEFAULT_DATA };
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            print_usage(stdout);
+            *stop = 1;
+            return 0;
+        }
+        static const char *const with_value[] = { "--hidden", "--epochs", "--batch", "--lr",
+                                                  "--seed", "--data", "--save", "--load",
+                                                  "--threads" };
+        const char *flag = NULL;
+        for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
+            if (strcmp(arg, with_value[k]) == 0)
+                flag = with_value[k];
+        if (!flag) {
+            complain("unknown option '%s' (try --help)", arg);
+            return EXIT_USAGE;
+        }
+        if (i + 1 >= argc) {
+            complain("%s needs a value", flag);
+            return EXIT_USAGE;
+        }
+        const char *val = argv[++i];
+        int bad = 0;
+        if (strcmp(flag, "--hidden") == 0) {
+            bad = parse_hidden(val, o);
+        } else if (strcmp(flag, "--epochs") == 0) {
+            bad = parse_long(flag, val, 0, 100000, &o->epochs);
+        } else if (strcmp(flag, "--batch") == 0) {
+            bad = parse_long(flag, val, 1, 1 << 20, &o->batch);
+        } else if (strcmp(flag, "--threads") == 0) {
+            bad = parse_long(flag, val, 0, 1024, &o->threads);
+        } else if (strcmp(flag, "--lr") == 0) {
+            char *end;
+            errno = 0;
+            o->lr = strtod(val, &end);
+            if (end == val || *end != '\0') {
+                complain("--lr: '%s' is not a number", val);
+                bad = -1;
+            } else if (errno == ERANGE || !isfinite(o->lr) || o->lr <= 0 || o->lr > 10) {
+                complain("--lr: %s is out of range (greater than 0, at most 10)", val);
+                bad = -1;
+            }
+        } else if (strcmp(flag, "--seed") == 0) {
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(val, &end, 10);
+            if (end == val || *end != '\0' || val[0] == '-' || val[0] == '+' || val[0] == ' ') {
+                complain("--seed: '%s' is not a non-negative integer", val);
+                bad = -1;
+            } else if (errno == ERANGE) {
+                complain("--seed: %s is out of range (0..%llu)", val, ULLONG_MAX);
+                bad = -1;
+            }
+            o->seed = v;
+        } else if (val[0] == '\0') {
+            complain("%s needs a non-empty value", flag);
+            bad = -1;
+        } else if (strcmp(flag, "--data") == 0) {
+            o->data = val;
+        } else if (strcmp(flag, "--save") == 0) {
+            o->save = val;
+        } else {
+            o->load = val;
+        }
+        if (bad)
+            return EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* ---- random numbers -------------------------------------------------------------------- */
+
+/* xoshiro256** seeded through splitmix64 (Vigna's recommendation): small, fast, and the same
+ * sequence on every platform, so a seed names one run. */
+typedef struct rng {
+    uint64_t s[4];
+} rng;
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15u);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    return z ^ (z >> 31);
+}
+
+/* `stream` separates the initialisation and shuffling sequences drawn from one seed. */
+static void rng_seed(rng *r, uint64_t seed, uint64_t stream)
+{
+    uint64_t x = seed ^ (stream * 0xd1b54a32d192ed03u);
+    for (int i = 0; i < 4; i++)
+        r->s[i] = splitmix64(&x);
+}
+
+static uint64_t rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+static uint64_t rng_next(rng *r)
+{
+    uint64_t *s = r->s;
+    const uint64_t result = rotl(s[1] * 5, 7) * 9;
+    const uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+/* Uniform in [lo, hi), from the top 24 bits: exactly the floats of that spacing. */
+static float rng_uniform(rng *r, float lo, float hi)
+{
+    float u = (float)(rng_next(r) >> 40) * (1.0f / 16777216.0f);
+    return lo + (hi - lo) * u;
+}
+
+/* Uniform in [0, n) without modulo bias: reject the short last stretch of the 2^64 range. */
+static uint64_t rng_below(rng *r, uint64_t n)
+{
+    const uint64_t reject_below = (0 - n) % n; /* 2^64 mod n */
+    uint64_t x;
+    do
+        x = rng_next(r);
+    while (x < reject_below);
+    return x % n;
+}
+
+/* ---- data ------------------------------------------------------------------------------ */
+
+typedef struct dataset {
+    idx_array images; /* [n, 28, 28] bytes */
+    idx_array labels; /* [n] bytes, each < N_CLASSES */
+    int64_t   n;
+} dataset;
+
+static int load_dataset(dataset *d, const char *dir, const char *images, const char *labels)
+{
+    char path[4096], err[512];
+    memset(d, 0, sizeof *d);
+    snprintf(path, sizeof path, "%s/%s", dir, images);
+    if (idx_read(&d->images, path, 3, err, sizeof err) != 0) {
+        complain("%s", err);
+        return -1;
+    }
+    if ((uint64_t)d->images.dims[1] * d->images.dims[2] != N_PIXELS) {
+        complain("%s: images are %" PRIu32 "x%" PRIu32 ", the model reads 28x28 = %d pixels",
+                 path, d->images.dims[1], d->images.dims[2], N_PIXELS);
+        goto fail_free_images;
+    }
+    snprintf(path, sizeof path, "%s/%s", dir, labels);
+    if (idx_read(&d->labels, path, 1, err, sizeof err) != 0) {
+        complain("%s", err);
+        goto fail_free_images;
+    }
+    if (d->labels.dims[0] != d->images.dims[0]) {
+        complain("%s: %" PRIu32 " labels for %" PRIu32 " images in %s", path,
+                 d->labels.dims[0], d->images.dims[0], images);
+        goto fail_free_labels;
+    }
+    for (size_t i = 0; i < d->labels.size; i++)
+        if (d->labels.data[i] >= N_CLASSES) {
+            complain("%s: label %zu is %u, classes are 0..%d", path, i, d->labels.data[i],
+                     N_CLASSES - 1);
+            goto fail_free_labels;
+        }
+    d->n = d->images.dims[0];
+    return 0;
+
+fail_free_labels:
+    idx_array_free(&d->labels);
+fail_free_images:
+    idx_array_free(&d->images);
+    return -1;
+}
+
+static void dataset_free(dataset *d)
+{
+    idx_array_free(&d->images);
+    idx_array_free(&d->labels);
+}
+
+/* Gathers the samples idx[0..batch-1] as x: [batch, 784] floats in [0, 1], y: [batch]. */
+static void gather(const dataset *d, const int64_t *idx, int64_t batch, float *x, int32_t *y)
+{
+    for (int64_t i = 0; i < batch; i++) {
+        const uint8_t *img = d->images.data + (size_t)idx[i] * N_PIXELS;
+        for (int p = 0; p < N_PIXELS; p++)
+            x[i * N_PIXELS + p] = (float)img[p] * (1.0f / 255.0f);
+        y[i] = d->labels.data[idx[i]];
+    }
+}
+
+/* ---- the model ------------------------------------------------------------------------- */
+
+/* The parameters, owned here; every executor binds these same arrays. */
+typedef struct model {
+    int     n_layers;
+    int64_t in[MAX_LAYERS], out[MAX_LAYERS];
+    float  *w[MAX_LAYERS]; /* [out, in] */
+    float  *b[MAX_LAYERS]; /* [out] */
+} model;
+
+static int model_init(model *m, const options *o)
+{
+    memset(m, 0, sizeof *m);
+    m->n_layers = o->n_hidden + 1;
+    rng r;
+    rng_seed(&r, o->seed, 1);
+    for (int l = 0; l < m->n_layers; l++) {
+        m->in[l] = l == 0 ? N_PIXELS : o->hidden[l - 1];
+        m->out[l] = l == o->n_hidden ? N_CLASSES : o->hidden[l];
+        m->w[l] = malloc((size_t)(m->in[l] * m->out[l]) * sizeof(float));
+        m->b[l] = malloc((size_t)m->out[l] * sizeof(float));
+        if (!m->w[l] || !m->b[l]) {
+            complain("out of memory for layer %d's parameters", l + 1);
+            return -1;
+        }
+        /* PyTorch's nn.Linear default: kaiming_uniform(a = sqrt 5) gives W ~ U(±1/sqrt(in)),
+         * and the bias the same bound, so results compare with the usual baselines. */
+        const float bound = 1.0f / sqrtf((float)m->in[l]);
+        for (int64_t i = 0; i < m->in[l] * m->out[l]; i++)
+            m->w[l][i] = rng_uniform(&r, -bound, bound);
+        for (int64_t i = 0; i < m->out[l]; i++)
+            m->b[l][i] = rng_uniform(&r, -bound, bound);
+    }
+    return 0;
+}
+
+static void model_free(model *m)
+{
+    for (int l = 0; l < m->n_layers; l++) {
+        free(m->w[l]);
+        free(m->b[l]);
+    }
+}
+
+/* One graph and its executor: the training step (forward, backward, Adam) or, for
+ * evaluation, the forward pass alone at some batch size. */
+typedef struct net {
+    pbl_graph *g;
+    pbl_exec  *e;
+    int64_t    batch;
+    pbl_value  x, y, loss, logits;
+} net;
+
+static void net_destroy(net *n)
+{
+    pbl_exec_destroy(n->e);
+    pbl_graph_destroy(n->g);
+    memset(n, 0, sizeof *n);
+}
+
+static int net_create(net *n, const model *m, const options *o, int64_t batch, int training)
+{
+    memset(n, 0, sizeof *n);
+    n->batch = batch;
+    n->loss = PBL_NONE;
+    pbl_status s = pbl_graph_create(&n->g, NULL);
+    if (s != PBL_OK) {
+        complain("creating a graph: %s", pbl_status_str(s));
+        return -1;
+    }
+    pbl_graph *g = n->g;
+    pbl_value params[2 * MAX_LAYERS], grads[2 * MAX_LAYERS];
+    char name[32];
+
+    // x: [batch, 784] -> fc+relu per hidden layer -> logits: [batch, 10]
+    n->x = pbl_input(g, "x", PBL_SHAPE(batch, N_PIXELS));
+    pbl_value h = n->x;
+    for (int l = 0; l < m->n_layers; l++) {
+        snprintf(name, sizeof name, "fc%d/w", l + 1);
+        params[2 * l] = pbl_param(g, name, PBL_SHAPE(m->out[l], m->in[l]));
+        snprintf(name, sizeof name, "fc%d/b", l + 1);
+        params[2 * l + 1] = pbl_param(g, name, PBL_SHAPE(m->out[l]));
+        h = pbl_fully_connected(g, h, params[2 * l], params[2 * l + 1]);
+        if (l + 1 < m->n_layers)
+            h = pbl_relu(g, h);
+    }
+    n->logits = h;
+    if (training) {
+        n->y = pbl_label(g, "labels", PBL_I32, PBL_SHAPE(batch));
+        n->loss = pbl_softmax_cross_entropy(g, n->logits, n->y);
+    }
+    if (pbl_graph_build_status(g) != PBL_OK) {
+        complain("building the model: %s", pbl_graph_errmsg(g));
+        goto fail_destroy;
+    }
+    if ((s = pbl_graph_set_output(g, "logits", n->logits)) != PBL_OK ||
+        (training && (s = pbl_graph_set_output(g, "loss", n->loss)) != PBL_OK)) {
+        complain("naming the model's outputs: %s", pbl_graph_errmsg(g));
+        goto fail_destroy;
+    }
+    if (training) {
+        const int32_t n_params = 2 * m->n_layers;
+        if ((s = pbl_graph_gradient(g, n->loss, params, n_params, grads)) != PBL_OK) {
+            complain("gradient pass: %s", pbl_graph_errmsg(g));
+            goto fail_destroy;
+        }
+        pbl_optimizer_options opt = pbl_optimizer_options_default(PBL_OPTIM_ADAM);
+        opt.lr = o->lr;
+        if ((s = pbl_graph_add_optimizer(g, &opt, params, grads, n_params)) != PBL_OK) {
+            complain("adding the optimizer: %s", pbl_graph_errmsg(g));
+            goto fail_destroy;
+        }
+    }
+
+    pbl_exec_options eo = pbl_exec_options_default();
+    eo.threads = (int32_t)o->threads;
+    char err[512] = "";
+    if ((s = pbl_exec_create(&n->e, g, &eo, err, sizeof err)) != PBL_OK) {
+        complain("creating the %s executor: %s", training ? "training" : "evaluation",
+                 err[0] ? err : pbl_status_str(s));
+        goto fail_destroy;
+    }
+    for (int l = 0; l < m->n_layers; l++) {
+        if ((s = pbl_exec_bind(n->e, params[2 * l], m->w[l],
+                               (size_t)(m->in[l] * m->out[l]) * sizeof(float))) != PBL_OK ||
+            (s = pbl_exec_bind(n->e, params[2 * l + 1], m->b[l],
+                               (size_t)m->out[l] * sizeof(float))) != PBL_OK) {
+            complain("binding layer %d's parameters: %s", l + 1, pbl_exec_errmsg(n->e));
+            goto fail_destroy;
+        }
+    }
+    return 0;
+
+fail_destroy:
+    net_destroy(n);
+    return -1;
+}
+
+static int64_t graph_param_count(const pbl_graph *g)
+{
+    int64_t total = 0;
+    for (pbl_value v = 0; v < pbl_graph_value_count(g); v++) {
+        pbl_value_info vi;
+        if (pbl_graph_value_info(g, v, &vi) == PBL_OK && vi.kind == PBL_VALUE_PARAM)
+            total += pbl_shape_numel(&vi.shape);
+    }
+    return total;
+}
+
+/* ---- training and evaluation ----------------------------------------------------------- */
+
+static double now_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Redraws the progress bar in place; only called when stderr is a terminal. */
+static void progress_draw(long epoch, long epochs, int64_t done, int64_t total, double loss)
+{
+    enum { WIDTH = 30 };
+    char bar[WIDTH + 1];
+    int filled = (int)(WIDTH * done / total);
+    for (int i = 0; i < WIDTH; i++)
+        bar[i] = i < filled ? '=' : (i == filled ? '>' : ' ');
+    bar[WIDTH] = '\0';
+    fprintf(stderr, "\repoch %ld/%ld [%s] %3d%%  loss %.4f", epoch, epochs, bar,
+            (int)(100 * done / total), loss);
+}
+
+static void progress_clear(void)
+{
+    fprintf(stderr, "\r%70s\r", "");
+}
+
+static int train(net *t, const dataset *d, const options *o, int progress)
+{
+    const int64_t batch = t->batch;
+    const int64_t n_batches = d->n / batch; /* the last partial batch is dropped */
+    int64_t *order = malloc((size_t)d->n * sizeof *order);
+    float *x = malloc((size_t)batch * N_PIXELS * sizeof *x);
+    int32_t *y = malloc((size_t)batch * sizeof *y);
+    int rc = -1;
+    if (!order || !x || !y) {
+        complain("out of memory for a training batch");
+        goto free_buffers;
+    }
+    rng r;
+    rng_seed(&r, o->seed, 2);
+    for (int64_t i = 0; i < d->n; i++)
+        order[i] = i;
+
+    for (long epoch = 1; epoch <= o->epochs; epoch++) {
+        for (int64_t i = d->n - 1; i > 0; i--) { /* Fisher-Yates */
+            int64_t j = (int64_t)rng_below(&r, (uint64_t)i + 1);
+            int64_t tmp = order[i];
+            order[i] = order[j];
+            order[j] = tmp;
+        }
+        const double start = now_seconds();
+        double loss_sum = 0;
+        for (int64_t b = 0; b < n_batches; b++) {
+            gather(d, order + b * batch, batch, x, y);
+            float loss;
+            if (pbl_exec_write(t->e, t->x, x, (size_t)batch * N_PIXELS * sizeof *x) != PBL_OK ||
+                pbl_exec_write(t->e, t->y, y, (size_t)batch * sizeof *y) != PBL_OK ||
+                pbl_exec_run(t->e) != PBL_OK ||
+                pbl_exec_read(t->e, t->loss, &loss, sizeof loss) != PBL_OK) {
+                if (progress)
+                    progress_clear();
+                complain("epoch %ld, batch %" PRId64 ": %s", epoch, b + 1, pbl_exec_errmsg(t->e));
+                goto free_buffers;
+            }
+            loss_sum += loss;
+            if (progress && (b % 16 == 0 || b + 1 == n_batches))
+                progress_draw(epoch, o->epochs, b + 1, n_batches, loss_sum / (double)(b + 1));
+        }
+        const double secs = now_seconds() - start;
+        if (progress)
+            progress_clear();
+        printf("epoch %ld/%ld  loss %.4f  %.0f samples/s\n", epoch, o->epochs,
+               loss_sum / (double)n_batches,
+               secs > 0 ? (double)(n_batches * batch) / secs : 0.0);
+        fflush(stdout);
+    }
+    rc = 0;
+
+free_buffers:
+    free(y);
+    free(x);
+    free(order);
+    return rc;
+}
+
+/* Runs the samples [first, first + n->batch) through an evaluation net; adds the number
+ * whose highest logit is the true class to *correct. */
+static int evaluate_chunk(net *n, const dataset *d, int64_t first, float *x, int64_t *correct)
+{
+    const int64_t batch = n->batch;
+    float logits[EVAL_BATCH * N_CLASSES];
+    for (int64_t i = 0; i < batch; i++) {
+        const uint8_t *img = d->images.data + (size_t)(first + i) * N_PIXELS;
+        for (int p = 0; p < N_PIXELS; p++)
+            x[i * N_PIXELS + p] = (float)img[p] * (1.0f / 255.0f);
+    }
+    if (pbl_exec_write(n->e, n->x, x, (size_t)batch * N_PIXELS * sizeof *x) != PBL_OK ||
+        pbl_exec_run(n->e) != PBL_OK ||
+        pbl_exec_read(n->e, n->logits, logits, (size_t)batch * N_CLASSES * sizeof(float)) !=
+            PBL_OK) {
+        complain("evaluating samples %" PRId64 "..%" PRId64 ": %s", first, first + batch - 1,
+                 pbl_exec_errmsg(n->e));
+        return -1;
+    }
+    for (int64_t i = 0; i < batch; i++) {
+        const float *row = logits + i * N_CLASSES;
+        int best = 0;
+        for (int c = 1; c < N_CLASSES; c++)
+            if (row[c] > row[best])
+                best = c;
+        *correct += best == d->labels.data[first + i];
+    }
+    return 0;
+}
+
+/* ---- main ------------------------------------------------------------------------------ */
+
+int main(int argc, char **argv)
+{
+    options o;
+    int stop;
+    int rc = parse_args(argc, argv, &o, &stop);
+    if (rc != 0 || stop)
+        return rc;
+
+    rc = 1;
+    dataset train_set, test_set;
+    if (load_dataset(&train_set, o.data, "train-images-idx3-ubyte.gz",
+                     "train-labels-idx1-ubyte.gz") != 0)
+        return rc;
+    if (load_dataset(&test_set, o.data, "t10k-images-idx3-ubyte.gz",
+                     "t10k-labels-idx1-ubyte.gz") != 0)
+        goto free_train_set;
+    if (o.epochs > 0 && o.batch > train_set.n) {
+        complain("--batch: %ld is larger than the training set (%" PRId64 " images)", o.batch,
+                 train_set.n);
+        rc = EXIT_USAGE;
+        goto free_test_set;
+    }
+
+    model m;
+    if (model_init(&m, &o) != 0)
+        goto free_model;
+
+    /* Evaluation runs in chunks of EVAL_BATCH, plus one smaller net for the remainder, so
+     * every test image counts exactly once whatever the test set's size. */
+    const int64_t eval_batch = test_set.n < EVAL_BATCH ? test_set.n : EVAL_BATCH;
+    const int64_t eval_rest = test_set.n % eval_batch;
+    net train_net = { 0 }, eval_net = { 0 }, rest_net = { 0 };
+    if (net_create(&train_net, &m, &o, o.batch, 1) != 0 ||
+        net_create(&eval_net, &m, &o, eval_batch, 0) != 0 ||
+        (eval_rest > 0 && net_create(&rest_net, &m, &o, eval_rest, 0) != 0))
+        goto free_nets;
+
+    pbl_exec_stats st;
+    char shape[128];
+    int used = snprintf(shape, sizeof shape, "%d", N_PIXELS);
+    for (int l = 0; l < m.n_layers && used < (int)sizeof shape; l++)
+        used += snprintf(shape + used, sizeof shape - (size_t)used, "-%" PRId64, m.out[l]);
+    if (pbl_exec_stats_get(train_net.e, &st) != PBL_OK) {
+        complain("reading executor statistics: %s", pbl_exec_errmsg(train_net.e));
+        goto free_nets;
+    }
+    printf("model %s  %" PRId64 " parameters  training arena %" PRIu64 " bytes (batch %ld)\n",
+           shape, graph_param_count(train_net.g), st.arena_bytes, o.batch);
+    fflush(stdout);
+
+    if (o.load && pbl_exec_load(train_net.e, o.load) != PBL_OK) {
+        complain("%s", pbl_exec_errmsg(train_net.e));
+        goto free_nets;
+    }
+    if (train(&train_net, &train_set, &o, isatty(fileno(stderr))) != 0)
+        goto free_nets;
+    if (o.save && pbl_exec_save(train_net.e, o.save) != PBL_OK) {
+        complain("%s", pbl_exec_errmsg(train_net.e));
+        goto free_nets;
+    }
+
+    float *x = malloc((size_t)eval_batch * N_PIXELS * sizeof *x);
+    if (!x) {
+        complain("out of memory for an evaluation batch");
+        goto free_nets;
+    }
+    int64_t correct = 0, first = 0;
+    for (; first + eval_batch <= test_set.n; first += eval_batch)
+        if (evaluate_chunk(&eval_net, &test_set, first, x, &correct) != 0)
+            goto free_x;
+    if (eval_rest > 0 && evaluate_chunk(&rest_net, &test_set, first, x, &correct) != 0)
+        goto free_x;
+    printf("test accuracy: %.4f\n", (double)correct / (double)test_set.n);
+    rc = 0;
+
+free_x:
+    free(x);
+free_nets:
+    net_destroy(&rest_net);
+    net_destroy(&eval_net);
+    net_destroy(&train_net);
+free_model:
+    model_free(&m);
+free_test_set:
+    dataset_free(&test_set);
+free_train_set:
+    dataset_free(&train_set);
+    return rc;
+}

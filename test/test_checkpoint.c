@@ -1,0 +1,441 @@
+/* pbl_exec_save / pbl_exec_load: exact round trips, the documented file layout, and that
+ * every kind of bad file (flipped byte, truncation, other shapes, missing or extra tensors,
+ * unreadable path) is refused with its status while the executor keeps its values. */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp */
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <zlib.h>
+
+#include "pebble/pebble.h"
+
+/* A small graph with every kind of variable a checkpoint cares about: a parameter bound to a
+ * caller buffer (w), one in executor storage (b), a state variable (s), and an input (x)
+ * that must not be saved.
+ *
+ *     y = (x + w) + b      x, w: [2, 3]   b: [3]
+ *     z = relu(s)          s: [4]
+ */
+typedef struct fixture {
+    pbl_graph *g;
+    pbl_exec  *e;
+    pbl_value  x, w, b, s, extra;
+    float      w_data[6];
+} fixture;
+
+typedef struct variant {
+    int64_t w_rows, w_cols; /* w's shape; the file in the tests is [2, 3] */
+    int     with_state;     /* graph has s */
+    int     with_extra;     /* graph has one more parameter, "extra" */
+} variant;
+
+static const variant standard = { 2, 3, 1, 0 };
+
+static char tmpdir[256];
+
+static void fixture_make(fixture *f, variant v)
+{
+    memset(f, 0, sizeof *f);
+    assert_int_equal(pbl_graph_create(&f->g, NULL), PBL_OK);
+    pbl_graph *g = f->g;
+    f->x = pbl_input(g, "x", PBL_SHAPE(v.w_rows, v.w_cols));
+    f->w = pbl_param(g, "w", PBL_SHAPE(v.w_rows, v.w_cols));
+    f->b = pbl_param(g, "b", PBL_SHAPE(v.w_cols));
+    pbl_value y = pbl_add(g, pbl_add(g, f->x, f->w), f->b);
+    assert_int_equal(pbl_graph_set_output(g, "y", y), PBL_OK);
+    f->s = PBL_NONE;
+    if (v.with_state) {
+        assert_int_equal(pbl_graph_add_variable(g, "s", PBL_VALUE_STATE, PBL_F32, PBL_SHAPE(4),
+                                                &f->s), PBL_OK);
+        assert_int_equal(pbl_graph_set_output(g, "z", pbl_relu(g, f->s)), PBL_OK);
+    }
+    f->extra = PBL_NONE;
+    if (v.with_extra) {
+        f->extra = pbl_param(g, "extra", PBL_SHAPE(2));
+        assert_int_equal(pbl_graph_set_output(g, "e", pbl_relu(g, f->extra)), PBL_OK);
+    }
+    if (pbl_graph_build_status(g) != PBL_OK)
+        fail_msg("building the test graph: %s", pbl_graph_errmsg(g));
+
+    pbl_exec_options o = pbl_exec_options_default();
+    char err[256] = "";
+    if (pbl_exec_create(&f->e, g, &o, err, sizeof err) != PBL_OK)
+        fail_msg("pbl_exec_create: %s", err);
+    size_t w_bytes = (size_t)(v.w_rows * v.w_cols) * sizeof(float);
+    assert_true(w_bytes <= sizeof f->w_data);
+    assert_int_equal(pbl_exec_bind(f->e, f->w, f->w_data, w_bytes), PBL_OK);
+}
+
+static void fixture_free(fixture *f)
+{
+    pbl_exec_destroy(f->e);
+    pbl_graph_destroy(f->g);
+}
+
+/* Values: w, b, s set from one seed, so two seeds give two distinguishable states. Odd bit
+ * patterns (negative zero, a denormal, a NaN payload) check the copy is bit-exact. */
+typedef struct values {
+    float w[6], b[3], s[4];
+} values;
+
+static values values_from(int seed)
+{
+    values v;
+    for (int i = 0; i < 6; i++)
+        v.w[i] = (float)(seed * 10 + i) * 0.37f - 1.0f;
+    for (int i = 0; i < 3; i++)
+        v.b[i] = (float)(seed - i) * 1.5f;
+    for (int i = 0; i < 4; i++)
+        v.s[i] = (float)(seed * i) * 0.25f;
+    uint32_t neg_zero = 0x80000000u, denormal = 0x00000123u, nan_payload = 0x7fc01234u;
+    memcpy(&v.w[0], &neg_zero, 4);
+    memcpy(&v.b[1], &denormal, 4);
+    memcpy(&v.s[3], &nan_payload, 4);
+    v.s[0] = (float)seed;
+    return v;
+}
+
+static void put_values(fixture *f, const values *v)
+{
+    memcpy(f->w_data, v->w, sizeof v->w);
+    assert_int_equal(pbl_exec_write(f->e, f->b, v->b, sizeof v->b), PBL_OK);
+    assert_int_equal(pbl_exec_write(f->e, f->s, v->s, sizeof v->s), PBL_OK);
+}
+
+/* Checks the executor holds exactly v (w through the bound buffer and through a read). */
+static void expect_values(fixture *f, const values *v)
+{
+    values got;
+    assert_int_equal(pbl_exec_read(f->e, f->w, got.w, sizeof got.w), PBL_OK);
+    assert_int_equal(pbl_exec_read(f->e, f->b, got.b, sizeof got.b), PBL_OK);
+    assert_int_equal(pbl_exec_read(f->e, f->s, got.s, sizeof got.s), PBL_OK);
+    assert_memory_equal(f->w_data, v->w, sizeof v->w);
+    assert_memory_equal(got.w, v->w, sizeof v->w);
+    assert_memory_equal(got.b, v->b, sizeof v->b);
+    assert_memory_equal(got.s, v->s, sizeof v->s);
+}
+
+static void path_in_tmp(char *buf, size_t n, const char *name)
+{
+    snprintf(buf, n, "%s/%s", tmpdir, name);
+}
+
+static unsigned char *slurp(const char *path, size_t *len)
+{
+    FILE *fp = fopen(path, "rb");
+    assert_non_null(fp);
+    fseek(fp, 0, SEEK_END);
+    long n = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    unsigned char *p = malloc((size_t)n + 1);
+    assert_non_null(p);
+    assert_int_equal(fread(p, 1, (size_t)n, fp), (size_t)n);
+    fclose(fp);
+    *len = (size_t)n;
+    return p;
+}
+
+static void spill(const char *path, const unsigned char *p, size_t len)
+{
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    assert_int_equal(fwrite(p, 1, len, fp), len);
+    assert_int_equal(fclose(fp), 0);
+}
+
+static uint32_t le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Saves the standard fixture holding values_from(1) to `name` in tmpdir. */
+static void save_standard(const char *name, char *path, size_t n)
+{
+    fixture f;
+    fixture_make(&f, standard);
+    values v = values_from(1);
+    put_values(&f, &v);
+    path_in_tmp(path, n, name);
+    if (pbl_exec_save(f.e, path) != PBL_OK)
+        fail_msg("pbl_exec_save: %s", pbl_exec_errmsg(f.e));
+    fixture_free(&f);
+}
+
+/* Gives every variable of f distinct values (from `seed`) through write and bind. */
+static void fill_variant(fixture *f, variant var, int seed, float *b, float *s, float *extra)
+{
+    const int64_t n_w = var.w_rows * var.w_cols;
+    for (int64_t i = 0; i < n_w; i++)
+        f->w_data[i] = (float)(seed * 100 + i) * 0.5f;
+    for (int64_t i = 0; i < var.w_cols; i++)
+        b[i] = (float)(seed * 10 - i);
+    assert_int_equal(pbl_exec_write(f->e, f->b, b, (size_t)var.w_cols * sizeof *b), PBL_OK);
+    for (int i = 0; i < 4; i++)
+        s[i] = (float)(seed + i) * 0.125f;
+    if (var.with_state)
+        assert_int_equal(pbl_exec_write(f->e, f->s, s, 4 * sizeof *s), PBL_OK);
+    extra[0] = (float)seed;
+    extra[1] = -(float)seed;
+    if (var.with_extra)
+        assert_int_equal(pbl_exec_write(f->e, f->extra, extra, 2 * sizeof *extra), PBL_OK);
+}
+
+/* Loads `path` into a fixture of variant `var` and expects status `want`, a message naming
+ * the path and containing each of the NULL-terminated strings, and every variable exactly
+ * as it was before the load. */
+static void expect_load_fails(const char *path, variant var, pbl_status want, ...)
+{
+    fixture f;
+    fixture_make(&f, var);
+    float b[3], s[4], extra[2];
+    fill_variant(&f, var, 2, b, s, extra);
+    float w_before[6], got[6];
+    memcpy(w_before, f.w_data, sizeof w_before);
+    const size_t w_bytes = (size_t)(var.w_rows * var.w_cols) * sizeof(float);
+
+    pbl_status st = pbl_exec_load(f.e, path);
+    const char *msg = pbl_exec_errmsg(f.e);
+    print_message("    load %s -> %s: %s\n", strrchr(path, '/') + 1, pbl_status_name(st), msg);
+    assert_int_equal(st, want);
+    assert_non_null(strstr(msg, path));
+    va_list ap;
+    va_start(ap, want);
+    for (const char *want_text; (want_text = va_arg(ap, const char *));)
+        if (!strstr(msg, want_text))
+            fail_msg("message '%s' does not contain '%s'", msg, want_text);
+    va_end(ap);
+
+    /* unchanged: the bound buffer, and every variable as the executor reads it */
+    assert_memory_equal(f.w_data, w_before, w_bytes);
+    assert_int_equal(pbl_exec_read(f.e, f.w, got, w_bytes), PBL_OK);
+    assert_memory_equal(got, w_before, w_bytes);
+    assert_int_equal(pbl_exec_read(f.e, f.b, got, (size_t)var.w_cols * sizeof *got), PBL_OK);
+    assert_memory_equal(got, b, (size_t)var.w_cols * sizeof *got);
+    if (var.with_state) {
+        assert_int_equal(pbl_exec_read(f.e, f.s, got, 4 * sizeof *got), PBL_OK);
+        assert_memory_equal(got, s, 4 * sizeof *got);
+    }
+    if (var.with_extra) {
+        assert_int_equal(pbl_exec_read(f.e, f.extra, got, 2 * sizeof *got), PBL_OK);
+        assert_memory_equal(got, extra, 2 * sizeof *got);
+    }
+    fixture_free(&f);
+}
+
+/* ---- tests ----------------------------------------------------------------------------- */
+
+static void round_trip_is_exact(void **state)
+{
+    char path[512];
+    fixture f;
+    fixture_make(&f, standard);
+    values v1 = values_from(1), v2 = values_from(2);
+    put_values(&f, &v1);
+    path_in_tmp(path, sizeof path, "round.ckpt");
+    if (pbl_exec_save(f.e, path) != PBL_OK)
+        fail_msg("pbl_exec_save: %s", pbl_exec_errmsg(f.e));
+
+    put_values(&f, &v2);
+    expect_values(&f, &v2);
+    if (pbl_exec_load(f.e, path) != PBL_OK)
+        fail_msg("pbl_exec_load: %s", pbl_exec_errmsg(f.e));
+    expect_values(&f, &v1);
+    print_message("    saved values 1, wrote values 2, loaded: all 13 floats bit-identical to 1\n");
+
+    /* A second executor over another graph of the same variables loads it too. */
+    fixture f2;
+    fixture_make(&f2, standard);
+    assert_int_equal(pbl_exec_load(f2.e, path), PBL_OK);
+    expect_values(&f2, &v1);
+    fixture_free(&f2);
+    fixture_free(&f);
+}
+
+static void file_layout_is_as_documented(void **state)
+{
+    char path[512];
+    save_standard("layout.ckpt", path, sizeof path);
+    size_t len;
+    unsigned char *p = slurp(path, &len);
+
+    /* records w [2,3], b [3], s [4]; the input x is not saved */
+    size_t want = 8 + 4 + 4;
+    want += 4 + 1 + 4 + 4 + 2 * 8 + 8 + 6 * 4;
+    want += 4 + 1 + 4 + 4 + 1 * 8 + 8 + 3 * 4;
+    want += 4 + 1 + 4 + 4 + 1 * 8 + 8 + 4 * 4;
+    want += 4;
+    print_message("    file is %zu bytes, layout predicts %zu\n", len, want);
+    assert_int_equal(len, want);
+    assert_memory_equal(p, "PBLCKPT\0", 8);
+    assert_int_equal(le32(p + 8), 1);  /* version */
+    assert_int_equal(le32(p + 12), 3); /* tensors */
+    assert_int_equal(le32(p + 16), 1); /* first name's length */
+    assert_int_equal(p[20], 'w');
+    assert_int_equal(le32(p + 21), PBL_F32);
+    assert_int_equal(le32(p + 25), 2); /* ndim */
+    assert_int_equal(le32(p + 29), 2); /* dims, low halves of i64 */
+    assert_int_equal(le32(p + 37), 3);
+    assert_int_equal(le32(p + 45), 24); /* nbytes */
+    values v = values_from(1);
+    assert_memory_equal(p + 53, v.w, sizeof v.w); /* little-endian host: raw floats */
+
+    uLong crc = crc32(crc32(0L, Z_NULL, 0), p, (uInt)(len - 4));
+    print_message("    trailing CRC %08x, zlib crc32 of the rest %08lx\n", le32(p + len - 4), crc);
+    assert_int_equal(le32(p + len - 4), (uint32_t)crc);
+    free(p);
+}
+
+static void flipped_byte_is_a_checksum_error(void **state)
+{
+    char path[512], bad[512];
+    save_standard("flip.ckpt", path, sizeof path);
+    size_t len;
+    unsigned char *p = slurp(path, &len);
+    /* one byte in a name, one in tensor data, one in the CRC itself */
+    const size_t where[] = { 20, 60, len - 6, len - 1 };
+    for (size_t i = 0; i < sizeof where / sizeof *where; i++) {
+        p[where[i]] ^= 0x40;
+        snprintf(bad, sizeof bad, "%s/flip%zu.ckpt", tmpdir, where[i]);
+        spill(bad, p, len);
+        expect_load_fails(bad, standard, PBL_ERR_CHECKSUM, "CRC", NULL);
+        p[where[i]] ^= 0x40;
+    }
+    free(p);
+}
+
+static void truncation_is_a_format_error(void **state)
+{
+    char path[512], bad[512];
+    save_standard("trunc.ckpt", path, sizeof path);
+    size_t len;
+    unsigned char *p = slurp(path, &len);
+    const size_t cut[] = { 0, 7, 19, 20, 40, len / 2, len - 5, len - 1 };
+    for (size_t i = 0; i < sizeof cut / sizeof *cut; i++) {
+        snprintf(bad, sizeof bad, "%s/trunc%zu.ckpt", tmpdir, cut[i]);
+        spill(bad, p, cut[i]);
+        expect_load_fails(bad, standard, PBL_ERR_FORMAT, NULL);
+    }
+    free(p);
+}
+
+static void bad_magic_and_version_are_format_errors(void **state)
+{
+    char path[512], bad[512];
+    save_standard("magic.ckpt", path, sizeof path);
+    size_t len;
+    unsigned char *p = slurp(path, &len);
+
+    p[0] = 'X';
+    path_in_tmp(bad, sizeof bad, "badmagic.ckpt");
+    spill(bad, p, len);
+    expect_load_fails(bad, standard, PBL_ERR_FORMAT, "magic", NULL);
+    p[0] = 'P';
+
+    /* version 2 with a CRC that matches: a well-formed file of a version we cannot read */
+    p[8] = 2;
+    uint32_t crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), p, (uInt)(len - 4));
+    for (int i = 0; i < 4; i++)
+        p[len - 4 + i] = (unsigned char)(crc >> (8 * i));
+    path_in_tmp(bad, sizeof bad, "version2.ckpt");
+    spill(bad, p, len);
+    expect_load_fails(bad, standard, PBL_ERR_FORMAT, "version 2", NULL);
+    free(p);
+}
+
+static void other_shape_is_a_shape_error(void **state)
+{
+    char path[512];
+    save_standard("shape.ckpt", path, sizeof path);
+    const variant transposed = { 3, 2, 1, 0 };
+    expect_load_fails(path, transposed, PBL_ERR_SHAPE, "'w'", "[2, 3]", "[3, 2]", NULL);
+}
+
+static void missing_or_extra_tensor_is_not_found(void **state)
+{
+    char path[512];
+    save_standard("names.ckpt", path, sizeof path);
+    const variant more_params = { 2, 3, 1, 1 };
+    expect_load_fails(path, more_params, PBL_ERR_NOT_FOUND, "'extra'", NULL);
+    const variant no_state = { 2, 3, 0, 0 };
+    expect_load_fails(path, no_state, PBL_ERR_NOT_FOUND, "'s'", NULL);
+}
+
+static void unreadable_and_unwritable_paths_are_io_errors(void **state)
+{
+    char path[512], existing[512];
+    path_in_tmp(path, sizeof path, "does-not-exist.ckpt");
+    expect_load_fails(path, standard, PBL_ERR_IO, "No such file", NULL);
+
+    fixture f;
+    fixture_make(&f, standard);
+    values v = values_from(1);
+    put_values(&f, &v);
+
+    path_in_tmp(path, sizeof path, "no-such-dir/x.ckpt");
+    assert_int_equal(pbl_exec_save(f.e, path), PBL_ERR_IO);
+    print_message("    save -> %s\n", pbl_exec_errmsg(f.e));
+    assert_non_null(strstr(pbl_exec_errmsg(f.e), path));
+    assert_non_null(strstr(pbl_exec_errmsg(f.e), "No such file"));
+
+    /* Saving over a directory fails at the rename: the temporary file must not be left. */
+    path_in_tmp(path, sizeof path, "a-dir");
+    assert_int_equal(mkdir(path, 0700), 0);
+    assert_int_equal(pbl_exec_save(f.e, path), PBL_ERR_IO);
+    print_message("    save -> %s\n", pbl_exec_errmsg(f.e));
+    assert_non_null(strstr(pbl_exec_errmsg(f.e), path));
+    char tmp_name[600];
+    snprintf(tmp_name, sizeof tmp_name, "%s.tmp.%ld", path, (long)getpid());
+    struct stat st;
+    assert_int_not_equal(stat(tmp_name, &st), 0);
+    assert_int_equal(rmdir(path), 0);
+
+    /* Saving over an existing checkpoint replaces it whole. */
+    save_standard("existing.ckpt", existing, sizeof existing);
+    values v3 = values_from(3);
+    put_values(&f, &v3);
+    assert_int_equal(pbl_exec_save(f.e, existing), PBL_OK);
+    put_values(&f, &v);
+    assert_int_equal(pbl_exec_load(f.e, existing), PBL_OK);
+    expect_values(&f, &v3);
+    fixture_free(&f);
+}
+
+/* ---- setup ----------------------------------------------------------------------------- */
+
+static int make_tmpdir(void **state)
+{
+    const char *base = getenv("TMPDIR");
+    snprintf(tmpdir, sizeof tmpdir, "%s/test_checkpoint.XXXXXX", base && *base ? base : "/tmp");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int remove_tmpdir(void **state)
+{
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(round_trip_is_exact),
+        cmocka_unit_test(file_layout_is_as_documented),
+        cmocka_unit_test(flipped_byte_is_a_checksum_error),
+        cmocka_unit_test(truncation_is_a_format_error),
+        cmocka_unit_test(bad_magic_and_version_are_format_errors),
+        cmocka_unit_test(other_shape_is_a_shape_error),
+        cmocka_unit_test(missing_or_extra_tensor_is_not_found),
+        cmocka_unit_test(unreadable_and_unwritable_paths_are_io_errors),
+    };
+    return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);
+}

@@ -1,0 +1,12 @@
+# Checkpoints (executor/checkpoint.c) and the train_mlp example's command line.
+# Included from test/CMakeLists.txt.
+
+pebble_test(test_checkpoint test_checkpoint.c)
+
+# The script makes its own tiny IDX data sets, so it needs no installed data set.
+if(TARGET train_mlp)
+  add_test(NAME train_mlp_cli
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/train_mlp_cli.sh $<TARGET_FILE:train_mlp>)
+  set_tests_properties(train_mlp_cli PROPERTIES
+                       ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 300)
+endif()

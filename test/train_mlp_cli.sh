@@ -1,0 +1,264 @@
+#!/usr/bin/env bash
+# Command-line behaviour of examples/train_mlp on bad input: every failure is one line on
+# stderr and a clean exit status (1, or 2 for a bad command line), never a crash; and
+# checkpoints round-trip, while a failed save leaves the previous file as it was.
+#
+# usage: train_mlp_cli.sh PATH/TO/train_mlp
+#
+# The data sets are tiny IDX files made here with bash, printf and gzip (no Python), so the
+# test runs anywhere the program builds.
+set -u
+
+bin=${1:?usage: train_mlp_cli.sh PATH/TO/train_mlp}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/train_mlp_cli.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+passed=0
+fail() {
+    echo "FAIL: $*"
+    for f in out err; do
+        [ -s "$tmp/$f" ] && { echo "--- std$f:"; cat "$tmp/$f"; }
+    done
+    echo "$passed passed, 1 failed"
+    exit 1
+}
+pass() {
+    passed=$((passed + 1))
+    echo "ok $passed - $*"
+}
+
+# ---- tiny IDX data sets ---------------------------------------------------------------------
+
+# Writes $1 as a big-endian u32.
+be32() {
+    local h
+    h=$(printf '%08x' "$1")
+    printf "\\x${h:0:2}\\x${h:2:2}\\x${h:4:2}\\x${h:6:2}"
+}
+
+# One 28x28 image per class, each a flat grey of its own brightness, so a model can learn
+# them; the data set cycles through the classes. $tmp/cycle.img holds 10 images, .lab 10 labels.
+for c in 0 1 2 3 4 5 6 7 8 9; do
+    head -c 784 /dev/zero | tr '\0' "\\$(printf '%03o' $((c * 25 + 5)))"
+done >"$tmp/cycle.img"
+printf '\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09' >"$tmp/cycle.lab"
+
+# repeat FILE BYTES: FILE's bytes over and over, cut to BYTES.
+repeat() {
+    local n=$(($2 / $(stat -c %s "$1") + 1))
+    for ((k = 0; k < n; k++)); do cat "$1"; done | head -c "$2"
+}
+# images OUT COUNT [MAGIC [STORED_COUNT]]: an images file; STORED_COUNT is what the header claims.
+images() {
+    { be32 "${3:-2051}"; be32 "${4:-$2}"; be32 28; be32 28; repeat "$tmp/cycle.img" $(($2 * 784)); } |
+        gzip -n >"$1"
+}
+# labels OUT COUNT [MAGIC]
+labels() {
+    { be32 "${3:-2049}"; be32 "$2"; repeat "$tmp/cycle.lab" "$2"; } | gzip -n >"$1"
+}
+# dataset DIR: 256 training and 100 test samples, all valid.
+dataset() {
+    mkdir -p "$1"
+    images "$1/train-images-idx3-ubyte.gz" 256
+    labels "$1/train-labels-idx1-ubyte.gz" 256
+    images "$1/t10k-images-idx3-ubyte.gz" 100
+    labels "$1/t10k-labels-idx1-ubyte.gz" 100
+}
+
+good=$tmp/good
+dataset "$good"
+
+# ---- running the program --------------------------------------------------------------------
+
+rc=0
+run() {
+    "$bin" "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+}
+
+no_crash() {
+    if grep -q Sanitizer "$tmp/out" "$tmp/err"; then fail "$1: a sanitizer reported an error"; fi
+    if [ "$rc" -ge 128 ]; then fail "$1: exit status $rc: killed by a signal (crash)"; fi
+}
+
+# expect_error STATUS PATTERN DESCRIPTION ARGS...: the run must exit with STATUS and print
+# exactly one stderr line, `train_mlp: ...`, matching the extended regex PATTERN.
+expect_error() {
+    local want=$1 pattern=$2 desc=$3
+    shift 3
+    run "$@"
+    no_crash "$desc"
+    local lines
+    lines=$(wc -l <"$tmp/err")
+    [ "$rc" -eq "$want" ] || fail "$desc: exit status $rc, expected $want"
+    [ "$lines" -eq 1 ] || fail "$desc: $lines lines on stderr, expected exactly 1"
+    grep -Eq "^train_mlp: .*($pattern)" "$tmp/err" ||
+        fail "$desc: stderr does not match 'train_mlp: ...($pattern)'"
+    pass "$desc: exit $rc (expected $want), one stderr line matching /$pattern/: $(cat "$tmp/err")"
+}
+
+# expect_ok DESCRIPTION ARGS...: exit 0, nothing on stderr, last line "test accuracy: 0.dddd".
+expect_ok() {
+    local desc=$1
+    shift
+    run "$@"
+    no_crash "$desc"
+    [ "$rc" -eq 0 ] || fail "$desc: exit status $rc, expected 0"
+    [ ! -s "$tmp/err" ] || fail "$desc: unexpected output on stderr"
+    tail -n 1 "$tmp/out" | grep -Eq '^test accuracy: [01]\.[0-9]{4}$' ||
+        fail "$desc: last line is not 'test accuracy: X.XXXX'"
+}
+
+# broken DIR: a copy of the good data set, for one file to be spoiled.
+broken() {
+    rm -rf "$1"
+    cp -r "$good" "$1"
+}
+
+# ---- the command line -----------------------------------------------------------------------
+
+expect_error 2 "unknown option" "nonsense flag" --frobnicate
+expect_error 2 "unknown option" "stray argument" extra
+expect_error 2 "out of range" "--batch 0" --batch 0
+expect_error 2 "not an integer" "--batch 12x" --batch 12x
+expect_error 2 "not an integer" "--hidden abc" --hidden abc
+expect_error 2 "not a comma-separated" "--hidden 16,,8" --hidden 16,,8
+expect_error 2 "out of range" "--hidden 0" --hidden 0
+expect_error 2 "needs a value" "--epochs without a value" --epochs
+expect_error 2 "out of range" "--epochs -1" --epochs -1
+expect_error 2 "out of range" "--lr -1" --lr -1
+expect_error 2 "not a number" "--lr abc" --lr abc
+expect_error 2 "not a non-negative" "--seed -5" --seed -5
+expect_error 2 "out of range" "--threads 99999" --threads 99999
+expect_error 2 "larger than the training set" "--batch over the training set size" \
+    --data "$good" --batch 1000
+
+run --help
+[ "$rc" -eq 0 ] && grep -q -- '--hidden' "$tmp/out" || fail "--help: exit $rc or no usage text"
+pass "--help: exit 0 and usage text on stdout"
+
+# ---- bad data -------------------------------------------------------------------------------
+
+expect_error 1 "No such file" "missing data directory" --data "$tmp/nowhere"
+
+broken "$tmp/d1"
+full=$(stat -c %s "$good/train-images-idx3-ubyte.gz")
+head -c $((full / 2)) "$good/train-images-idx3-ubyte.gz" >"$tmp/d1/train-images-idx3-ubyte.gz"
+expect_error 1 "truncated" "train images .gz cut to $((full / 2)) of $full bytes" --data "$tmp/d1"
+
+broken "$tmp/d2"
+images "$tmp/d2/train-images-idx3-ubyte.gz" 200 2051 256 # header claims 256, data holds 200
+expect_error 1 "truncated" "images header claims 256, data holds 200" --data "$tmp/d2"
+
+broken "$tmp/d3"
+images "$tmp/d3/train-images-idx3-ubyte.gz" 256 2052 # 0x00000804: rank 4
+expect_error 1 "bad magic" "images magic 0x00000804" --data "$tmp/d3"
+
+broken "$tmp/d4"
+labels "$tmp/d4/t10k-labels-idx1-ubyte.gz" 100 2051 # an images magic on a labels file
+expect_error 1 "bad magic" "labels magic 0x00000803" --data "$tmp/d4"
+
+broken "$tmp/d5"
+labels "$tmp/d5/train-labels-idx1-ubyte.gz" 255
+expect_error 1 "255 labels for 256 images" "labels count mismatch (255 vs 256)" --data "$tmp/d5"
+
+broken "$tmp/d6"
+{ be32 2049; be32 256; repeat "$tmp/cycle.lab" 255; printf '\x0a'; } | gzip -n \
+    >"$tmp/d6/train-labels-idx1-ubyte.gz"
+expect_error 1 "label 255 is 10" "a label of 10" --data "$tmp/d6"
+
+broken "$tmp/d7"
+echo "not an idx file" >"$tmp/d7/t10k-images-idx3-ubyte.gz"
+expect_error 1 "bad magic" "test images file of plain text" --data "$tmp/d7"
+
+# ---- checkpoints ----------------------------------------------------------------------------
+
+small=(--data "$good" --hidden 16 --batch 64)
+ck=$tmp/ck.bin
+
+expect_ok "train 1 epoch and save" "${small[@]}" --epochs 1 --save "$ck"
+[ -s "$ck" ] || fail "train 1 epoch and save: no checkpoint at $ck"
+trained=$(tail -n 1 "$tmp/out")
+pass "train 1 epoch, --batch 64 --hidden 16 --save: exit 0, '$trained', checkpoint of $(stat -c %s "$ck") bytes"
+
+cp "$ck" "$tmp/ck.orig"
+expect_ok "load and evaluate" "${small[@]}" --epochs 0 --load "$ck"
+loaded=$(tail -n 1 "$tmp/out")
+[ "$loaded" = "$trained" ] || fail "load: '$loaded' differs from the trained model's '$trained'"
+pass "--load with --epochs 0: '$loaded', the same as right after training"
+
+expect_ok "load and save again" "${small[@]}" --epochs 0 --load "$ck" --save "$tmp/ck.again"
+cmp -s "$tmp/ck.again" "$ck" || fail "load then save: the new file differs from the loaded one"
+pass "--load then --save with no training: the two checkpoints are byte-identical"
+
+size=$(stat -c %s "$ck")
+flip_at=$((size / 2))
+cp "$ck" "$tmp/ck.flipped"
+byte=$(od -An -tu1 -j "$flip_at" -N1 "$ck" | tr -d ' ')
+printf "\\x$(printf '%02x' $((byte ^ 0xff)))" |
+    dd of="$tmp/ck.flipped" bs=1 seek="$flip_at" conv=notrunc status=none
+cmp -s "$ck" "$tmp/ck.flipped" && fail "flipping a byte did not change the file"
+expect_error 1 "CRC-32 mismatch" "checkpoint with byte $flip_at of $size flipped" \
+    "${small[@]}" --epochs 0 --load "$tmp/ck.flipped"
+
+head -c $((size - 1000)) "$ck" >"$tmp/ck.short"
+expect_error 1 "truncated" "checkpoint cut to $((size - 1000)) of $size bytes" \
+    "${small[@]}" --epochs 0 --load "$tmp/ck.short"
+head -c 10 "$ck" >"$tmp/ck.tiny"
+expect_error 1 "too short" "checkpoint cut to 10 bytes" \
+    "${small[@]}" --epochs 0 --load "$tmp/ck.tiny"
+: >"$tmp/ck.empty"
+expect_error 1 "too short" "empty checkpoint" "${small[@]}" --epochs 0 --load "$tmp/ck.empty"
+
+expect_error 1 "fc1/w.*\[16, 784\].*\[32, 784\]" "checkpoint from --hidden 16 loaded with --hidden 32" \
+    --data "$good" --hidden 32 --epochs 0 --load "$ck"
+expect_error 1 "fc2/w.*\[10, 16\].*\[8, 16\]" "checkpoint from --hidden 16 loaded with --hidden 16,8" \
+    --data "$good" --hidden 16,8 --epochs 0 --load "$ck"
+expect_error 1 "bad magic" "a gzip file as checkpoint" \
+    "${small[@]}" --epochs 0 --load "$good/t10k-labels-idx1-ubyte.gz"
+expect_error 1 "No such file" "missing checkpoint" "${small[@]}" --epochs 0 --load "$tmp/nothing"
+expect_error 1 "not a regular file" "a directory as checkpoint" \
+    "${small[@]}" --epochs 0 --load "$tmp"
+
+# ---- saves that fail leave what was there ---------------------------------------------------
+
+leftovers() { find "$tmp" -name '*.tmp.*' | wc -l; }
+
+expect_error 1 "No such file" "save into a missing directory" \
+    "${small[@]}" --epochs 0 --save "$tmp/missing/ck.bin"
+[ ! -e "$tmp/missing" ] || fail "save into a missing directory created it"
+
+mkdir "$tmp/adir"
+echo keep >"$tmp/adir/inside"
+expect_error 1 "Is a directory" "save over a directory" "${small[@]}" --epochs 0 --save "$tmp/adir"
+[ -d "$tmp/adir" ] && [ "$(cat "$tmp/adir/inside")" = keep ] ||
+    fail "save over a directory: the directory or its contents changed"
+[ "$(leftovers)" -eq 0 ] || fail "save over a directory left a temporary file behind"
+pass "save over a directory: the directory and its file are intact, no temporary file left"
+
+# A real write failure part-way through the new file: with a file-size limit of 8 KiB the
+# kernel refuses the checkpoint's writes with EFBIG (SIGXFSZ is ignored so the write returns
+# an error instead of killing the process; an ignored signal stays ignored across exec).
+# The existing checkpoint must come through byte for byte.
+cp "$tmp/ck.orig" "$ck"
+(
+    trap '' XFSZ
+    ulimit -f 8
+    exec "$bin" "${small[@]}" --epochs 1 --seed 7 --save "$ck"
+) >"$tmp/out" 2>"$tmp/err"
+rc=$?
+no_crash "save under a file-size limit"
+[ "$rc" -eq 1 ] || fail "save under a file-size limit: exit status $rc, expected 1"
+[ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "File too large" "$tmp/err" ||
+    fail "save under a file-size limit: stderr is not one 'File too large' line"
+cmp -s "$ck" "$tmp/ck.orig" || fail "save under a file-size limit: the old checkpoint changed"
+[ "$(leftovers)" -eq 0 ] || fail "save under a file-size limit left a temporary file behind"
+pass "save failing with EFBIG after training: exit 1, '$(cat "$tmp/err")'; old checkpoint ($size bytes) byte-identical, no temporary file left"
+
+expect_ok "save over an existing checkpoint" "${small[@]}" --epochs 1 --seed 7 --save "$ck"
+cmp -s "$ck" "$tmp/ck.orig" && fail "save over an existing checkpoint: the file did not change"
+[ "$(leftovers)" -eq 0 ] || fail "successful save left a temporary file behind"
+pass "save over an existing checkpoint (another seed) replaces it, no temporary file left"
+
+echo "$passed passed, 0 failed"
