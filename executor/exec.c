@@ -223,8 +223,11 @@ static pbl_status create_steps(pbl_exec *e, const pbl_exec_options *o)
     int32_t *order = pbl__mem_alloc(&e->mem, nn * sizeof *order);
     int32_t n_order = 0;
     pbl_status s = keep && order ? select_nodes(e, &d, o, keep) : pbl__exec_fail(e, PBL_ERR_NOMEM, "out of memory");
-    if (s == PBL_OK && pbl__deps_order(&d, &e->mem, keep, order, &n_order, NULL) != PBL_OK)
-        s = pbl__exec_fail(e, PBL_ERR_CYCLE, "the graph cannot be ordered");
+    if (s == PBL_OK) {
+        pbl_status os = pbl__deps_order(&d, &e->mem, keep, order, &n_order, NULL);
+        if (os != PBL_OK)
+            s = pbl__exec_fail(e, os, os == PBL_ERR_NOMEM ? "out of memory" : "the graph cannot be ordered");
+    }
     for (int32_t i = 0; i < n_order && s == PBL_OK; i++) {
         const pbl__node *nd = &g->nodes[order[i]];
         const pbl__op *op = pbl__op_get(nd->op);
