@@ -23,7 +23,7 @@
  * interleaved) and the median repetition is reported.
  *
  *     mlp_step [--batch 128] [--hidden 256,128] [--threads 1] [--warmup 10] [--iters N]
- *              [--reps 5] [--format table|json] [--list]
+ *              [--reps 5] [--format table|json] [--list] [--step-only]
  */
 #include <errno.h>
 #include <math.h>
@@ -53,6 +53,7 @@ typedef struct options {
     int     reps;
     int     json;
     int     list;
+    int     step_only; /* skip the sgemm-alone loop (for profiling the step) */
 } options;
 
 /* One matrix product as cblas_sgemm sees it (row-major): C[M,N] = op(A)·op(B). */
@@ -124,7 +125,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: mlp_step [--batch B] [--hidden H1,H2,...] [--threads T] [--warmup N]\n"
-            "                [--iters N] [--reps R] [--format table|json] [--list]\n"
+            "                [--iters N] [--reps R] [--format table|json] [--list] [--step-only]\n"
             "  --batch    batch size (default 128)\n"
             "  --hidden   hidden layer widths (default 256,128); input 784, output 10\n"
             "  --threads  BLAS threads for pebble (pbl_exec_options.threads) and for the\n"
@@ -134,7 +135,8 @@ static void usage(FILE *f)
             "  --reps     timed repetitions; the median is reported (default 5)\n"
             "  --format   table (default) or json (one object)\n"
             "  --list     also print the graph's matrix products, each timed alone\n"
-            "             (to stderr with --format json)\n",
+            "             (to stderr with --format json)\n"
+            "  --step-only  time the step only, not the sgemm calls alone (for profilers)\n",
             TARGET_REP_S);
 }
 
@@ -181,6 +183,10 @@ static int parse_args(int argc, char **argv, options *o)
         }
         if (!strcmp(a, "--list")) {
             o->list = 1;
+            continue;
+        }
+        if (!strcmp(a, "--step-only")) {
+            o->step_only = 1;
             continue;
         }
         if (i + 1 >= argc) {
@@ -448,6 +454,15 @@ static const char *blas_core(void)
 #endif
 }
 
+/* Prints "key": v then `after`; null for NaN or infinity, which JSON has no words for. */
+static void json_num(const char *key, double v, const char *after)
+{
+    if (isfinite(v))
+        printf("\"%s\": %.6g%s", key, v, after);
+    else
+        printf("\"%s\": null%s", key, after);
+}
+
 /* ---- timing ------------------------------------------------------------------------------ */
 
 typedef struct batch_pool {
@@ -578,7 +593,8 @@ int main(int argc, char **argv)
     set_blas_threads(o.threads);
     if (run_steps(&ctx, o.warmup, NULL) < 0)
         goto out;
-    run_gemms(gemms, n_gemms, o.warmup);
+    if (!o.step_only)
+        run_gemms(gemms, n_gemms, o.warmup);
     int iters = o.iters;
     if (iters == 0) {
         int n = 1;
@@ -614,7 +630,7 @@ int main(int argc, char **argv)
             goto out;
         }
         set_blas_threads(o.threads);
-        t_gemm[rep] = run_gemms(gemms, n_gemms, iters);
+        t_gemm[rep] = o.step_only ? NAN : run_gemms(gemms, n_gemms, iters);
     }
     float loss = NAN;
     s = pbl_exec_read(e, m.loss, &loss, sizeof loss);
@@ -631,7 +647,7 @@ int main(int argc, char **argv)
     free(t_write);
     free(t_gemm);
     double flops = gemm_flops(gemms, n_gemms);
-    double ratio = gemm_s > 0 ? step_s / gemm_s : 0;
+    double ratio = step_s / gemm_s; /* NaN with --step-only */
     double sps = (double)o.batch / step_s, sps_w = (double)o.batch / (step_s + write_s);
     double gps = (double)o.batch / gemm_s;
 
@@ -643,20 +659,27 @@ int main(int argc, char **argv)
     if (o.json) {
         printf("{\"bench\": \"mlp_step\", \"batch\": %lld, \"hidden\": [%s], \"threads\": %d, "
                "\"blas_core\": \"%s\", \"warmup\": %d, \"iters\": %d, \"reps\": %d, "
-               "\"graph_nodes\": %d, \"schedule_nodes\": %d, \"arena_bytes\": %llu, "
-               "\"step\": {\"steps_per_s\": %.6g, \"samples_per_s\": %.6g, \"ms_per_step\": %.6g}, "
-               "\"write_ms_per_step\": %.6g, "
-               "\"step_with_write\": {\"steps_per_s\": %.6g, \"samples_per_s\": %.6g, "
-               "\"ms_per_step\": %.6g}, "
-               "\"sgemm\": {\"calls\": %d, \"gflop_per_step\": %.6g, \"steps_per_s\": %.6g, "
-               "\"samples_per_s\": %.6g, \"ms_per_step\": %.6g, \"gflops\": %.6g}, "
-               "\"step_over_sgemm\": %.6g, \"step_gflops\": %.6g, \"last_loss\": %.6g}\n",
+               "\"graph_nodes\": %d, \"schedule_nodes\": %d, \"arena_bytes\": %llu, ",
                (long long)o.batch, hidden, o.threads, blas_core(), o.warmup, iters, o.reps,
-               (int)pbl_graph_node_count(m.g), (int)st.nodes,
-               (unsigned long long)st.arena_bytes, 1.0 / step_s, sps, 1e3 * step_s,
-               1e3 * write_s, 1.0 / (step_s + write_s), sps_w, 1e3 * (step_s + write_s),
-               n_gemms, flops * 1e-9, 1.0 / gemm_s, gps, 1e3 * gemm_s, flops * 1e-9 / gemm_s,
-               ratio, flops * 1e-9 / step_s, (double)loss);
+               (int)pbl_graph_node_count(m.g), (int)st.nodes, (unsigned long long)st.arena_bytes);
+        printf("\"step\": {");
+        json_num("steps_per_s", 1.0 / step_s, ", ");
+        json_num("samples_per_s", sps, ", ");
+        json_num("ms_per_step", 1e3 * step_s, "}, ");
+        json_num("write_ms_per_step", 1e3 * write_s, ", ");
+        printf("\"step_with_write\": {");
+        json_num("steps_per_s", 1.0 / (step_s + write_s), ", ");
+        json_num("samples_per_s", sps_w, ", ");
+        json_num("ms_per_step", 1e3 * (step_s + write_s), "}, ");
+        printf("\"sgemm\": {\"calls\": %d, ", n_gemms);
+        json_num("gflop_per_step", flops * 1e-9, ", ");
+        json_num("steps_per_s", 1.0 / gemm_s, ", ");
+        json_num("samples_per_s", gps, ", ");
+        json_num("ms_per_step", 1e3 * gemm_s, ", ");
+        json_num("gflops", flops * 1e-9 / gemm_s, "}, ");
+        json_num("step_over_sgemm", ratio, ", ");
+        json_num("step_gflops", flops * 1e-9 / step_s, ", ");
+        json_num("last_loss", (double)loss, "}\n");
     } else {
         char layers[160];
         snprintf(layers, sizeof layers, "%s", hidden);
@@ -678,15 +701,22 @@ int main(int argc, char **argv)
         printf("%-26s %12.1f %14.0f %11.4f %9s\n", "pebble step (write+run)",
                1.0 / (step_s + write_s), sps_w, 1e3 * (step_s + write_s), "");
         printf("%-26s %12s %14s %11.4f %9s\n", "  input write alone", "", "", 1e3 * write_s, "");
-        printf("%-26s %12.1f %14.0f %11.4f %9.2f\n", "sgemm alone", 1.0 / gemm_s, gps,
-               1e3 * gemm_s, flops * 1e-9 / gemm_s);
-        printf("\nstep / sgemm time ratio: %.3f   (last loss %.4f)\n", ratio, (double)loss);
+        if (o.step_only)
+            printf("%-26s (skipped: --step-only)\n", "sgemm alone");
+        else
+            printf("%-26s %12.1f %14.0f %11.4f %9.2f\n", "sgemm alone", 1.0 / gemm_s, gps,
+                   1e3 * gemm_s, flops * 1e-9 / gemm_s);
+        if (o.step_only)
+            printf("\nlast loss %.6g\n", (double)loss);
+        else
+            printf("\nstep / sgemm time ratio: %.3f   (last loss %.6g)\n", ratio, (double)loss);
         printf("* GFLOP/s: the flops of the graph's matrix products over the row's time\n");
     }
     if (o.list) {
+        FILE *f = o.json ? stderr : stdout;
         set_blas_threads(o.threads);
-        printf("\n");
-        print_gemms(o.json ? stderr : stdout, gemms, n_gemms, iters, o.reps);
+        fprintf(f, "\n");
+        print_gemms(f, gemms, n_gemms, iters, o.reps);
     }
     rc = 0;
 out:
