@@ -139,7 +139,8 @@ static pbl_status backward_node(grad_state *st, const uint8_t *varies, pbl_node 
     snprintf(fwd_name, sizeof fwd_name, "%s", n.name);
     memcpy(x, n.in, (size_t)n.n_in * sizeof *x);
     memcpy(y, n.out, (size_t)n.n_out * sizeof *y);
-    memcpy(attr, n.attr, (size_t)op->n_attrs * sizeof *attr);
+    if (op->n_attrs > 0)
+        memcpy(attr, n.attr, (size_t)op->n_attrs * sizeof *attr);
 
     int any_dy = 0, any_need = 0;
     for (int32_t k = 0; k < n.n_out; k++) {

@@ -178,7 +178,8 @@ static pbl_status fill_attrs(pbl_graph *g, const pbl__op *op, const char *who, c
         if (want == PBL_ATTR_INTS) {
             if (at->n_ints < 0 || at->n_ints > PBL_MAX_INTS || (at->n_ints > 0 && !at->ints))
                 return pbl__graph_fail(g, PBL_ERR_ATTR, "%s: attribute '%s' must list 0..%d ints", who, at->name, PBL_MAX_INTS);
-            memcpy(slots[k].ints, at->ints, (size_t)at->n_ints * sizeof *at->ints);
+            if (at->n_ints > 0)
+                memcpy(slots[k].ints, at->ints, (size_t)at->n_ints * sizeof *at->ints);
             slots[k].n_ints = at->n_ints;
         } else if (want == PBL_ATTR_FLOAT) {
             slots[k].f = at->type == PBL_ATTR_INT ? (double)at->i : at->f;
