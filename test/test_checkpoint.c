@@ -409,6 +409,90 @@ static void unreadable_and_unwritable_paths_are_io_errors(void **state)
     fixture_free(&f);
 }
 
+/* An allocator that fails the Nth allocation from when it is armed, and counts live bytes. */
+typedef struct failing_alloc {
+    long   armed_at, fail_at, count;
+    size_t live;
+} failing_alloc;
+
+static void *failing_malloc(void *user, size_t n)
+{
+    failing_alloc *a = user;
+    a->count++;
+    if (a->fail_at > 0 && a->count == a->armed_at + a->fail_at)
+        return NULL;
+    a->live += n;
+    return malloc(n);
+}
+
+static void failing_free(void *user, void *p, size_t n)
+{
+    failing_alloc *a = user;
+    if (p)
+        a->live -= n;
+    free(p);
+}
+
+/* Every allocation save and load make can fail: each failure is PBL_ERR_NOMEM with nothing
+ * leaked, a failed save leaves no file, and a failed load leaves the values as they were. */
+static void allocation_failures_are_clean(void **state)
+{
+    char path[512], missing[512];
+    save_standard("alloc.ckpt", path, sizeof path);
+    path_in_tmp(missing, sizeof missing, "alloc-save.ckpt");
+
+    failing_alloc fa = { 0 };
+    pbl_allocator hook = { failing_malloc, failing_free, &fa };
+    fixture f;
+    fixture_make(&f, standard);
+    pbl_exec_destroy(f.e); /* again, with the hook */
+    pbl_exec_options o = pbl_exec_options_default();
+    o.allocator = &hook;
+    char err[256] = "";
+    if (pbl_exec_create(&f.e, f.g, &o, err, sizeof err) != PBL_OK)
+        fail_msg("pbl_exec_create: %s", err);
+    assert_int_equal(pbl_exec_bind(f.e, f.w, f.w_data, sizeof f.w_data), PBL_OK);
+    values v = values_from(2);
+    put_values(&f, &v);
+
+    int save_failures = 0, load_failures = 0;
+    for (long k = 1; k < 50; k++) {
+        size_t live = fa.live;
+        fa.armed_at = fa.count;
+        fa.fail_at = k;
+        pbl_status s = pbl_exec_save(f.e, missing);
+        fa.fail_at = 0;
+        assert_int_equal(fa.live, live);
+        if (s == PBL_OK)
+            break;
+        assert_int_equal(s, PBL_ERR_NOMEM);
+        assert_int_not_equal(access(missing, F_OK), 0);
+        save_failures++;
+    }
+    for (long k = 1; k < 50; k++) {
+        size_t live = fa.live;
+        fa.armed_at = fa.count;
+        fa.fail_at = k;
+        pbl_status s = pbl_exec_load(f.e, path);
+        fa.fail_at = 0;
+        assert_int_equal(fa.live, live);
+        if (s == PBL_OK)
+            break;
+        assert_int_equal(s, PBL_ERR_NOMEM);
+        expect_values(&f, &v);
+        load_failures++;
+    }
+    print_message("    failed each of save's %d and load's %d allocations: PBL_ERR_NOMEM, "
+                  "no bytes leaked, no file written, values unchanged\n", save_failures,
+                  load_failures);
+    assert_true(save_failures >= 1);
+    assert_true(load_failures >= 1);
+    values loaded = values_from(1);
+    expect_values(&f, &loaded);
+    fixture_free(&f);
+    assert_int_equal(fa.live, 0);
+}
+
 /* ---- setup ----------------------------------------------------------------------------- */
 
 static int make_tmpdir(void **state)
@@ -436,6 +520,7 @@ int main(void)
         cmocka_unit_test(other_shape_is_a_shape_error),
         cmocka_unit_test(missing_or_extra_tensor_is_not_found),
         cmocka_unit_test(unreadable_and_unwritable_paths_are_io_errors),
+        cmocka_unit_test(allocation_failures_are_clean),
     };
     return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);
 }
