@@ -5,7 +5,7 @@
 #include "ops/cpu/kernels.h"
 
 #define UNARY(name, expr)                                        \
-    pbl_status pbl__cpu_##name(const pbl__kargs *a)            \
+    PBL__HOT pbl_status pbl__cpu_##name(const pbl__kargs *a)   \
     {                                                          \
         const float *x = PBL__IN(a, 0);                        \
         float *y = PBL__OUT(a, 0);                             \
@@ -19,7 +19,7 @@
 
 /* (dy, s) -> dx, with s the saved output y (or input x for gelu) */
 #define BINARY(name, expr)                                       \
-    pbl_status pbl__cpu_##name(const pbl__kargs *a)            \
+    PBL__HOT pbl_status pbl__cpu_##name(const pbl__kargs *a)   \
     {                                                          \
         const float *dy = PBL__IN(a, 0), *s = PBL__IN(a, 1);   \
         float *dx = PBL__OUT(a, 0);                            \

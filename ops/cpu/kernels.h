@@ -9,6 +9,14 @@
 PBL__OP_LIST(PBL__CPU_DECL)
 #undef PBL__CPU_DECL
 
+/* Hot element-wise loops are compiled for AVX-512 and AVX2 beside the baseline, picked once
+ * at load time by the dynamic linker (GCC target_clones), so one binary runs everywhere. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define PBL__HOT __attribute__((target_clones("default", "avx2", "avx512f")))
+#else
+#define PBL__HOT
+#endif
+
 /* f32 data of input i / output k */
 #define PBL__IN(a, i)  ((const float *)(a)->in[i])
 #define PBL__OUT(a, k) ((float *)(a)->out[k])

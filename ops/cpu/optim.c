@@ -27,24 +27,48 @@ pbl_status pbl__cpu_sgd_momentum(const pbl__kargs *a)
     return PBL_OK;
 }
 
+typedef struct adam_coef {
+    float b1, b2, c1, c2, step_size, inv_sqrt_bc2, eps, wd;
+} adam_coef;
+
+/* The same arithmetic twice: with restrict when the four arrays are distinct (the normal
+ * case; it vectorises), and without for a graph that passes one value twice. */
+#define ADAM_BODY                                                               \
+    for (int64_t i = 0; i < n; i++) {                                           \
+        float gi = g[i] + k.wd * w[i];                                          \
+        m[i] = k.b1 * m[i] + k.c1 * gi;                                         \
+        v[i] = k.b2 * v[i] + k.c2 * gi * gi;                                    \
+        w[i] -= k.step_size * m[i] / (sqrtf(v[i]) * k.inv_sqrt_bc2 + k.eps);    \
+    }
+
+PBL__HOT static void adam_distinct(float *restrict w, float *restrict m, float *restrict v,
+                                   const float *restrict g, int64_t n, adam_coef k)
+{
+    ADAM_BODY
+}
+
+static void adam_aliased(float *w, float *m, float *v, const float *g, int64_t n, adam_coef k)
+{
+    ADAM_BODY
+}
+
 /* w, g, m, v: [n]; t: [1], the number of updates so far (incremented here). */
 pbl_status pbl__cpu_adam(const pbl__kargs *a)
 {
     float *w = PBL__OUT(a, 0), *m = PBL__OUT(a, 1), *v = PBL__OUT(a, 2), *t = PBL__OUT(a, 3);
     const float *g = PBL__IN(a, 1);
     double lr = a->attr[0].f, b1 = a->attr[1].f, b2 = a->attr[2].f;
-    float eps = (float)a->attr[3].f, wd = (float)a->attr[4].f;
     t[0] += 1.0f;
     double step = (double)t[0];
-    float step_size = (float)(lr / (1.0 - pow(b1, step)));
-    float inv_sqrt_bc2 = (float)(1.0 / sqrt(1.0 - pow(b2, step)));
-    float fb1 = (float)b1, fb2 = (float)b2, c1 = (float)(1.0 - b1), c2 = (float)(1.0 - b2);
+    adam_coef k = { .b1 = (float)b1, .b2 = (float)b2, .c1 = (float)(1.0 - b1), .c2 = (float)(1.0 - b2),
+                    .step_size = (float)(lr / (1.0 - pow(b1, step))),
+                    .inv_sqrt_bc2 = (float)(1.0 / sqrt(1.0 - pow(b2, step))),
+                    .eps = (float)a->attr[3].f, .wd = (float)a->attr[4].f };
     int64_t n = PBL__NUMEL(a->in_meta[0]);
-    for (int64_t i = 0; i < n; i++) {
-        float gi = g[i] + wd * w[i];
-        m[i] = fb1 * m[i] + c1 * gi;
-        v[i] = fb2 * v[i] + c2 * gi * gi;
-        w[i] -= step_size * m[i] / (sqrtf(v[i]) * inv_sqrt_bc2 + eps);
-    }
+    int distinct = w != m && w != v && m != v && g != w && g != m && g != v;
+    if (distinct)
+        adam_distinct(w, m, v, g, n, k);
+    else
+        adam_aliased(w, m, v, g, n, k);
     return PBL_OK;
 }
