@@ -1,0 +1,937 @@
+/*
+ * Every differentiable op's gradient against central finite differences, end to end through
+ * the public API, plus the structure the gradient pass promises (one add_n per value read by
+ * several nodes, nothing for values off the path to the loss, marked and named backward nodes
+ * that pbl_graph_dump lists).
+ *
+ * Method. For f with inputs X_i the graph is
+ *     loss = sum(mul(f(X), R))
+ * with R a fixed random input of f's output shape, so every output element (and a wrong sign or
+ * a transposed index anywhere) shows in the loss. pbl_graph_gradient(loss, wrt = the float
+ * inputs) appends the backward pass; one run gives the analytic gradients. The numeric
+ * gradient of element j of X_i is
+ *     (L(x + h e_j) − L(x − h e_j)) / (x₊ − x₋)
+ * from runs of the same executor with that one element perturbed (x₊ and x₋ are the perturbed
+ * values as float32 actually stores them, so the division uses the step really taken).
+ *
+ * Step and tolerance. The loss is computed in float32: its rounding error is ~1e-7·Σ|f·R| ≲
+ * 1e-6 for these sizes (inputs and R in [-1, 1], at most a few dozen terms), which becomes
+ * ≲ 1e-6 / 2h = 5e-5 in the difference quotient at h = 1e-2. The truncation error of a central
+ * difference is h²/6·|f'''| ≈ 2e-5·|f'''|, and |f'''| ≲ 2 for the smooth ops here (tanh's is the
+ * largest); a smaller h trades truncation for more rounding, 1e-2 balances the two. Measured on
+ * a correct library the worst |analytic − numeric| over all cases is 4e-5 (log_softmax), so
+ * |analytic − numeric| ≤ atol + rtol·|numeric| with atol = 2e-4 and rtol = 2e-3 keeps a 5×
+ * margin over both errors while catching a gradient off by a fraction of a percent of its
+ * typical size (0.1–1): a missing factor, a wrong sign, a transposed or mis-broadcast index are
+ * O(1) errors, and even mean's 1/count off by one (4% of gradients of ~0.04) fails by over 5×.
+ * Inputs stay off kinks: relu's inputs have |x| ≥ 0.05 > h, so no difference straddles 0.
+ *
+ * dropout: the mask is a function of (seed, run counter, element), so the finite differences of
+ * p = 0.5 use a fresh executor for every evaluation (each evaluation is then run 1 of its
+ * executor and sees the same mask as the analytic run); p = 0 uses the shared executor.
+ */
+#include <ctype.h>
+
+#include "op_harness.h"
+
+#define FD_H    1e-2
+#define FD_ATOL 2e-4
+#define FD_RTOL 2e-3
+
+enum { MAX_IN = 8 };
+
+typedef struct gcase {
+    const char     *label;
+    const char     *op;                   /* one node of this op, or ... */
+    pbl_value     (*build)(pbl_graph *g, const pbl_value *in); /* ... a composite f */
+    int32_t         n_in;
+    pbl_shape       shape[MAX_IN];
+    pbl_dtype       dtype[MAX_IN];        /* PBL_F32 unless set */
+    int32_t         no_wrt[MAX_IN];       /* 1: not differentiated (set for i32 inputs too) */
+    int64_t         int_hi;               /* i32 inputs uniform in [0, int_hi) */
+    const pbl_attr *attrs;
+    int32_t         n_attrs;
+    double          amp;                  /* float inputs in ±[min_abs, amp]; 0 means 1 */
+    double          min_abs;
+    int32_t         fresh_exec;           /* a new executor per evaluation (dropout p > 0) */
+} gcase;
+
+/* What check_grad leaves for structural checks (when asked to keep it). */
+typedef struct gresult {
+    pbl_graph *g;
+    pbl_value  in[MAX_IN];
+    pbl_value  grad[MAX_IN];
+    int32_t    n_forward_nodes;
+    int32_t    n_forward_values;
+} gresult;
+
+typedef struct gstate {
+    const gcase *c;
+    pbl_graph   *g;
+    pbl_exec    *e;       /* the shared executor (NULL in fresh_exec mode) */
+    pbl_value    in[MAX_IN], r, loss, grad[MAX_IN];
+    void        *data[MAX_IN];
+    int64_t      n[MAX_IN];
+    float       *rdata;
+    int64_t      nr;
+} gstate;
+
+/* Writes every input and R into e, runs once, reads the loss. */
+static int run_once(gstate *s, pbl_exec *e, float *loss)
+{
+    for (int32_t i = 0; i < s->c->n_in; i++)
+        TH_E(e, pbl_exec_write(e, s->in[i], s->data[i],
+                               (size_t)s->n[i] * pbl_dtype_size(s->c->dtype[i])));
+    TH_E(e, pbl_exec_write(e, s->r, s->rdata, (size_t)s->nr * sizeof(float)));
+    TH_E(e, pbl_exec_run(e));
+    TH_E(e, pbl_exec_read(e, s->loss, loss, sizeof *loss));
+    return 0;
+}
+
+static int eval_loss(gstate *s, double *loss)
+{
+    float l = NAN;
+    int fails;
+    if (s->c->fresh_exec) {
+        pbl_exec *e;
+        if (th_exec_new(s->g, &e, "finite difference"))
+            return 1;
+        fails = run_once(s, e, &l);
+        pbl_exec_destroy(e);
+    } else {
+        fails = run_once(s, s->e, &l);
+    }
+    *loss = l;
+    return fails;
+}
+
+static int is_wrt(const gcase *c, int32_t i) { return c->dtype[i] == PBL_F32 && !c->no_wrt[i]; }
+
+/* Builds loss = sum(mul(f(X), R)) and its gradient, checks every wrt gradient element against
+ * central differences. keep: leave the graph (and ids) for further checks. */
+static int check_grad(const gcase *c, th_rng *r, gresult *keep)
+{
+    th_set_case("%s", c->label);
+    gstate s;
+    memset(&s, 0, sizeof s);
+    s.c = c;
+    assert_int_equal(pbl_graph_create(&s.g, NULL), PBL_OK);
+    pbl_graph *g = s.g;
+    for (int32_t i = 0; i < c->n_in; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "x%d", (int)i);
+        pbl_value_kind kind = c->dtype[i] == PBL_I32 ? PBL_VALUE_LABEL : PBL_VALUE_INPUT;
+        TH_G(g, pbl_graph_add_variable(g, name, kind, c->dtype[i], c->shape[i], &s.in[i]));
+        s.n[i] = pbl_shape_numel(&c->shape[i]);
+    }
+    pbl_value y;
+    if (c->build) {
+        y = c->build(g, s.in);
+    } else {
+        pbl_value outs[4];
+        pbl_node_desc d = { .op = c->op, .name = "f", .inputs = s.in, .n_inputs = c->n_in,
+                            .attrs = c->attrs, .n_attrs = c->n_attrs };
+        TH_G(g, pbl_graph_add_node(g, &d, NULL, outs));
+        y = outs[0];
+    }
+    if (y == PBL_NONE) {
+        fprintf(stderr, "FAIL [%s] building f failed: %s\n", th_case, pbl_graph_errmsg(g));
+        return 1;
+    }
+    pbl_shape ys = th_value_shape(g, y);
+    TH_G(g, pbl_graph_add_variable(g, "r", PBL_VALUE_INPUT, PBL_F32, ys, &s.r));
+    s.loss = pbl_sum(g, pbl_mul(g, y, s.r), NULL, 0, 0);
+    TH_G(g, pbl_graph_build_status(g));
+    TH_G(g, pbl_graph_set_output(g, "loss", s.loss));
+    int32_t n_fwd_nodes = pbl_graph_node_count(g), n_fwd_values = pbl_graph_value_count(g);
+
+    pbl_value wrt[MAX_IN], grads[MAX_IN];
+    int32_t n_wrt = 0, wrt_of[MAX_IN];
+    for (int32_t i = 0; i < c->n_in; i++)
+        if (is_wrt(c, i))
+            wrt_of[n_wrt] = i, wrt[n_wrt++] = s.in[i];
+    TH_G(g, pbl_graph_gradient(g, s.loss, wrt, n_wrt, grads));
+    int fails = 0;
+    for (int32_t k = 0; k < MAX_IN; k++)
+        s.grad[k] = PBL_NONE;
+    for (int32_t k = 0; k < n_wrt; k++) {
+        int32_t i = wrt_of[k];
+        s.grad[i] = grads[k];
+        if (grads[k] == PBL_NONE) {
+            fprintf(stderr, "FAIL [%s] input %d: gradient is PBL_NONE but it reaches the loss\n",
+                    th_case, (int)i);
+            fails++;
+            continue;
+        }
+        char what[32];
+        snprintf(what, sizeof what, "grad of input %d", (int)i);
+        fails += th_shape_is(what, th_value_shape(g, grads[k]), c->shape[i]);
+        snprintf(what, sizeof what, "grad%d", (int)i);
+        TH_G(g, pbl_graph_set_output(g, what, grads[k]));
+    }
+    if (fails)
+        return fails;
+
+    /* data */
+    double amp = c->amp > 0 ? c->amp : 1.0;
+    for (int32_t i = 0; i < c->n_in; i++) {
+        if (c->dtype[i] == PBL_I32) {
+            int32_t *p = calloc((size_t)s.n[i], sizeof *p);
+            for (int64_t j = 0; j < s.n[i]; j++)
+                p[j] = (int32_t)th_int(r, 0, c->int_hi - 1);
+            s.data[i] = p;
+        } else {
+            float *p = th_falloc(s.n[i]);
+            th_fill_away(r, p, s.n[i], c->min_abs, amp);
+            s.data[i] = p;
+        }
+    }
+    s.nr = pbl_shape_numel(&ys);
+    s.rdata = th_falloc(s.nr);
+    th_fill(r, s.rdata, s.nr, -1, 1);
+
+    /* analytic */
+    float *ana[MAX_IN] = { 0 };
+    pbl_exec *e;
+    if (th_exec_new(g, &e, c->label))
+        return 1;
+    float l0;
+    fails += run_once(&s, e, &l0);
+    for (int32_t i = 0; i < c->n_in && !fails; i++)
+        if (is_wrt(c, i)) {
+            ana[i] = th_falloc(s.n[i]);
+            TH_E(e, pbl_exec_read(e, s.grad[i], ana[i], (size_t)s.n[i] * sizeof(float)));
+        }
+    if (c->fresh_exec) {
+        pbl_exec_destroy(e);
+        e = NULL;
+    }
+    s.e = e;
+
+    /* numeric, one element at a time */
+    for (int32_t i = 0; i < c->n_in && !fails; i++) {
+        if (!is_wrt(c, i))
+            continue;
+        float *x = s.data[i];
+        double *num = th_dalloc(s.n[i]);
+        for (int64_t j = 0; j < s.n[i] && !fails; j++) {
+            float save = x[j];
+            float xp = (float)(save + FD_H), xm = (float)(save - FD_H);
+            double lp = NAN, lm = NAN;
+            x[j] = xp;
+            fails += eval_loss(&s, &lp);
+            x[j] = xm;
+            fails += eval_loss(&s, &lm);
+            x[j] = save;
+            num[j] = (lp - lm) / ((double)xp - (double)xm);
+        }
+        char what[64];
+        snprintf(what, sizeof what, "d loss / d input %d (analytic vs numeric)", (int)i);
+        if (!fails)
+            fails += th_close(what, ana[i], num, NULL, s.n[i], FD_ATOL, FD_RTOL);
+        free(num);
+    }
+
+    pbl_exec_destroy(s.e);
+    for (int32_t i = 0; i < c->n_in; i++)
+        free(s.data[i]), free(ana[i]);
+    free(s.rdata);
+    if (keep) {
+        keep->g = g;
+        memcpy(keep->in, s.in, sizeof keep->in);
+        memcpy(keep->grad, s.grad, sizeof keep->grad);
+        keep->n_forward_nodes = n_fwd_nodes;
+        keep->n_forward_values = n_fwd_values;
+    } else {
+        pbl_graph_destroy(g);
+    }
+    return fails;
+}
+
+static int run_cases(const gcase *cases, int n, uint64_t seed)
+{
+    th_rng r = th_rng_seed(seed);
+    int fails = 0;
+    for (int i = 0; i < n; i++)
+        fails += check_grad(&cases[i], &r, NULL);
+    return fails;
+}
+
+#define NCASES(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* ---- linear algebra --------------------------------------------------------------------------- */
+
+static void test_grad_fully_connected(void **state)
+{
+    (void)state;
+    const gcase cases[] = {
+        { .label = "fully_connected x[3,4] w[5,4] b[5]", .op = "fully_connected", .n_in = 3,
+          .shape = { PBL_SHAPE(3, 4), PBL_SHAPE(5, 4), PBL_SHAPE(5) } },
+        { .label = "fully_connected x[4,3] w[2,3] (no bias)", .op = "fully_connected", .n_in = 2,
+          .shape = { PBL_SHAPE(4, 3), PBL_SHAPE(2, 3) } },
+    };
+    assert_int_equal(run_cases(cases, NCASES(cases), 11), 0);
+}
+
+static void test_grad_matmul(void **state)
+{
+    (void)state;
+    /* m = 3, k = 4, n = 2; stored shapes follow the flags */
+    const pbl_attr t00[] = { PBL_ATTR_INT("trans_a", 0), PBL_ATTR_INT("trans_b", 0) };
+    const pbl_attr t01[] = { PBL_ATTR_INT("trans_a", 0), PBL_ATTR_INT("trans_b", 1) };
+    const pbl_attr t10[] = { PBL_ATTR_INT("trans_a", 1), PBL_ATTR_INT("trans_b", 0) };
+    const pbl_attr t11[] = { PBL_ATTR_INT("trans_a", 1), PBL_ATTR_INT("trans_b", 1) };
+    const gcase cases[] = {
+        { .label = "matmul ta=0 tb=0 [3,4]x[4,2]", .op = "matmul", .n_in = 2,
+          .shape = { PBL_SHAPE(3, 4), PBL_SHAPE(4, 2) }, .attrs = t00, .n_attrs = 2 },
+        { .label = "matmul ta=0 tb=1 [3,4]x[2,4]", .op = "matmul", .n_in = 2,
+          .shape = { PBL_SHAPE(3, 4), PBL_SHAPE(2, 4) }, .attrs = t01, .n_attrs = 2 },
+        { .label = "matmul ta=1 tb=0 [4,3]x[4,2]", .op = "matmul", .n_in = 2,
+          .shape = { PBL_SHAPE(4, 3), PBL_SHAPE(4, 2) }, .attrs = t10, .n_attrs = 2 },
+        { .label = "matmul ta=1 tb=1 [4,3]x[2,4]", .op = "matmul", .n_in = 2,
+          .shape = { PBL_SHAPE(4, 3), PBL_SHAPE(2, 4) }, .attrs = t11, .n_attrs = 2 },
+        { .label = "matmul 3-D ta=0 tb=0 [2,3,4]x[2,4,2]", .op = "matmul", .n_in = 2,
+          .shape = { PBL_SHAPE(2, 3, 4), PBL_SHAPE(2, 4, 2) }, .attrs = t00, .n_attrs = 2 },
+        { .label = "matmul 3-D ta=1 tb=1 [2,4,3]x[2,2,4]", .op = "matmul", .n_in = 2,
+          .shape = { PBL_SHAPE(2, 4, 3), PBL_SHAPE(2, 2, 4) }, .attrs = t11, .n_attrs = 2 },
+    };
+    assert_int_equal(run_cases(cases, NCASES(cases), 12), 0);
+}
+
+/* ---- element-wise ----------------------------------------------------------------------------- */
+
+static void test_grad_binary(void **state)
+{
+    (void)state;
+    gcase cases[3 * 4];
+    char labels[3 * 4][64];
+    const char *ops[] = { "add", "sub", "mul" };
+    const pbl_shape sa[] = { PBL_SHAPE(3, 4), PBL_SHAPE(3, 4), PBL_SHAPE(3, 4), PBL_SHAPE(2, 3, 4) };
+    const pbl_shape sb[] = { PBL_SHAPE(3, 4), PBL_SHAPE(4), PBL_SHAPE(1, 4), PBL_SHAPE(3, 1) };
+    int n = 0;
+    for (int o = 0; o < 3; o++)
+        for (int k = 0; k < 4; k++, n++) {
+            char ba[32], bb[32];
+            snprintf(labels[n], sizeof labels[n], "%s a%s b%s", ops[o],
+                     pbl_shape_str(&sa[k], ba, sizeof ba), pbl_shape_str(&sb[k], bb, sizeof bb));
+            memset(&cases[n], 0, sizeof cases[n]);
+            cases[n].label = labels[n];
+            cases[n].op = ops[o];
+            cases[n].n_in = 2;
+            cases[n].shape[0] = sa[k];
+            cases[n].shape[1] = sb[k];
+        }
+    assert_int_equal(run_cases(cases, n, 13), 0);
+}
+
+static void test_grad_activations(void **state)
+{
+    (void)state;
+    const gcase cases[] = {
+        /* |x| ≥ 0.05 > h: no difference straddles relu's kink */
+        { .label = "relu [3,5]", .op = "relu", .n_in = 1, .shape = { PBL_SHAPE(3, 5) },
+          .amp = 2, .min_abs = 0.05 },
+        { .label = "sigmoid [3,5]", .op = "sigmoid", .n_in = 1, .shape = { PBL_SHAPE(3, 5) }, .amp = 3 },
+        { .label = "tanh [3,5]", .op = "tanh", .n_in = 1, .shape = { PBL_SHAPE(3, 5) }, .amp = 2 },
+        { .label = "gelu [3,5]", .op = "gelu", .n_in = 1, .shape = { PBL_SHAPE(3, 5) }, .amp = 3 },
+        { .label = "softmax [3,5]", .op = "softmax", .n_in = 1, .shape = { PBL_SHAPE(3, 5) }, .amp = 2 },
+        { .label = "softmax [2,2,4]", .op = "softmax", .n_in = 1, .shape = { PBL_SHAPE(2, 2, 4) }, .amp = 2 },
+        { .label = "log_softmax [3,5]", .op = "log_softmax", .n_in = 1, .shape = { PBL_SHAPE(3, 5) }, .amp = 2 },
+        { .label = "log_softmax [2,2,4]", .op = "log_softmax", .n_in = 1,
+          .shape = { PBL_SHAPE(2, 2, 4) }, .amp = 2 },
+    };
+    assert_int_equal(run_cases(cases, NCASES(cases), 14), 0);
+}
+
+static void test_grad_losses(void **state)
+{
+    (void)state;
+    const gcase cases[] = {
+        { .label = "softmax_cross_entropy logits[4,5] labels[4]", .op = "softmax_cross_entropy",
+          .n_in = 2, .shape = { PBL_SHAPE(4, 5), PBL_SHAPE(4) }, .dtype = { PBL_F32, PBL_I32 },
+          .int_hi = 5, .amp = 2 },
+        { .label = "mse_loss [3,4] (pred and target)", .op = "mse_loss", .n_in = 2,
+          .shape = { PBL_SHAPE(3, 4), PBL_SHAPE(3, 4) } },
+    };
+    assert_int_equal(run_cases(cases, NCASES(cases), 15), 0);
+}
+
+/* ---- reductions and shapes -------------------------------------------------------------------- */
+
+static void test_grad_reductions(void **state)
+{
+    (void)state;
+    const pbl_attr keep[] = { PBL_ATTR_INT("keepdims", 1) };
+    const pbl_attr ax1[] = { TH_ATTR_INTS("axes", 1) };
+    const pbl_attr ax1k[] = { TH_ATTR_INTS("axes", 1), PBL_ATTR_INT("keepdims", 1) };
+    const pbl_attr ax02[] = { TH_ATTR_INTS("axes", 0, 2) };
+    gcase cases[10];
+    const char *ops[] = { "sum", "mean" };
+    const struct { const char *what; const pbl_attr *a; int32_t n; } forms[] = {
+        { "all axes", NULL, 0 }, { "all axes keepdims", keep, 1 }, { "axis 1", ax1, 1 },
+        { "axis 1 keepdims", ax1k, 2 }, { "axes {0,2}", ax02, 1 },
+    };
+    char labels[10][64];
+    int n = 0;
+    for (int o = 0; o < 2; o++)
+        for (int f = 0; f < 5; f++, n++) {
+            memset(&cases[n], 0, sizeof cases[n]);
+            snprintf(labels[n], sizeof labels[n], "%s x[2,3,4] %s", ops[o], forms[f].what);
+            cases[n].label = labels[n];
+            cases[n].op = ops[o];
+            cases[n].n_in = 1;
+            cases[n].shape[0] = PBL_SHAPE(2, 3, 4);
+            cases[n].attrs = forms[f].a;
+            cases[n].n_attrs = forms[f].n;
+        }
+    assert_int_equal(run_cases(cases, n, 16), 0);
+}
+
+static void test_grad_shape_ops(void **state)
+{
+    (void)state;
+    const pbl_attr rs[] = { TH_ATTR_INTS("shape", 4, -1) };
+    const pbl_attr fl2[] = { PBL_ATTR_INT("axis", 2) };
+    const pbl_attr sc[] = { PBL_ATTR_FLOAT("alpha", -1.7) };
+    const pbl_attr bt1[] = { TH_ATTR_INTS("shape", 3, 4) };
+    const pbl_attr st1[] = { TH_ATTR_INTS("shape", 4) };
+    const pbl_attr st2[] = { TH_ATTR_INTS("shape", 3, 1) };
+    const pbl_attr st3[] = { TH_ATTR_INTS("shape", 1, 4) };
+    const gcase cases[] = {
+        { .label = "reshape [2,3,4] -> [4,-1]", .op = "reshape", .n_in = 1,
+          .shape = { PBL_SHAPE(2, 3, 4) }, .attrs = rs, .n_attrs = 1 },
+        { .label = "flatten [2,3,4] (axis 1)", .op = "flatten", .n_in = 1, .shape = { PBL_SHAPE(2, 3, 4) } },
+        { .label = "flatten [2,3,4] axis 2", .op = "flatten", .n_in = 1, .shape = { PBL_SHAPE(2, 3, 4) },
+          .attrs = fl2, .n_attrs = 1 },
+        { .label = "copy [3,4]", .op = "copy", .n_in = 1, .shape = { PBL_SHAPE(3, 4) } },
+        { .label = "scale alpha=-1.7 [3,4]", .op = "scale", .n_in = 1, .shape = { PBL_SHAPE(3, 4) },
+          .attrs = sc, .n_attrs = 1 },
+        { .label = "broadcast_to [4] -> [3,4]", .op = "broadcast_to", .n_in = 1,
+          .shape = { PBL_SHAPE(4) }, .attrs = bt1, .n_attrs = 1 },
+        { .label = "broadcast_to [3,1] -> [3,4]", .op = "broadcast_to", .n_in = 1,
+          .shape = { PBL_SHAPE(3, 1) }, .attrs = bt1, .n_attrs = 1 },
+        { .label = "sum_to [3,4] -> [4]", .op = "sum_to", .n_in = 1, .shape = { PBL_SHAPE(3, 4) },
+          .attrs = st1, .n_attrs = 1 },
+        { .label = "sum_to [3,4] -> [3,1]", .op = "sum_to", .n_in = 1, .shape = { PBL_SHAPE(3, 4) },
+          .attrs = st2, .n_attrs = 1 },
+        { .label = "sum_to [2,3,4] -> [1,4]", .op = "sum_to", .n_in = 1,
+          .shape = { PBL_SHAPE(2, 3, 4) }, .attrs = st3, .n_attrs = 1 },
+        { .label = "add_n of 3 [3,4]", .op = "add_n", .n_in = 3,
+          .shape = { PBL_SHAPE(3, 4), PBL_SHAPE(3, 4), PBL_SHAPE(3, 4) } },
+    };
+    assert_int_equal(run_cases(cases, NCASES(cases), 17), 0);
+}
+
+static void test_grad_dropout(void **state)
+{
+    (void)state;
+    const pbl_attr p0[] = { PBL_ATTR_FLOAT("p", 0.0), PBL_ATTR_INT("seed", 5) };
+    const pbl_attr p5[] = { PBL_ATTR_FLOAT("p", 0.5), PBL_ATTR_INT("seed", 5) };
+    const gcase cases[] = {
+        { .label = "dropout p=0 [4,5] (shared executor)", .op = "dropout", .n_in = 1,
+          .shape = { PBL_SHAPE(4, 5) }, .attrs = p0, .n_attrs = 2 },
+        { .label = "dropout p=0.5 [4,5] (fresh executor per evaluation)", .op = "dropout",
+          .n_in = 1, .shape = { PBL_SHAPE(4, 5) }, .attrs = p5, .n_attrs = 2, .fresh_exec = 1 },
+    };
+    assert_int_equal(run_cases(cases, NCASES(cases), 18), 0);
+}
+
+/* ---- composites --------------------------------------------------------------------------------- */
+
+/* x[4,3] -> fc(w1[5,3], b1[5]) -> sigmoid -> fc(w2[3,5], b2[3]) -> cross-entropy with labels x5 */
+static pbl_value build_mlp(pbl_graph *g, const pbl_value *in)
+{
+    pbl_value h = pbl_sigmoid(g, pbl_fully_connected(g, in[0], in[1], in[2]));
+    pbl_value logits = pbl_fully_connected(g, h, in[3], in[4]);
+    return pbl_softmax_cross_entropy(g, logits, in[5]);
+}
+
+static gcase mlp_case(void)
+{
+    gcase c = {
+        .label = "mlp fc-sigmoid-fc-cross_entropy", .build = build_mlp, .n_in = 6,
+        .shape = { PBL_SHAPE(4, 3), PBL_SHAPE(5, 3), PBL_SHAPE(5), PBL_SHAPE(3, 5), PBL_SHAPE(3),
+                   PBL_SHAPE(4) },
+        .dtype = { PBL_F32, PBL_F32, PBL_F32, PBL_F32, PBL_F32, PBL_I32 }, .int_hi = 3, .amp = 1.5,
+    };
+    return c;
+}
+
+static void test_grad_mlp(void **state)
+{
+    (void)state;
+    gcase c = mlp_case();
+    assert_int_equal(run_cases(&c, 1, 19), 0);
+}
+
+/* h = 1.5·x is read by relu, sigmoid and mul: f = relu(h) + sigmoid(h) + h·w */
+static pbl_value build_three_consumers(pbl_graph *g, const pbl_value *in)
+{
+    pbl_value h = in[0];
+    pbl_value outs[1];
+    pbl_attr a = PBL_ATTR_FLOAT("alpha", 1.5);
+    pbl_node_desc d = { .op = "scale", .name = "h", .inputs = &h, .n_inputs = 1, .attrs = &a, .n_attrs = 1 };
+    if (pbl_graph_add_node(g, &d, NULL, outs) != PBL_OK)
+        return PBL_NONE;
+    h = outs[0];
+    return pbl_add(g, pbl_add(g, pbl_relu(g, h), pbl_sigmoid(g, h)), pbl_mul(g, h, in[1]));
+}
+
+/* the same with the variable x itself as the shared value */
+static pbl_value build_three_consumers_var(pbl_graph *g, const pbl_value *in)
+{
+    pbl_value x = in[0];
+    return pbl_add(g, pbl_add(g, pbl_relu(g, x), pbl_sigmoid(g, x)), pbl_mul(g, x, in[1]));
+}
+
+/* Counts backward add_n nodes; checks there is exactly one, with 3 inputs. */
+static int one_add_n(const gresult *res)
+{
+    int count = 0, fails = 0;
+    pbl_node_info only = { 0 };
+    for (pbl_node n = 0; n < pbl_graph_node_count(res->g); n++) {
+        pbl_node_info ni;
+        if (pbl_graph_node_info(res->g, n, &ni) != PBL_OK)
+            return 1;
+        if (strcmp(ni.op, "add_n") == 0) {
+            count++;
+            only = ni;
+        }
+    }
+    if (count != 1) {
+        fprintf(stderr, "FAIL [%s] %d add_n nodes, want exactly 1 (one aggregation per value read "
+                        "by several nodes)\n", th_case, count);
+        pbl_graph_dump(res->g, stderr);
+        fails++;
+    } else if (only.n_inputs != 3) {
+        fprintf(stderr, "FAIL [%s] the add_n node %s sums %d contributions, want 3\n", th_case,
+                only.name, (int)only.n_inputs);
+        fails++;
+    }
+    return fails;
+}
+
+static void test_grad_three_consumers(void **state)
+{
+    (void)state;
+    const gcase cases[] = {
+        /* |x| ≥ 0.05 so |h| ≥ 0.075 > 1.5·h_fd: relu's kink is never straddled */
+        { .label = "h = 1.5x read by relu, sigmoid, mul", .build = build_three_consumers, .n_in = 2,
+          .shape = { PBL_SHAPE(3, 4), PBL_SHAPE(3, 4) }, .min_abs = 0.05 },
+        { .label = "variable x read by relu, sigmoid, mul", .build = build_three_consumers_var,
+          .n_in = 2, .shape = { PBL_SHAPE(3, 4), PBL_SHAPE(3, 4) }, .min_abs = 0.05 },
+    };
+    th_rng r = th_rng_seed(20);
+    int fails = 0;
+    for (int i = 0; i < NCASES(cases); i++) {
+        gresult res;
+        memset(&res, 0, sizeof res);
+        int f = check_grad(&cases[i], &r, &res);
+        if (!f && res.g)
+            f += one_add_n(&res);
+        pbl_graph_destroy(res.g);
+        fails += f;
+    }
+    assert_int_equal(fails, 0);
+}
+
+/* ---- structure: dead values, marking, naming, dump -------------------------------------------- */
+
+static int count_backward(const pbl_graph *g)
+{
+    int n = 0;
+    for (pbl_node i = 0; i < pbl_graph_node_count(g); i++) {
+        pbl_node_info ni;
+        if (pbl_graph_node_info(g, i, &ni) == PBL_OK && ni.is_backward)
+            n++;
+    }
+    return n;
+}
+
+/* loss = sum(tanh(x)·R); with_dead adds z -> relu "dead_z" (an output, but off the loss path)
+ * and sigmoid(x) "dead_x" (x's second reader, also off the path). */
+static int build_dead_graph(pbl_graph *g, int with_dead, pbl_value *x, pbl_value *z, pbl_value *rr,
+                            pbl_value *dead, pbl_value *loss)
+{
+    TH_G(g, pbl_graph_add_variable(g, "x", PBL_VALUE_INPUT, PBL_F32, PBL_SHAPE(3, 4), x));
+    TH_G(g, pbl_graph_add_variable(g, "z", PBL_VALUE_INPUT, PBL_F32, PBL_SHAPE(3, 4), z));
+    TH_G(g, pbl_graph_add_variable(g, "r", PBL_VALUE_INPUT, PBL_F32, PBL_SHAPE(3, 4), rr));
+    pbl_value t = pbl_tanh(g, *x);
+    *loss = pbl_sum(g, pbl_mul(g, t, *rr), NULL, 0, 0);
+    dead[0] = dead[1] = PBL_NONE;
+    if (with_dead) {
+        pbl_node_desc dz = { .op = "relu", .name = "dead_z", .inputs = z, .n_inputs = 1 };
+        pbl_node_desc dx = { .op = "sigmoid", .name = "dead_x", .inputs = x, .n_inputs = 1 };
+        TH_G(g, pbl_graph_add_node(g, &dz, NULL, &dead[0]));
+        TH_G(g, pbl_graph_add_node(g, &dx, NULL, &dead[1]));
+        TH_G(g, pbl_graph_set_output(g, "dead", dead[0]));
+    }
+    TH_G(g, pbl_graph_build_status(g));
+    TH_G(g, pbl_graph_set_output(g, "loss", *loss));
+    return 0;
+}
+
+static void test_grad_dead_values(void **state)
+{
+    (void)state;
+    th_set_case("value with no path to the loss");
+    pbl_graph *g, *ref;
+    assert_int_equal(pbl_graph_create(&g, NULL), PBL_OK);
+    assert_int_equal(pbl_graph_create(&ref, NULL), PBL_OK);
+    pbl_value x, z, rr, dead[2], loss, rx, rz, rrr, rdead[2], rloss;
+    int fails = build_dead_graph(g, 1, &x, &z, &rr, dead, &loss);
+    fails += build_dead_graph(ref, 0, &rx, &rz, &rrr, rdead, &rloss);
+    assert_int_equal(fails, 0);
+    int32_t n_fwd = pbl_graph_node_count(g);
+
+    pbl_value wrt[2] = { x, z }, grads[2] = { 12345, 12345 };
+    pbl_status s = pbl_graph_gradient(g, loss, wrt, 2, grads);
+    if (s != PBL_OK)
+        fails += th_report(__FILE__, __LINE__, "pbl_graph_gradient", s, pbl_graph_errmsg(g));
+    pbl_value rwrt[2] = { rx, rz }, rgrads[2];
+    s = pbl_graph_gradient(ref, rloss, rwrt, 2, rgrads);
+    if (s != PBL_OK)
+        fails += th_report(__FILE__, __LINE__, "pbl_graph_gradient (reference graph)", s,
+                           pbl_graph_errmsg(ref));
+    assert_int_equal(fails, 0);
+
+    if (grads[1] != PBL_NONE) {
+        fprintf(stderr, "FAIL [%s] z has no path to the loss but its gradient is %d, want PBL_NONE\n",
+                th_case, (int)grads[1]);
+        fails++;
+    }
+    if (grads[0] == PBL_NONE) {
+        fprintf(stderr, "FAIL [%s] x reaches the loss but its gradient is PBL_NONE\n", th_case);
+        fails++;
+    }
+    /* no backward node reads z or the dead nodes' outputs, or is named after a dead node */
+    for (pbl_node n = n_fwd; n < pbl_graph_node_count(g); n++) {
+        pbl_node_info ni;
+        assert_int_equal(pbl_graph_node_info(g, n, &ni), PBL_OK);
+        if (strncmp(ni.name, "dead_", 5) == 0) {
+            fprintf(stderr, "FAIL [%s] backward node %s (%s) differentiates a dead node\n", th_case,
+                    ni.name, ni.op);
+            fails++;
+        }
+        for (int32_t k = 0; k < ni.n_inputs; k++)
+            if (ni.inputs[k] == z || ni.inputs[k] == dead[0] || ni.inputs[k] == dead[1]) {
+                fprintf(stderr, "FAIL [%s] backward node %s (%s) reads dead value %d\n", th_case,
+                        ni.name, ni.op, (int)ni.inputs[k]);
+                fails++;
+            }
+    }
+    /* and the backward pass is exactly as big as without the dead branches */
+    if (count_backward(g) != count_backward(ref)) {
+        fprintf(stderr, "FAIL [%s] %d backward nodes with dead branches, %d without\n", th_case,
+                count_backward(g), count_backward(ref));
+        pbl_graph_dump(g, stderr);
+        fails++;
+    }
+
+    /* and x's gradient is still right: d/dx sum(tanh(x)·R) = (1 − tanh²x)·R */
+    if (!fails) {
+        pbl_exec *e = NULL;
+        pbl_status so = pbl_graph_set_output(g, "gx", grads[0]);
+        if (so != PBL_OK)
+            fails += th_report(__FILE__, __LINE__, "set_output gx", so, pbl_graph_errmsg(g));
+        else if (th_exec_new(g, &e, "dead values"))
+            fails++;
+        th_rng r = th_rng_seed(21);
+        float xd[12], zd[12], rd[12], gx[12];
+        double want[12];
+        th_fill(&r, xd, 12, -2, 2);
+        th_fill(&r, zd, 12, -2, 2);
+        th_fill(&r, rd, 12, -1, 1);
+        for (int i = 0; i < 12; i++)
+            want[i] = (1 - tanh(xd[i]) * tanh(xd[i])) * rd[i];
+        if (!fails) {
+            pbl_status st = PBL_OK;
+            if ((st = pbl_exec_write(e, x, xd, sizeof xd)) != PBL_OK ||
+                (st = pbl_exec_write(e, z, zd, sizeof zd)) != PBL_OK ||
+                (st = pbl_exec_write(e, rr, rd, sizeof rd)) != PBL_OK ||
+                (st = pbl_exec_run(e)) != PBL_OK || (st = pbl_exec_read(e, grads[0], gx, sizeof gx)) != PBL_OK)
+                fails += th_report(__FILE__, __LINE__, "run", st, pbl_exec_errmsg(e));
+            else
+                fails += th_close("d loss / dx", gx, want, NULL, 12, 1e-6, 1e-5);
+        }
+        pbl_exec_destroy(e);
+    }
+    pbl_graph_destroy(g);
+    pbl_graph_destroy(ref);
+    assert_int_equal(fails, 0);
+}
+
+/* Lines of a dump, read back from a tmpfile. */
+typedef struct dump_lines {
+    char  *buf;
+    char **line;
+    int    n;
+} dump_lines;
+
+static int dump_read(const pbl_graph *g, dump_lines *d)
+{
+    memset(d, 0, sizeof *d);
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    pbl_status s = pbl_graph_dump(g, f);
+    if (s != PBL_OK) {
+        fclose(f);
+        return th_report(__FILE__, __LINE__, "pbl_graph_dump", s, pbl_graph_errmsg(g));
+    }
+    long size = ftell(f);
+    rewind(f);
+    d->buf = calloc((size_t)size + 1, 1);
+    assert_non_null(d->buf);
+    size_t got = fread(d->buf, 1, (size_t)size, f);
+    fclose(f);
+    d->buf[got] = 0;
+    int cap = 1;
+    for (size_t i = 0; i < got; i++)
+        cap += d->buf[i] == '\n';
+    d->line = calloc((size_t)cap, sizeof *d->line);
+    for (char *p = d->buf; *p;) {
+        char *nl = strchr(p, '\n');
+        d->line[d->n++] = p;
+        if (!nl)
+            break;
+        *nl = 0;
+        p = nl + 1;
+    }
+    return 0;
+}
+
+static void dump_free(dump_lines *d)
+{
+    free(d->buf);
+    free(d->line);
+}
+
+/* Whether `name` occurs in `line` as a whole name (not as part of a longer name). */
+static int has_name(const char *line, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = strstr(line, name); p; p = strstr(p + 1, name)) {
+        int before = p == line || !(isalnum((unsigned char)p[-1]) || p[-1] == '_' || p[-1] == '/' || p[-1] == ':');
+        int after = !(isalnum((unsigned char)p[n]) || p[n] == '_' || p[n] == '/' || p[n] == ':');
+        if (before && after)
+            return 1;
+    }
+    return 0;
+}
+
+/* The dump line that lists node ni: it names the node and shows "<op>(". -1 if none. */
+static int node_line(const dump_lines *d, const pbl_node_info *ni)
+{
+    char call[64];
+    snprintf(call, sizeof call, "%s(", ni->op);
+    for (int i = 0; i < d->n; i++)
+        if (has_name(d->line[i], ni->name) && strstr(d->line[i], call))
+            return i;
+    return -1;
+}
+
+/* Case-insensitive "backward" in line. */
+static int says_backward(const char *line)
+{
+    for (const char *p = line; *p; p++) {
+        size_t k = 0;
+        while (k < 8 && p[k] && tolower((unsigned char)p[k]) == "backward"[k])
+            k++;
+        if (k == 8)
+            return 1;
+    }
+    return 0;
+}
+
+/* Whether the dump marks backward nodes (nodes n_fwd.. of g, listed on lines line_of[n]),
+ * either per line — a word (a run of letters, or one punctuation mark such as '*') that is on
+ * every backward node's line, in none of their names or ops (names like "fc1/grad_w" do not
+ * count as a mark), and on no forward node's line — or by a section: a line naming no node that
+ * says "backward", after every forward node's line and before every backward node's line. */
+static int dump_marks_backward(const pbl_graph *g, const dump_lines *d, const int *line_of,
+                               int32_t n_fwd)
+{
+    int32_t nn = pbl_graph_node_count(g);
+    const char *first = d->line[line_of[n_fwd]];
+    for (const char *p = first; *p;) {
+        char word[64];
+        size_t len = 0;
+        if (isalpha((unsigned char)*p)) {
+            while (isalpha((unsigned char)p[len]) && len < sizeof word - 1)
+                len++;
+        } else if (ispunct((unsigned char)*p) && !strchr("%_/:.,=()[]'", *p)) {
+            len = 1;
+        } else {
+            p++;
+            continue;
+        }
+        memcpy(word, p, len);
+        word[len] = 0;
+        p += len;
+        int ok = 1;
+        for (pbl_node n = 0; n < nn && ok; n++) {
+            pbl_node_info ni;
+            if (pbl_graph_node_info(g, n, &ni) != PBL_OK)
+                return 0;
+            int on = strstr(d->line[line_of[n]], word) != NULL;
+            if (n >= n_fwd)
+                ok = on && !strstr(ni.name, word) && !strstr(ni.op, word);
+            else
+                ok = !on;
+        }
+        if (ok)
+            return 1;
+    }
+    int last_fwd = -1, first_bwd = d->n;
+    for (pbl_node n = 0; n < nn; n++) {
+        if (n < n_fwd && line_of[n] > last_fwd)
+            last_fwd = line_of[n];
+        if (n >= n_fwd && line_of[n] < first_bwd)
+            first_bwd = line_of[n];
+    }
+    for (int i = last_fwd + 1; i < first_bwd; i++)
+        if (says_backward(d->line[i]))
+            return 1;
+    return 0;
+}
+
+static void test_grad_backward_nodes_marked_named_dumped(void **state)
+{
+    (void)state;
+    th_rng r = th_rng_seed(22);
+    gresult res;
+    memset(&res, 0, sizeof res);
+    gcase mlp = mlp_case();
+    int fails = check_grad(&mlp, &r, &res);
+    assert_int_equal(fails, 0);
+    pbl_graph *g = res.g;
+    th_set_case("backward nodes of the mlp: is_backward, names, dump");
+    int32_t nn = pbl_graph_node_count(g), nv = pbl_graph_value_count(g);
+    if (nn <= res.n_forward_nodes) {
+        fprintf(stderr, "FAIL [%s] no backward nodes were added\n", th_case);
+        fails++;
+    }
+    for (pbl_node n = 0; n < nn; n++) {
+        pbl_node_info ni;
+        assert_int_equal(pbl_graph_node_info(g, n, &ni), PBL_OK);
+        int want = n >= res.n_forward_nodes;
+        if (ni.is_backward != want) {
+            fprintf(stderr, "FAIL [%s] node %d %s (%s): is_backward %d, want %d\n", th_case, (int)n,
+                    ni.name ? ni.name : "(null)", ni.op, (int)ni.is_backward, want);
+            fails++;
+        }
+        if (!ni.name || !ni.name[0]) {
+            fprintf(stderr, "FAIL [%s] node %d (%s) has no name\n", th_case, (int)n, ni.op);
+            fails++;
+            continue;
+        }
+        /* backward nodes are named after what they differentiate: "<forward name>/<suffix>" */
+        if (want) {
+            const char *slash = strchr(ni.name, '/');
+            char prefix[128] = "";
+            if (slash && (size_t)(slash - ni.name) < sizeof prefix)
+                memcpy(prefix, ni.name, (size_t)(slash - ni.name)), prefix[slash - ni.name] = 0;
+            pbl_node fn = prefix[0] ? pbl_graph_find_node(g, prefix) : PBL_NONE;
+            pbl_value fv = prefix[0] ? pbl_graph_find_value(g, prefix) : PBL_NONE;
+            int fwd = (fn != PBL_NONE && fn < res.n_forward_nodes) ||
+                      (fv != PBL_NONE && fv < res.n_forward_values);
+            if (!fwd) {
+                fprintf(stderr, "FAIL [%s] backward node %s (%s) is not named \"<forward node>/...\"\n",
+                        th_case, ni.name, ni.op);
+                fails++;
+            }
+        }
+        for (int32_t k = 0; k < ni.n_outputs; k++) {
+            pbl_value_info vi;
+            assert_int_equal(pbl_graph_value_info(g, ni.outputs[k], &vi), PBL_OK);
+            if (vi.is_backward != want) {
+                fprintf(stderr, "FAIL [%s] value %s (output %d of %s): is_backward %d, want %d\n",
+                        th_case, vi.name, (int)k, ni.name, (int)vi.is_backward, want);
+                fails++;
+            }
+        }
+    }
+
+    /* the dump: a line per variable, per node (forward and backward) and per output */
+    dump_lines d;
+    fails += dump_read(g, &d);
+    int32_t n_vars = 0;
+    for (pbl_value v = 0; v < nv; v++) {
+        pbl_value_info vi;
+        assert_int_equal(pbl_graph_value_info(g, v, &vi), PBL_OK);
+        if (vi.producer != PBL_NONE)
+            continue;
+        n_vars++;
+        int found = 0;
+        for (int i = 0; i < d.n && !found; i++)
+            found = has_name(d.line[i], vi.name);
+        if (!found) {
+            fprintf(stderr, "FAIL [%s] dump lists no variable %s\n", th_case, vi.name);
+            fails++;
+        }
+    }
+    for (int32_t i = 0; i < pbl_graph_output_count(g); i++) {
+        const char *name;
+        pbl_value v;
+        assert_int_equal(pbl_graph_output_at(g, i, &name, &v), PBL_OK);
+        int found = 0;
+        for (int k = 0; k < d.n && !found; k++)
+            found = has_name(d.line[k], name);
+        if (!found) {
+            fprintf(stderr, "FAIL [%s] dump lists no output %s\n", th_case, name);
+            fails++;
+        }
+    }
+    int want_lines = n_vars + nn + pbl_graph_output_count(g);
+    if (d.n < want_lines) {
+        fprintf(stderr, "FAIL [%s] dump has %d lines, want at least %d (%d variables + %d nodes + "
+                        "%d outputs)\n", th_case, d.n, want_lines, (int)n_vars, (int)nn,
+                (int)pbl_graph_output_count(g));
+        fails++;
+    }
+    int *line_of = calloc((size_t)nn, sizeof *line_of);
+    for (pbl_node n = 0; n < nn; n++) {
+        pbl_node_info ni;
+        assert_int_equal(pbl_graph_node_info(g, n, &ni), PBL_OK);
+        line_of[n] = node_line(&d, &ni);
+        if (line_of[n] < 0) {
+            fprintf(stderr, "FAIL [%s] dump has no line naming %s node %s with \"%s(\"\n", th_case,
+                    n >= res.n_forward_nodes ? "backward" : "forward", ni.name, ni.op);
+            fails++;
+        }
+    }
+    if (!fails && nn > res.n_forward_nodes && !dump_marks_backward(g, &d, line_of, res.n_forward_nodes)) {
+        fprintf(stderr, "FAIL [%s] the dump does not mark backward nodes: no word on every backward "
+                        "node's line (other than in names and ops) that no forward line has, and no "
+                        "\"backward\" section line between the forward and backward nodes\n", th_case);
+        fails++;
+    }
+    if (fails) {
+        fprintf(stderr, "---- dump ----\n");
+        for (int i = 0; i < d.n; i++)
+            fprintf(stderr, "%s\n", d.line[i]);
+    }
+    free(line_of);
+    dump_free(&d);
+    pbl_graph_destroy(g);
+    assert_int_equal(fails, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_grad_fully_connected),
+        cmocka_unit_test(test_grad_matmul),
+        cmocka_unit_test(test_grad_binary),
+        cmocka_unit_test(test_grad_activations),
+        cmocka_unit_test(test_grad_losses),
+        cmocka_unit_test(test_grad_reductions),
+        cmocka_unit_test(test_grad_shape_ops),
+        cmocka_unit_test(test_grad_dropout),
+        cmocka_unit_test(test_grad_mlp),
+        cmocka_unit_test(test_grad_three_consumers),
+        cmocka_unit_test(test_grad_dead_values),
+        cmocka_unit_test(test_grad_backward_nodes_marked_named_dumped),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
