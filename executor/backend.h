@@ -28,6 +28,10 @@ typedef struct pbl__backend {
     pbl_status (*sync)(void);
     /* Optional: sets the threads the backend's math library may use (0: leave as is). */
     void       (*set_threads)(int32_t threads);
+    /* Optional: around one run on the calling thread — e.g. flush denormals to zero — saving
+     * the thread's previous state in *saved and restoring it at the end. */
+    void       (*run_begin)(int flush_denormals, uint32_t *saved);
+    void       (*run_end)(uint32_t saved);
 } pbl__backend;
 
 extern const pbl__backend pbl__backend_cpu;

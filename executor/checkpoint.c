@@ -36,7 +36,7 @@
 #include <zlib.h>
 
 #include "executor/exec_internal.h"
-#include "graph/mem.h" /* PBL__API only: the library is built with hidden visibility */
+#include "graph/export.h"
 
 #define CKPT_VERSION      1u
 #define CKPT_MAGIC_LEN    8

@@ -43,6 +43,7 @@ struct pbl_exec {
     void               *arena;
     void               *variables;
     int                 dirty;        /* bindings changed: refresh pointers before running */
+    int                 flush_denormals;
     uint64_t            runs;
     char                kernel_err[256];
     char                errmsg[512];
@@ -51,7 +52,7 @@ struct pbl_exec {
 PBL__API pbl_exec_options pbl_exec_options_default(void)
 {
     pbl_exec_options o = { .allocator = NULL, .backend = PBL_BACKEND_CPU, .storage = PBL_STORAGE_NAIVE,
-                           .threads = 0, .targets = NULL, .n_targets = 0 };
+                           .threads = 0, .flush_denormals = 1, .targets = NULL, .n_targets = 0 };
     return o;
 }
 
@@ -307,6 +308,7 @@ PBL__API pbl_status pbl_exec_create(pbl_exec **out, const pbl_graph *g, const pb
             e->has_data[v] = g->values[v].kind == PBL_VALUE_STATE;
         if (e->be->set_threads)
             e->be->set_threads(o.threads);
+        e->flush_denormals = o.flush_denormals;
         refresh_pointers(e);
         *out = e;
         return PBL_OK;
@@ -401,16 +403,24 @@ PBL__API pbl_status pbl_exec_run(pbl_exec *e)
     }
     if (e->dirty)
         refresh_pointers(e);
-    for (int32_t i = 0; i < e->n_steps; i++) {
+    uint32_t saved = 0;
+    if (e->be->run_begin)
+        e->be->run_begin(e->flush_denormals, &saved);
+    pbl_status s = PBL_OK;
+    for (int32_t i = 0; i < e->n_steps && s == PBL_OK; i++) {
         step *st = &e->steps[i];
         st->args.run = e->runs;
-        pbl_status s = e->be->run(st->op, &st->args);
+        s = e->be->run(st->op, &st->args);
         if (s != PBL_OK)
-            return pbl__exec_fail(e, s, "node '%s' (%s): %s", e->g->nodes[st->node].name, st->op->name, e->kernel_err);
+            pbl__exec_fail(e, s, "node '%s' (%s): %s", e->g->nodes[st->node].name, st->op->name, e->kernel_err);
     }
-    pbl_status s = e->be->sync ? e->be->sync() : PBL_OK;
-    e->runs++;
-    return s == PBL_OK ? PBL_OK : pbl__exec_fail(e, s, "run: waiting for the device failed");
+    if (s == PBL_OK && e->be->sync && (s = e->be->sync()) != PBL_OK)
+        pbl__exec_fail(e, s, "run: waiting for the device failed");
+    if (e->be->run_end)
+        e->be->run_end(saved);
+    if (s == PBL_OK)
+        e->runs++;
+    return s;
 }
 
 PBL__API uint64_t pbl_exec_run_count(const pbl_exec *e) { return e ? e->runs : 0; }

@@ -6,9 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "graph/export.h"
 #include "pebble/alloc.h"
-
-#define PBL__API __attribute__((visibility("default")))
 
 typedef struct pbl__mem {
     pbl_allocator hook;  /* .alloc NULL: malloc/free */

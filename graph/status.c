@@ -1,7 +1,6 @@
 /* pbl_status_str / pbl_status_name: the status list of pebble/status.h as strings. */
+#include "graph/export.h"
 #include "pebble/status.h"
-
-#define PBL__API __attribute__((visibility("default")))
 
 PBL__API const char *pbl_status_str(pbl_status s)
 {

@@ -49,7 +49,14 @@ typedef struct pbl_exec_options {
     const pbl_allocator *allocator; /* host allocations; NULL: malloc/free */
     pbl_backend_kind     backend;   /* default PBL_BACKEND_CPU */
     pbl_storage_mode     storage;   /* default PBL_STORAGE_NAIVE */
-    int32_t              threads;   /* BLAS threads; 0 keeps the BLAS library's setting */
+    int32_t              threads;   /* BLAS threads; 0 keeps the BLAS library's setting. OpenBLAS
+                                       keeps this per process: executors asking for different
+                                       counts override each other. */
+    int32_t              flush_denormals; /* default 1: during a run, the calling thread treats
+                                       denormal floats as zero (x86 FTZ+DAZ; restored after).
+                                       Denormals are ~1e4x slower on x86 and Adam's moments
+                                       decay into them; TensorFlow flushes them likewise.
+                                       0 keeps full IEEE gradual underflow. */
     const char *const   *targets;   /* output names to compute; NULL: all outputs + updates */
     int32_t              n_targets;
 } pbl_exec_options;
