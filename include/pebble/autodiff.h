@@ -4,9 +4,11 @@
  * pbl_graph_gradient appends the backward pass to the same graph, MXNet-style: a reverse
  * topological walk from the loss in which each op's gradient rule emits ordinary nodes
  * through the builder. A value read by several nodes gets exactly one aggregation node
- * (op "add_n") summing its gradient contributions. Values with no path to the loss get no
- * backward nodes. Backward nodes are marked (pbl_node_info.is_backward) and named after the
- * forward node they differentiate ("fc2/grad_w").
+ * (op "add_n", named "<value>/grad_sum") summing its gradient contributions; add_n takes 16
+ * inputs, so past 16 contributions further add_n nodes chain ("<value>/grad_sum1", ...).
+ * Values with no path to the loss get no backward nodes. Backward nodes are marked
+ * (pbl_node_info.is_backward); those of an op are named after the forward node they
+ * differentiate ("fc2/grad_w"), the loss's seed "<loss>/grad_seed".
  *
  * pbl_graph_add_optimizer then appends one update node per parameter (sgd, sgd_momentum or
  * adam), creating the optimizer state it needs as PBL_VALUE_STATE variables, so one run of

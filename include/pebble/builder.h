@@ -61,7 +61,7 @@ pbl_value pbl_reshape(pbl_graph *g, pbl_value x, pbl_shape shape);
 pbl_value pbl_flatten(pbl_graph *g, pbl_value x, int32_t axis);
 pbl_value pbl_copy(pbl_graph *g, pbl_value x);
 /* Zeroes each element with probability p and scales the rest by 1/(1-p). The mask (second
- * output, also f32) is a pure function of (seed, run counter, element index), so runs repeat
+ * output, also f32) holds the factor applied to each element, 0 or 1/(1-p); it is a pure function of (seed, run counter, element index), so runs repeat
  * exactly; it is saved for the backward pass. *mask may be NULL. */
 pbl_value pbl_dropout(pbl_graph *g, pbl_value x, double p, uint64_t seed, pbl_value *mask);
 
