@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Whole-program check: the demo MLP reaches its accuracy. Trains 784-256-128-10 with Adam for
+# 10 epochs on Fashion-MNIST (seed 1) and requires test accuracy >= 0.88 (a 2-layer MLP
+# reaches 0.88-0.89). Skips (exit 77) when the Debian dataset is not installed.
+set -u
+bin=$1
+data=${2:-/usr/share/datasets/fashion-mnist}
+if [ ! -f "$data/train-images-idx3-ubyte.gz" ]; then
+  echo "SKIP: no Fashion-MNIST under $data (Debian package dataset-fashion-mnist)"
+  exit 77
+fi
+out=$("$bin" --epochs 10 --data "$data" 2>/dev/null) || { echo "train_mlp failed: $out"; exit 1; }
+echo "$out" | tail -3
+acc=$(echo "$out" | sed -n 's/^test accuracy: \([0-9.]*\)$/\1/p' | tail -1)
+[ -n "$acc" ] || { echo "no 'test accuracy:' line"; exit 1; }
+if awk -v a="$acc" 'BEGIN { exit !(a >= 0.88) }'; then
+  echo "test accuracy $acc >= 0.88: 1 passed, 0 failed"
+else
+  echo "test accuracy $acc < 0.88: 0 passed, 1 failed"
+  exit 1
+fi
