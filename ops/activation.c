@@ -32,22 +32,10 @@ ACTIVATION(tanh, 0, 1, 1)
 ACTIVATION(gelu, 1, 0, 0) /* its gradient needs x, so y must not overwrite it */
 
 /* The gradient ops: (dy, saved) -> dx, dx may overwrite dy. */
-static pbl_status pair_infer(pbl__infer_ctx *c)
-{
-    pbl_status s = pbl__infer_check_f32(c, 0, "dy");
-    if (s == PBL_OK)
-        s = pbl__infer_check_f32(c, 1, "saved input");
-    if (s == PBL_OK)
-        s = pbl__infer_check_same(c, 0, 1, "dy", "the saved value");
-    if (s == PBL_OK)
-        c->out[0] = c->in[0];
-    return s;
-}
-
 #define ACTIVATION_GRAD(n)                                                            \
     const pbl__op pbl__op_##n = {                                                   \
         .name = #n, .n_in_min = 2, .n_in_max = 2, .n_out = 1,                       \
-        .infer = pair_infer,                                                        \
+        .infer = pbl__infer_grad_pair,                                              \
         .inplace = out0_over_in0, .n_inplace = 1,                                   \
         .cpu = pbl__cpu_##n,                                                        \
     };

@@ -154,15 +154,8 @@ static const pbl__attr_spec fill_attrs[] = {
 
 static pbl_status fill_infer(pbl__infer_ctx *c)
 {
-    const pbl__attr_val *s = &c->attr[FILL_SHAPE];
-    if (s->n_ints > PBL_MAX_DIMS)
-        return pbl__infer_fail(c, PBL_ERR_ATTR, "shape has %d dims, at most %d", (int)s->n_ints, PBL_MAX_DIMS);
-    for (int32_t i = 0; i < s->n_ints; i++)
-        if (s->ints[i] <= 0)
-            return pbl__infer_fail(c, PBL_ERR_ATTR, "shape dim %d is %lld; dims must be positive", (int)i, (long long)s->ints[i]);
     c->out[0].dtype = PBL_F32;
-    c->out[0].shape = pbl_shape_make(s->n_ints, s->ints);
-    return PBL_OK;
+    return pbl__infer_shape_attr(c, &c->attr[FILL_SHAPE], &c->out[0].shape);
 }
 
 const pbl__op pbl__op_fill = {

@@ -88,6 +88,10 @@ typedef struct pbl__op {
 pbl_status pbl__infer_same_as_input(pbl__infer_ctx *c);                 /* out[0] = in[0] */
 pbl_status pbl__infer_check_f32(pbl__infer_ctx *c, int32_t i, const char *what);
 pbl_status pbl__infer_check_same(pbl__infer_ctx *c, int32_t i, int32_t j, const char *a, const char *b);
+/* (dy, saved) -> dx shaped like dy: the rule of the *_grad ops. */
+pbl_status pbl__infer_grad_pair(pbl__infer_ctx *c);
+/* A "shape" attribute as a shape: at most PBL_MAX_DIMS positive dims. */
+pbl_status pbl__infer_shape_attr(pbl__infer_ctx *c, const pbl__attr_val *a, pbl_shape *out);
 pbl_status pbl__infer_fail(pbl__infer_ctx *c, pbl_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

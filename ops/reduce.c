@@ -115,14 +115,8 @@ static const pbl__attr_spec shape_attr[] = { { .name = "shape", .type = PBL_ATTR
 
 static pbl_status target_shape(pbl__infer_ctx *c, pbl_shape *t)
 {
-    const pbl__attr_val *s = &c->attr[0];
-    if (s->n_ints > PBL_MAX_DIMS)
-        return pbl__infer_fail(c, PBL_ERR_ATTR, "shape has %d dims, at most %d", (int)s->n_ints, PBL_MAX_DIMS);
-    for (int32_t i = 0; i < s->n_ints; i++)
-        if (s->ints[i] <= 0)
-            return pbl__infer_fail(c, PBL_ERR_ATTR, "shape dim %d is %lld; dims must be positive", (int)i, (long long)s->ints[i]);
-    *t = pbl_shape_make(s->n_ints, s->ints);
-    return pbl__infer_check_f32(c, 0, "x");
+    pbl_status s = pbl__infer_shape_attr(c, &c->attr[0], t);
+    return s == PBL_OK ? pbl__infer_check_f32(c, 0, "x") : s;
 }
 
 static pbl_status sum_to_infer(pbl__infer_ctx *c)

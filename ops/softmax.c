@@ -37,18 +37,12 @@ const pbl__op pbl__op_log_softmax = {
     .cpu = pbl__cpu_log_softmax,
 };
 
+/* softmax_grad and log_softmax_grad: (dy, y) -> dx, with at least one dim to reduce over */
 static pbl_status pair_infer(pbl__infer_ctx *c)
 {
-    pbl_status s = pbl__infer_check_f32(c, 0, "dy");
-    if (s == PBL_OK)
-        s = pbl__infer_check_f32(c, 1, "y");
-    if (s == PBL_OK)
-        s = pbl__infer_check_same(c, 0, 1, "dy", "y");
-    if (s == PBL_OK && c->in[0].shape.ndim < 1)
-        s = pbl__infer_fail(c, PBL_ERR_SHAPE, "dy is a scalar");
-    if (s == PBL_OK)
-        c->out[0] = c->in[0];
-    return s;
+    if (c->in[0].shape.ndim < 1)
+        return pbl__infer_fail(c, PBL_ERR_SHAPE, "dy is a scalar");
+    return pbl__infer_grad_pair(c);
 }
 
 const pbl__op pbl__op_softmax_grad = {

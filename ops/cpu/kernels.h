@@ -3,6 +3,8 @@
 #ifndef PBL_CPU_KERNELS_H
 #define PBL_CPU_KERNELS_H
 
+#include <math.h>
+
 #include "ops/registry.h"
 
 #define PBL__CPU_DECL(n) pbl_status pbl__cpu_##n(const pbl__kargs *a);
@@ -21,5 +23,27 @@ PBL__OP_LIST(PBL__CPU_DECL)
 #define PBL__IN(a, i)  ((const float *)(a)->in[i])
 #define PBL__OUT(a, k) ((float *)(a)->out[k])
 #define PBL__NUMEL(m)  pbl_shape_numel(&(m).shape)
+
+/* Row helpers of the softmax family: the max of x[0..n), and Σ exp(x[j] − mx), writing each
+ * exp(x[j] − mx) to e[j] when e is not NULL. Subtracting the max keeps exp from overflowing. */
+static inline float pbl__row_max(const float *x, int64_t n)
+{
+    float mx = x[0];
+    for (int64_t j = 1; j < n; j++)
+        mx = x[j] > mx ? x[j] : mx;
+    return mx;
+}
+
+static inline float pbl__row_sum_exp(const float *x, int64_t n, float mx, float *e)
+{
+    float sum = 0.0f;
+    for (int64_t j = 0; j < n; j++) {
+        float v = expf(x[j] - mx);
+        if (e)
+            e[j] = v;
+        sum += v;
+    }
+    return sum;
+}
 
 #endif

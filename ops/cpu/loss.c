@@ -28,13 +28,8 @@ pbl_status pbl__cpu_softmax_cross_entropy(const pbl__kargs *a)
     double total = 0.0;
     for (int64_t i = 0; i < n; i++) {
         const float *x = PBL__IN(a, 0) + i * c;
-        float mx = x[0];
-        for (int64_t j = 1; j < c; j++)
-            mx = x[j] > mx ? x[j] : mx;
-        float sum = 0.0f;
-        for (int64_t j = 0; j < c; j++)
-            sum += expf(x[j] - mx);
-        total += (double)(mx + logf(sum) - x[lab[i]]);
+        float mx = pbl__row_max(x, c);
+        total += (double)(mx + logf(pbl__row_sum_exp(x, c, mx, NULL)) - x[lab[i]]);
     }
     PBL__OUT(a, 0)[0] = (float)(total / (double)n);
     return PBL_OK;
@@ -52,15 +47,7 @@ pbl_status pbl__cpu_softmax_cross_entropy_grad(const pbl__kargs *a)
     for (int64_t i = 0; i < n; i++) {
         const float *x = PBL__IN(a, 0) + i * c;
         float *dx = PBL__OUT(a, 0) + i * c;
-        float mx = x[0];
-        for (int64_t j = 1; j < c; j++)
-            mx = x[j] > mx ? x[j] : mx;
-        float sum = 0.0f;
-        for (int64_t j = 0; j < c; j++) {
-            dx[j] = expf(x[j] - mx);
-            sum += dx[j];
-        }
-        float inv = scale / sum;
+        float inv = scale / pbl__row_sum_exp(x, c, pbl__row_max(x, c), dx);
         for (int64_t j = 0; j < c; j++)
             dx[j] *= inv;
         dx[lab[i]] -= scale;

@@ -18,15 +18,7 @@ pbl_status pbl__cpu_softmax(const pbl__kargs *a)
     for (int64_t r = 0; r < rows; r++) {
         const float *x = PBL__IN(a, 0) + r * cols;
         float *y = PBL__OUT(a, 0) + r * cols;
-        float mx = x[0];
-        for (int64_t j = 1; j < cols; j++)
-            mx = x[j] > mx ? x[j] : mx;
-        float sum = 0.0f;
-        for (int64_t j = 0; j < cols; j++) {
-            y[j] = expf(x[j] - mx);
-            sum += y[j];
-        }
-        float inv = 1.0f / sum;
+        float inv = 1.0f / pbl__row_sum_exp(x, cols, pbl__row_max(x, cols), y);
         for (int64_t j = 0; j < cols; j++)
             y[j] *= inv;
     }
@@ -40,13 +32,8 @@ pbl_status pbl__cpu_log_softmax(const pbl__kargs *a)
     for (int64_t r = 0; r < rows; r++) {
         const float *x = PBL__IN(a, 0) + r * cols;
         float *y = PBL__OUT(a, 0) + r * cols;
-        float mx = x[0];
-        for (int64_t j = 1; j < cols; j++)
-            mx = x[j] > mx ? x[j] : mx;
-        float sum = 0.0f;
-        for (int64_t j = 0; j < cols; j++)
-            sum += expf(x[j] - mx);
-        float lse = mx + logf(sum);
+        float mx = pbl__row_max(x, cols);
+        float lse = mx + logf(pbl__row_sum_exp(x, cols, mx, NULL));
         for (int64_t j = 0; j < cols; j++)
             y[j] = x[j] - lse;
     }
