@@ -8,6 +8,8 @@
  *   ops.h       the op list and each op's inputs and attributes
  *   autodiff.h  the gradient pass and optimizer update nodes
  *   exec.h      the executor: bind, run, read, checkpoints
+ *   plan.h      the memory planner's core: usage records in, arena offsets out
+ *   liveness.h  from a graph to usage records
  */
 #ifndef PEBBLE_PEBBLE_H
 #define PEBBLE_PEBBLE_H
@@ -23,5 +25,7 @@
 #include "pebble/ops.h"
 #include "pebble/autodiff.h"
 #include "pebble/exec.h"
+#include "pebble/plan.h"
+#include "pebble/liveness.h"
 
 #endif

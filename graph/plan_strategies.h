@@ -1,0 +1,10 @@
+/* The strategies, in the order `best` tries them and `--strategy all` prints them. Each
+ * X(name) is implemented as pbl__plan_<name> in graph/plan_<file>.c. `best` is not listed:
+ * it is the dispatcher's (graph/plan.c). */
+#ifndef PBL_PLAN_STRATEGIES_H
+#define PBL_PLAN_STRATEGIES_H
+
+#define PBL__STRATEGY_LIST(X) \
+    X(naive)
+
+#endif

@@ -1,0 +1,92 @@
+/*
+ * pebble/plan.h — the memory planner's core: usage records in, an assignment out.
+ *
+ * A usage record says a tensor needs `size` bytes from step `first` up to, not including,
+ * step `last` (half-open, MiniMalloc's convention). An assignment gives every record an
+ * offset into one arena; strategies that share whole buffers (TFLite's "objects") also say
+ * which object each record uses. Two records whose lifetimes overlap must not overlap in
+ * bytes; pbl_plan_verify checks that, the alignment, and a capacity.
+ *
+ *     pbl_usage_record r[] = { { 16, 0, 2 }, { 8, 1, 3 }, { 64, 2, 4 } };
+ *     pbl_assignment a;
+ *     char err[256];
+ *     if (pbl_plan_records(r, 3, "best", NULL, &a, err, sizeof err) == PBL_OK) {
+ *         printf("arena %lld, lower bound %lld\n", (long long)a.arena,
+ *                (long long)pbl_records_lower_bound(r, 3));
+ *         pbl_assignment_free(&a);
+ *     }
+ *
+ * This part of pebble depends on nothing else in the tree: records in, offsets out.
+ * Everything here is thread-safe on distinct data.
+ */
+#ifndef PEBBLE_PLAN_H
+#define PEBBLE_PLAN_H
+
+#include <stdint.h>
+
+#include "pebble/alloc.h"
+#include "pebble/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pbl_usage_record {
+    int64_t size;   /* bytes, > 0 */
+    int64_t first;  /* first step live */
+    int64_t last;   /* one past the last step live: live on [first, last), last > first */
+} pbl_usage_record;
+
+typedef struct pbl_assignment {
+    int64_t             *offset;    /* per record: bytes into the arena */
+    int32_t             *object;    /* per record: shared object id, or NULL (offset strategies) */
+    int64_t             *object_size; /* per object: bytes (NULL when object is NULL) */
+    int32_t              n_objects;
+    int32_t              n_records;
+    int64_t              arena;     /* max over records of offset + size (0 for none) */
+    int32_t              optimal;   /* proven optimal: arena equals a lower bound, or an exact search said so */
+    const pbl_allocator *allocator; /* what the arrays were allocated with */
+} pbl_assignment;
+
+typedef struct pbl_plan_options {
+    const pbl_allocator *allocator;   /* NULL: malloc/free */
+    int64_t align;                    /* offsets are multiples of this (default 1 for records; the
+                                         executor uses 64) */
+    int64_t capacity;                 /* 0: none; else strategies that can aim for it do, and the
+                                         verifier checks arena <= capacity */
+    double  time_limit;               /* seconds for searching strategies (0: their default) */
+    double  mxnet_match_range;        /* mxnet: a free block matches a request within this factor
+                                         (default 16) */
+    int32_t mxnet_sweep;              /* mxnet: also try ranges 1, 2, 4, ... up to the range and keep
+                                         the best (default 0) */
+} pbl_plan_options;
+
+pbl_plan_options pbl_plan_options_default(void);
+
+/* The number of strategies and the name of strategy i (NULL when out of range): "naive",
+ * "mxnet", "equality", "greedy_in_order", ..., "best". */
+int32_t     pbl_plan_strategy_count(void);
+const char *pbl_plan_strategy_name(int32_t i);
+
+/* Plans n records with the named strategy into *out (freed with pbl_assignment_free).
+ * Returns PBL_ERR_NOT_FOUND (no such strategy), PBL_ERR_INVALID_ARG (a bad record: size <= 0,
+ * last <= first, negative first; or bad options), PBL_ERR_NOMEM. err (may be NULL) explains.
+ * The result is not verified here; pbl_plan_verify does that. */
+pbl_status pbl_plan_records(const pbl_usage_record *r, int32_t n, const char *strategy,
+                            const pbl_plan_options *opt, pbl_assignment *out, char *err, size_t errlen);
+void       pbl_assignment_free(pbl_assignment *a); /* accepts a zeroed or freed assignment */
+
+/* The largest sum of sizes live at one step: no assignment can use less. -1 if out of memory. */
+int64_t    pbl_records_lower_bound(const pbl_usage_record *r, int32_t n);
+
+/* Checks that records whose lifetimes overlap do not overlap in bytes, every offset is a
+ * non-negative multiple of align, arena is max(offset + size), and arena <= capacity when
+ * capacity > 0. Returns PBL_OK or PBL_ERR_INVALID_ARG with err naming the two records (by
+ * index) or the offset at fault. O(n log n + n·w), w the most records live at once. */
+pbl_status pbl_plan_verify(const pbl_usage_record *r, int32_t n, const pbl_assignment *a, int64_t align,
+                           int64_t capacity, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
