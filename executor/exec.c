@@ -93,40 +93,6 @@ PBL__API void pbl_exec_destroy(pbl_exec *e)
     pbl__mem_free(&m, e, sizeof *e);
 }
 
-/* Which nodes run: what the targets need, or by default what every output and every update
- * needs. keep[] gets the answer. */
-static pbl_status select_nodes(pbl_exec *e, const pbl__deps *d, const pbl_exec_options *o, uint8_t *keep)
-{
-    const pbl_graph *g = e->g;
-    uint8_t *seed = pbl__mem_calloc(&e->mem, (size_t)(g->n_nodes ? g->n_nodes : 1));
-    if (!seed)
-        return pbl__exec_fail(e, PBL_ERR_NOMEM, "out of memory");
-    pbl_status s = PBL_OK;
-    if (o->n_targets > 0) {
-        for (int32_t t = 0; t < o->n_targets && s == PBL_OK; t++) {
-            pbl_value v = o->targets && o->targets[t] ? pbl_graph_output(g, o->targets[t]) : PBL_NONE;
-            if (v == PBL_NONE)
-                s = pbl__exec_fail(e, PBL_ERR_NOT_FOUND, "target '%s' is not an output of the graph",
-                                   o->targets && o->targets[t] ? o->targets[t] : "(null)");
-            else if (g->values[v].producer != PBL_NONE)
-                seed[g->values[v].producer] = 1;
-        }
-    } else {
-        for (int32_t i = 0; i < g->n_outputs; i++) {
-            pbl_node p = g->values[g->outputs[i].value].producer;
-            if (p != PBL_NONE)
-                seed[p] = 1;
-        }
-        for (pbl_node i = 0; i < g->n_nodes; i++)
-            if (pbl__op_get(g->nodes[i].op)->n_mutates > 0)
-                seed[i] = 1;
-    }
-    if (s == PBL_OK && pbl__deps_ancestors(d, &e->mem, seed, keep) != PBL_OK)
-        s = pbl__exec_fail(e, PBL_ERR_NOMEM, "out of memory");
-    pbl__mem_free(&e->mem, seed, (size_t)(g->n_nodes ? g->n_nodes : 1));
-    return s;
-}
-
 /* Lays out each step's kernel arguments (metas now, pointers at refresh). */
 static pbl_status build_steps(pbl_exec *e, const int32_t *order, int32_t n)
 {
@@ -216,19 +182,11 @@ static pbl_status collect_inputs(pbl_exec *e)
 static pbl_status create_steps(pbl_exec *e, const pbl_exec_options *o)
 {
     const pbl_graph *g = e->g;
-    pbl__deps d;
-    if (pbl__deps_build(g, &e->mem, &d) != PBL_OK)
-        return pbl__exec_fail(e, PBL_ERR_NOMEM, "out of memory");
-    size_t nn = (size_t)(g->n_nodes ? g->n_nodes : 1);
-    uint8_t *keep = pbl__mem_alloc(&e->mem, nn);
-    int32_t *order = pbl__mem_alloc(&e->mem, nn * sizeof *order);
-    int32_t n_order = 0;
-    pbl_status s = keep && order ? select_nodes(e, &d, o, keep) : pbl__exec_fail(e, PBL_ERR_NOMEM, "out of memory");
-    if (s == PBL_OK) {
-        pbl_status os = pbl__deps_order(&d, &e->mem, keep, order, &n_order, NULL);
-        if (os != PBL_OK)
-            s = pbl__exec_fail(e, os, os == PBL_ERR_NOMEM ? "out of memory" : "the graph cannot be ordered");
-    }
+    int32_t *order = NULL, n_order = 0;
+    char why[256] = "";
+    pbl_status s = pbl__graph_schedule(g, o->targets, o->n_targets, &e->mem, &order, &n_order, why, sizeof why);
+    if (s != PBL_OK)
+        return pbl__exec_fail(e, s, "%s", why);
     for (int32_t i = 0; i < n_order && s == PBL_OK; i++) {
         const pbl__node *nd = &g->nodes[order[i]];
         const pbl__op *op = pbl__op_get(nd->op);
@@ -243,9 +201,7 @@ static pbl_status create_steps(pbl_exec *e, const pbl_exec_options *o)
     }
     if (s == PBL_OK)
         s = build_steps(e, order, n_order);
-    pbl__mem_free(&e->mem, keep, nn);
-    pbl__mem_free(&e->mem, order, nn * sizeof *order);
-    pbl__deps_free(&d, &e->mem);
+    pbl__schedule_free(g, &e->mem, order);
     return s;
 }
 

@@ -1,6 +1,7 @@
 /* Dependency edges (data and write-after-read) and a deterministic topological order. */
 #include "graph/schedule.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "ops/registry.h"
@@ -233,4 +234,72 @@ pbl_status pbl__deps_ancestors(const pbl__deps *d, pbl__mem *m, const uint8_t *s
     }
     pbl__mem_free(m, stack, bytes);
     return PBL_OK;
+}
+
+/* Seeds: producers of the targets, or of every output plus every update node. */
+static pbl_status seed_nodes(const pbl_graph *g, const char *const *targets, int32_t n_targets, uint8_t *seed,
+                             char *err, size_t errlen)
+{
+    if (n_targets > 0) {
+        for (int32_t t = 0; t < n_targets; t++) {
+            const char *name = targets ? targets[t] : NULL;
+            pbl_value v = name ? pbl_graph_output(g, name) : PBL_NONE;
+            if (v == PBL_NONE) {
+                snprintf(err, errlen, "target '%s' is not an output of the graph", name ? name : "(null)");
+                return PBL_ERR_NOT_FOUND;
+            }
+            if (g->values[v].producer != PBL_NONE)
+                seed[g->values[v].producer] = 1;
+        }
+        return PBL_OK;
+    }
+    for (int32_t i = 0; i < g->n_outputs; i++) {
+        pbl_node p = g->values[g->outputs[i].value].producer;
+        if (p != PBL_NONE)
+            seed[p] = 1;
+    }
+    for (pbl_node i = 0; i < g->n_nodes; i++)
+        if (pbl__op_get(g->nodes[i].op)->n_mutates > 0)
+            seed[i] = 1;
+    return PBL_OK;
+}
+
+pbl_status pbl__graph_schedule(const pbl_graph *g, const char *const *targets, int32_t n_targets, pbl__mem *m,
+                               int32_t **order, int32_t *n_order, char *err, size_t errlen)
+{
+    size_t nn = (size_t)(g->n_nodes ? g->n_nodes : 1);
+    *order = NULL;
+    *n_order = 0;
+    pbl__deps d;
+    if (pbl__deps_build(g, m, &d) != PBL_OK) {
+        snprintf(err, errlen, "out of memory");
+        return PBL_ERR_NOMEM;
+    }
+    uint8_t *seed = pbl__mem_calloc(m, nn), *keep = pbl__mem_alloc(m, nn);
+    int32_t *out = pbl__mem_alloc(m, nn * sizeof *out);
+    pbl_status s = seed && keep && out ? seed_nodes(g, targets, n_targets, seed, err, errlen) : PBL_ERR_NOMEM;
+    if (s == PBL_OK)
+        s = pbl__deps_ancestors(&d, m, seed, keep);
+    pbl_node on_cycle = PBL_NONE;
+    if (s == PBL_OK)
+        s = pbl__deps_order(&d, m, keep, out, n_order, &on_cycle);
+    if (s == PBL_ERR_NOMEM)
+        snprintf(err, errlen, "out of memory");
+    else if (s == PBL_ERR_CYCLE)
+        snprintf(err, errlen, "node '%s' lies on a cycle", g->nodes[on_cycle].name);
+    pbl__mem_free(m, seed, nn);
+    pbl__mem_free(m, keep, nn);
+    pbl__deps_free(&d, m);
+    if (s != PBL_OK) {
+        pbl__mem_free(m, out, nn * sizeof *out);
+        *n_order = 0;
+        return s;
+    }
+    *order = out;
+    return PBL_OK;
+}
+
+void pbl__schedule_free(const pbl_graph *g, pbl__mem *m, int32_t *order)
+{
+    pbl__mem_free(m, order, (size_t)(g->n_nodes ? g->n_nodes : 1) * sizeof *order);
 }

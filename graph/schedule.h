@@ -30,4 +30,12 @@ pbl_status pbl__deps_order(const pbl__deps *d, pbl__mem *m, const uint8_t *keep,
 /* Marks in keep[] every node some seed node (seed[i] set) depends on, and the seeds. */
 pbl_status pbl__deps_ancestors(const pbl__deps *d, pbl__mem *m, const uint8_t *seed, uint8_t *keep);
 
+/* The executor's schedule: the nodes that the named outputs need (targets; NULL or none: every
+ * output and every update node), in pbl__deps_order's order. *order is allocated in m with
+ * room for every node of g (free with pbl__schedule_free). err explains a failure:
+ * PBL_ERR_NOT_FOUND for a target that names no output, PBL_ERR_CYCLE, PBL_ERR_NOMEM. */
+pbl_status pbl__graph_schedule(const pbl_graph *g, const char *const *targets, int32_t n_targets, pbl__mem *m,
+                               int32_t **order, int32_t *n_order, char *err, size_t errlen);
+void       pbl__schedule_free(const pbl_graph *g, pbl__mem *m, int32_t *order);
+
 #endif
