@@ -18,8 +18,8 @@ typedef struct pbl__backend {
     /* Copies n bytes host -> device and device -> host. */
     pbl_status (*upload)(void *dst, const void *src, size_t n);
     pbl_status (*download)(void *dst, const void *src, size_t n);
-    /* Zero-fills n bytes of device memory. */
-    pbl_status (*zero)(void *dst, size_t n);
+    /* Fills n bytes of device memory with the byte value (0: zeroing; 0xFF: NaN poison). */
+    pbl_status (*fill)(void *dst, int byte, size_t n);
     /* Whether the backend has a kernel for the op. */
     int        (*has_kernel)(const pbl__op *op);
     /* Runs one node; the pointers in `a` are device memory. On failure a->err explains. */

@@ -37,10 +37,10 @@ static pbl_status cpu_copy(void *dst, const void *src, size_t n)
     return PBL_OK;
 }
 
-static pbl_status cpu_zero(void *dst, size_t n)
+static pbl_status cpu_fill(void *dst, int byte, size_t n)
 {
     if (n)
-        memset(dst, 0, n);
+        memset(dst, byte, n);
     return PBL_OK;
 }
 
@@ -89,7 +89,7 @@ const pbl__backend pbl__backend_cpu = {
     .free = cpu_free,
     .upload = cpu_copy,
     .download = cpu_copy,
-    .zero = cpu_zero,
+    .fill = cpu_fill,
     .has_kernel = cpu_has_kernel,
     .run = cpu_run,
     .sync = NULL,

@@ -44,6 +44,9 @@ struct pbl_exec {
     void               *variables;
     int                 dirty;        /* bindings changed: refresh pointers before running */
     int                 flush_denormals;
+    int32_t            *poison_start; /* poison: records whose life ends after step t are */
+    int32_t            *poison_rec;   /* poison_rec[poison_start[t] .. poison_start[t+1]) */
+    int                 ran;          /* a run finished: unkept values are stale */
     uint64_t            runs;
     char                kernel_err[256];
     char                errmsg[512];
@@ -51,8 +54,9 @@ struct pbl_exec {
 
 PBL__API pbl_exec_options pbl_exec_options_default(void)
 {
-    pbl_exec_options o = { .allocator = NULL, .backend = PBL_BACKEND_CPU, .storage = PBL_STORAGE_NAIVE,
-                           .threads = 0, .flush_denormals = 1, .targets = NULL, .n_targets = 0 };
+    pbl_exec_options o = { .allocator = NULL, .backend = PBL_BACKEND_CPU, .storage = PBL_STORAGE_PLANNED,
+                           .strategy = NULL, .poison = 0, .threads = 0, .flush_denormals = 1,
+                           .targets = NULL, .n_targets = 0 };
     return o;
 }
 
@@ -88,6 +92,10 @@ PBL__API void pbl_exec_destroy(pbl_exec *e)
     pbl__mem_free(&e->mem, e->bound, NV(e) * sizeof *e->bound);
     pbl__mem_free(&e->mem, e->has_data, NV(e));
     pbl__mem_free(&e->mem, e->inputs_read, NV(e) * sizeof *e->inputs_read);
+    if (e->poison_start) {
+        pbl__mem_free(&e->mem, e->poison_start, (size_t)(e->n_steps + 1) * sizeof *e->poison_start);
+        pbl__mem_free(&e->mem, e->poison_rec, (size_t)(e->st.live.n_records ? e->st.live.n_records : 1) * sizeof *e->poison_rec);
+    }
     pbl__storage_free(&e->st, &e->mem);
     pbl__mem m = e->mem;
     pbl__mem_free(&m, e, sizeof *e);
@@ -179,14 +187,38 @@ static pbl_status collect_inputs(pbl_exec *e)
     return PBL_OK;
 }
 
+/* For the poison option: the records that die after each step (graph outputs never do). */
+static pbl_status build_poison_lists(pbl_exec *e)
+{
+    const pbl_graph_records *lv = &e->st.live;
+    int32_t n = e->n_steps, nr = lv->n_records;
+    e->poison_start = pbl__mem_calloc(&e->mem, (size_t)(n + 1) * sizeof *e->poison_start);
+    e->poison_rec = pbl__mem_alloc(&e->mem, (size_t)(nr ? nr : 1) * sizeof *e->poison_rec);
+    if (!e->poison_start || !e->poison_rec)
+        return pbl__exec_fail(e, PBL_ERR_NOMEM, "out of memory");
+    for (int32_t r = 0; r < nr; r++)
+        if (lv->records[r].last < n)
+            e->poison_start[lv->records[r].last]++; /* dies after step last - 1: slot last */
+    for (int32_t t = 0; t < n; t++)
+        e->poison_start[t + 1] += e->poison_start[t];
+    /* fill back to front, so poison_start[t] ends as the start of slot t */
+    for (int32_t r = nr - 1; r >= 0; r--) {
+        int64_t last = lv->records[r].last;
+        if (last < n)
+            e->poison_rec[--e->poison_start[last]] = r;
+    }
+    return PBL_OK;
+}
+
 static pbl_status create_steps(pbl_exec *e, const pbl_exec_options *o)
 {
     const pbl_graph *g = e->g;
-    int32_t *order = NULL, n_order = 0;
-    char why[256] = "";
-    pbl_status s = pbl__graph_schedule(g, o->targets, o->n_targets, &e->mem, &order, &n_order, why, sizeof why);
+    char why[384] = "";
+    pbl_status s = pbl__storage_plan(g, o, &e->mem, &e->st, why, sizeof why);
     if (s != PBL_OK)
         return pbl__exec_fail(e, s, "%s", why);
+    const int32_t *order = e->st.live.schedule;
+    int32_t n_order = e->st.live.n_steps;
     for (int32_t i = 0; i < n_order && s == PBL_OK; i++) {
         const pbl__node *nd = &g->nodes[order[i]];
         const pbl__op *op = pbl__op_get(nd->op);
@@ -194,14 +226,10 @@ static pbl_status create_steps(pbl_exec *e, const pbl_exec_options *o)
             s = pbl__exec_fail(e, PBL_ERR_UNSUPPORTED, "node '%s' (%s): the %s backend has no kernel for this op (it can be planned, not run)",
                                nd->name, op->name, e->be->name);
     }
-    if (s == PBL_OK) {
-        pbl_status ps = pbl__storage_plan(g, order, n_order, o->storage, &e->mem, &e->st);
-        if (ps != PBL_OK)
-            s = pbl__exec_fail(e, ps, ps == PBL_ERR_NOMEM ? "out of memory" : "storage mode %d is not supported", (int)o->storage);
-    }
     if (s == PBL_OK)
         s = build_steps(e, order, n_order);
-    pbl__schedule_free(g, &e->mem, order);
+    if (s == PBL_OK && o->poison)
+        s = build_poison_lists(e);
     return s;
 }
 
@@ -258,7 +286,7 @@ PBL__API pbl_status pbl_exec_create(pbl_exec **out, const pbl_graph *g, const pb
                                (unsigned long long)e->st.arena_bytes, (unsigned long long)e->st.variable_bytes);
     }
     if (s == PBL_OK && e->variables)
-        s = e->be->zero(e->variables, e->st.variable_bytes);
+        s = e->be->fill(e->variables, 0, e->st.variable_bytes);
     if (s == PBL_OK) {
         for (pbl_value v = 0; v < g->n_values; v++)
             e->has_data[v] = g->values[v].kind == PBL_VALUE_STATE;
@@ -339,12 +367,31 @@ PBL__API pbl_status pbl_exec_read(pbl_exec *e, pbl_value v, void *data, size_t b
         refresh_pointers(e);
     if (!e->ptr[v])
         return pbl__exec_fail(e, PBL_ERR_INVALID_ARG, "read: '%s' is not computed by this executor", e->g->values[v].name);
+    if (e->ran && !e->st.kept[v])
+        return pbl__exec_fail(e, PBL_ERR_INVALID_ARG,
+                              "read: '%s' is not kept after a run (later values reuse its bytes): make it a graph output",
+                              e->g->values[v].name);
     if (!data && bytes)
         return pbl__exec_fail(e, PBL_ERR_INVALID_ARG, "read: no buffer for '%s'", e->g->values[v].name);
     if (e->be->sync && (s = e->be->sync()) != PBL_OK)
         return pbl__exec_fail(e, s, "read: waiting for the device failed");
     s = e->be->download(data, e->ptr[v], bytes);
     return s == PBL_OK ? PBL_OK : pbl__exec_fail(e, s, "read: copying '%s' from the device failed", e->g->values[v].name);
+}
+
+/* NaN-fills (0xFF bytes) the records whose lifetime ended with the step before `slot`
+ * (slot < n_steps). */
+static pbl_status poison_after(pbl_exec *e, int32_t slot)
+{
+    const pbl_graph_records *lv = &e->st.live;
+    for (int32_t k = e->poison_start[slot]; k < e->poison_start[slot + 1]; k++) {
+        int32_t r = e->poison_rec[k];
+        pbl_status s = e->be->fill(e->arena ? (char *)e->arena + e->st.plan.offset[r] : NULL, 0xFF,
+                                   (size_t)lv->records[r].size);
+        if (s != PBL_OK)
+            return pbl__exec_fail(e, s, "poison: filling '%s' failed", e->g->values[lv->record_value[r]].name);
+    }
+    return PBL_OK;
 }
 
 PBL__API pbl_status pbl_exec_run(pbl_exec *e)
@@ -369,6 +416,8 @@ PBL__API pbl_status pbl_exec_run(pbl_exec *e)
         s = e->be->run(st->op, &st->args);
         if (s != PBL_OK)
             pbl__exec_fail(e, s, "node '%s' (%s): %s", e->g->nodes[st->node].name, st->op->name, e->kernel_err);
+        if (e->poison_start && s == PBL_OK && i + 1 < e->n_steps) /* nothing dies after the last step */
+            s = poison_after(e, i + 1);
     }
     if (s == PBL_OK && e->be->sync && (s = e->be->sync()) != PBL_OK)
         pbl__exec_fail(e, s, "run: waiting for the device failed");
@@ -376,6 +425,7 @@ PBL__API pbl_status pbl_exec_run(pbl_exec *e)
         e->be->run_end(saved);
     if (s == PBL_OK)
         e->runs++;
+    e->ran = 1;
     return s;
 }
 
@@ -387,6 +437,57 @@ PBL__API pbl_status pbl_exec_stats_get(const pbl_exec *e, pbl_exec_stats *out)
         return PBL_ERR_INVALID_ARG;
     *out = (pbl_exec_stats){ .nodes = e->n_steps, .arena_bytes = e->st.arena_bytes,
                              .variable_bytes = e->st.variable_bytes, .host_bytes = e->mem.live,
-                             .host_peak = e->mem.peak };
+                             .host_peak = e->mem.peak, .naive_bytes = e->st.naive_bytes,
+                             .lower_bound = e->st.lower_bound, .records = e->st.live.n_records,
+                             .inplace = e->st.live.n_inplace, .strategy = e->st.strategy };
     return PBL_OK;
+}
+
+static int cmp_by_offset(const void *a, const void *b, void *ctx)
+{
+    const int64_t *off = ctx;
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    if (off[x] != off[y])
+        return off[x] < off[y] ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
+PBL__API pbl_status pbl_exec_dump_plan(const pbl_exec *e, FILE *f)
+{
+    if (!e || !f)
+        return PBL_ERR_INVALID_ARG;
+    const pbl_graph_records *lv = &e->st.live;
+    const pbl_graph *g = e->g;
+    int32_t nr = lv->n_records;
+    pbl__mem m;
+    pbl__mem_init(&m, NULL);
+    int32_t *idx = pbl__mem_alloc(&m, (size_t)(nr ? nr : 1) * sizeof *idx);
+    if (!idx)
+        return PBL_ERR_NOMEM;
+    for (int32_t r = 0; r < nr; r++)
+        idx[r] = r;
+    /* insertion sort by offset: plans are printed for people, so they are small */
+    for (int32_t i = 1; i < nr; i++)
+        for (int32_t j = i; j > 0 && cmp_by_offset(&idx[j - 1], &idx[j], e->st.plan.offset) > 0; j--) {
+            int32_t t = idx[j];
+            idx[j] = idx[j - 1];
+            idx[j - 1] = t;
+        }
+    fprintf(f, "%10s %10s  %-11s %s\n", "offset", "bytes", "steps", "values (in place: a <- b)");
+    for (int32_t i = 0; i < nr; i++) {
+        int32_t r = idx[i];
+        char steps[32];
+        snprintf(steps, sizeof steps, "[%lld, %lld)", (long long)lv->records[r].first, (long long)lv->records[r].last);
+        fprintf(f, "%10lld %10lld  %-11s %s", (long long)e->st.plan.offset[r], (long long)lv->records[r].size, steps,
+                g->values[lv->record_value[r]].name);
+        for (pbl_value v = 0; v < g->n_values; v++)
+            if (lv->value_record[v] == r && v != lv->record_value[r])
+                fprintf(f, " <- %s", g->values[v].name);
+        fputc('\n', f);
+    }
+    fprintf(f, "arena %llu bytes (%s), naive %llu, lower bound %llu; %d records, %d in place, %d steps\n",
+            (unsigned long long)e->st.arena_bytes, e->st.strategy, (unsigned long long)e->st.naive_bytes,
+            (unsigned long long)e->st.lower_bound, (int)nr, (int)lv->n_inplace, (int)lv->n_steps);
+    pbl__mem_free(&m, idx, (size_t)(nr ? nr : 1) * sizeof *idx);
+    return ferror(f) ? PBL_ERR_IO : PBL_OK;
 }

@@ -42,13 +42,17 @@ typedef enum pbl_backend_kind {
 } pbl_backend_kind;
 
 typedef enum pbl_storage_mode {
-    PBL_STORAGE_NAIVE, /* every value its own bytes in the arena, no reuse */
+    PBL_STORAGE_NAIVE,   /* every node output its own bytes in the arena, no reuse */
+    PBL_STORAGE_PLANNED, /* liveness + in-place + a planner strategy: one small arena (default) */
 } pbl_storage_mode;
 
 typedef struct pbl_exec_options {
     const pbl_allocator *allocator; /* host allocations; NULL: malloc/free */
     pbl_backend_kind     backend;   /* default PBL_BACKEND_CPU */
-    pbl_storage_mode     storage;   /* default PBL_STORAGE_NAIVE */
+    pbl_storage_mode     storage;   /* default PBL_STORAGE_PLANNED */
+    const char          *strategy;  /* planner strategy (pebble/plan.h); NULL: "best" */
+    int32_t              poison;    /* debug: after a value's last use, fill its bytes with NaN
+                                       (0xFF bytes), so a planning bug shows as a wrong result */
     int32_t              threads;   /* BLAS threads; 0 keeps the BLAS library's setting. OpenBLAS
                                        keeps this per process: executors asking for different
                                        counts override each other. */
@@ -76,7 +80,9 @@ const char *pbl_exec_errmsg(const pbl_exec *e);
  * executor storage. PBL_ERR_INVALID_ARG for a node output or a size mismatch. */
 pbl_status pbl_exec_bind(pbl_exec *e, pbl_value v, void *data, size_t bytes);
 /* Copies into / out of a value's current storage (bytes must equal its size). Reading a
- * node output the executor does not compute gives PBL_ERR_INVALID_ARG. */
+ * node output the executor does not compute gives PBL_ERR_INVALID_ARG; so does reading, after
+ * a run with planned storage, a node output that is not a graph output (its bytes are reused
+ * by later values: make it an output to keep it). */
 pbl_status pbl_exec_write(pbl_exec *e, pbl_value v, const void *data, size_t bytes);
 pbl_status pbl_exec_read(pbl_exec *e, pbl_value v, void *data, size_t bytes);
 
@@ -88,11 +94,20 @@ uint64_t   pbl_exec_run_count(const pbl_exec *e);
 
 typedef struct pbl_exec_stats {
     int32_t  nodes;          /* nodes in the schedule */
-    uint64_t arena_bytes;    /* executor storage for node outputs */
+    uint64_t arena_bytes;    /* executor storage for node outputs (the planned arena) */
     uint64_t variable_bytes; /* executor storage for unbound variables */
     uint64_t host_bytes;     /* all host memory held through the allocator */
     uint64_t host_peak;
+    uint64_t naive_bytes;    /* the arena if every node output had its own bytes (64-aligned) */
+    uint64_t lower_bound;    /* the most bytes live at one step: no plan of these records is smaller */
+    int32_t  records;        /* usage records planned (values sharing in place count once) */
+    int32_t  inplace;        /* in-place offers taken */
+    const char *strategy;    /* the strategy that planned the arena */
 } pbl_exec_stats;
+
+/* Writes the storage plan: one line per record (offset, bytes, live steps, the values in it),
+ * sorted by offset, then the arena beside the naive size and the lower bound. */
+pbl_status pbl_exec_dump_plan(const pbl_exec *e, FILE *f);
 
 pbl_status pbl_exec_stats_get(const pbl_exec *e, pbl_exec_stats *out);
 
