@@ -70,12 +70,14 @@ static void print_usage(FILE *f)
             "  --save FILE     after training, save parameters and optimizer state\n"
             "  --load FILE     before training, load a checkpoint saved with --save\n"
             "  --threads T     BLAS threads (default 0: the BLAS library's own choice)\n"
+            "  --plan          print the training step's memory plan before training\n"
             "  --help          this text\n");
 }
 
 /* ---- command line ---------------------------------------------------------------------- */
 
 typedef struct options {
+    int         show_plan;
     int64_t     hidden[MAX_HIDDEN];
     int         n_hidden;
     long        epochs;
@@ -140,6 +142,10 @@ static int parse_args(int argc, char **argv, options *o, int *stop)
                     .lr = 1e-3, .seed = 1, .data = DEFAULT_DATA };
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
+        if (strcmp(arg, "--plan") == 0) {
+            o->show_plan = 1;
+            continue;
+        }
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
             print_usage(stdout);
             *stop = 1;
@@ -648,8 +654,15 @@ int main(int argc, char **argv)
         complain("reading executor statistics: %s", pbl_exec_errmsg(train_net.e));
         goto free_nets;
     }
-    printf("model %s  %" PRId64 " parameters  training arena %" PRIu64 " bytes (batch %ld)\n",
-           shape, graph_param_count(train_net.g), st.arena_bytes, o.batch);
+    printf("model %s  %" PRId64 " parameters  batch %ld\n", shape, graph_param_count(train_net.g), o.batch);
+    if (o.show_plan) {
+        printf("memory plan of one training step (%d nodes):\n", st.nodes);
+        pbl_exec_dump_plan(train_net.e, stdout);
+    }
+    printf("memory: arena %" PRIu64 " bytes (%s), naive %" PRIu64 " (%.2fx), lower bound %" PRIu64
+           " (%.3fx); %d values share in place\n",
+           st.arena_bytes, st.strategy, st.naive_bytes, (double)st.naive_bytes / (double)st.arena_bytes,
+           st.lower_bound, (double)st.arena_bytes / (double)st.lower_bound, st.inplace);
     fflush(stdout);
 
     if (o.load && pbl_exec_load(train_net.e, o.load) != PBL_OK) {
