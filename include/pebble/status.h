@@ -37,7 +37,9 @@ extern "C" {
     X(PBL_ERR_FORMAT,         -14, "malformed input")                           \
     X(PBL_ERR_CHECKSUM,       -15, "checksum mismatch")                         \
     X(PBL_ERR_NOT_FOUND,      -16, "not found")                                 \
-    X(PBL_ERR_DEVICE,         -17, "device error")
+    X(PBL_ERR_DEVICE,         -17, "device error")                              \
+    X(PBL_ERR_INFEASIBLE,     -18, "no packing fits the capacity")              \
+    X(PBL_ERR_TIMEOUT,        -19, "time limit reached")
 
 typedef enum pbl_status {
 #define PBL__STATUS_ENUM(name, value, text) name = value,
