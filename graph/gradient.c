@@ -210,7 +210,7 @@ PBL__API pbl_status pbl_graph_gradient(pbl_graph *g, pbl_value loss, const pbl_v
     for (int32_t v = 0; v < nv0; v++)
         st.head[v] = -1;
     int32_t n_order = 0;
-    s = pbl__deps_order(&d, &g->mem, NULL, order, &n_order, NULL);
+    s = pbl__deps_order(&d, &g->mem, NULL, NULL, order, &n_order, NULL);
     if (s == PBL_OK)
         s = find_paths(g, &d, order, n_order, loss, wrt, n_wrt, varies, relevant);
     if (s != PBL_OK)

@@ -147,9 +147,11 @@ static int32_t heap_pop(int32_t *h, int32_t *n)
     return top;
 }
 
-pbl_status pbl__deps_order(const pbl__deps *d, pbl__mem *m, const uint8_t *keep, int32_t *order,
-                           int32_t *n_order, pbl_node *cycle_node)
+pbl_status pbl__deps_order(const pbl__deps *d, pbl__mem *m, const uint8_t *keep, const uint8_t *urgent,
+                           int32_t *order, int32_t *n_order, pbl_node *cycle_node)
 {
+    /* heap keys: urgent nodes are their id, the rest id + n, so urgent ones pop first */
+#define KEY(i) ((urgent && urgent[i]) ? (i) : (i) + n)
     int32_t n = d->n;
     size_t bytes = (size_t)(n ? n : 1) * sizeof(int32_t);
     int32_t *indeg = pbl__mem_calloc(m, bytes), *heap = pbl__mem_alloc(m, bytes);
@@ -169,16 +171,17 @@ pbl_status pbl__deps_order(const pbl__deps *d, pbl__mem *m, const uint8_t *keep,
     }
     for (int32_t i = 0; i < n; i++)
         if ((!keep || keep[i]) && indeg[i] == 0)
-            heap_push(heap, &hn, i);
+            heap_push(heap, &hn, KEY(i));
     while (hn > 0) {
-        int32_t i = heap_pop(heap, &hn);
+        int32_t k = heap_pop(heap, &hn), i = k >= n ? k - n : k;
         order[got++] = i;
         for (int32_t e = d->succ_start[i]; e < d->succ_start[i + 1]; e++) {
             int32_t s = d->succ[e];
             if ((!keep || keep[s]) && --indeg[s] == 0)
-                heap_push(heap, &hn, s);
+                heap_push(heap, &hn, KEY(s));
         }
     }
+#undef KEY
     pbl_status st = PBL_OK;
     if (got < want) {
         /* Every unordered node has an unordered predecessor: walking them must revisit a
@@ -281,8 +284,11 @@ pbl_status pbl__graph_schedule(const pbl_graph *g, const char *const *targets, i
     if (s == PBL_OK)
         s = pbl__deps_ancestors(&d, m, seed, keep);
     pbl_node on_cycle = PBL_NONE;
-    if (s == PBL_OK)
-        s = pbl__deps_order(&d, m, keep, out, n_order, &on_cycle);
+    if (s == PBL_OK) {
+        for (pbl_node i = 0; i < g->n_nodes; i++) /* reuse seed[] as "urgent": the updates */
+            seed[i] = pbl__op_get(g->nodes[i].op)->n_mutates > 0;
+        s = pbl__deps_order(&d, m, keep, seed, out, n_order, &on_cycle);
+    }
     if (s == PBL_ERR_NOMEM)
         snprintf(err, errlen, "out of memory");
     else if (s == PBL_ERR_CYCLE)

@@ -88,7 +88,7 @@ PBL__API pbl_status pbl_graph_validate(pbl_graph *g)
     }
     int32_t n_order = 0;
     pbl_node on_cycle = PBL_NONE;
-    s = pbl__deps_order(&d, &g->mem, NULL, order, &n_order, &on_cycle);
+    s = pbl__deps_order(&d, &g->mem, NULL, NULL, order, &n_order, &on_cycle);
     if (s == PBL_ERR_CYCLE)
         pbl__graph_fail(g, s, "node '%s' (%s) lies on a cycle: it depends on its own output",
                         g->nodes[on_cycle].name, pbl__op_get(g->nodes[on_cycle].op)->name);
