@@ -1,0 +1,133 @@
+/* `pebble check`: read an assignment CSV (records plus offsets) and verify it. */
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static void print_usage(FILE *f)
+{
+    fprintf(f, "usage: pebble check FILE [options]\n"
+               "\n"
+               "Verifies the assignment in FILE (id,lower,upper,size,offset, as written by\n"
+               "pebble plan --out): records live at the same step do not overlap in bytes, every\n"
+               "offset is a multiple of the alignment, and the arena fits the capacity.\n"
+               "Prints 'ok' with the arena bytes and the lower bound, or what is wrong.\n"
+               "\n"
+               "options:\n"
+               "  --capacity C  the arena must fit in C bytes (default: no limit)\n"
+               "  --align N     offsets must be multiples of N (default 1)\n"
+               "  -h, --help    this text\n"
+               "\n"
+               "Exit status: 0 valid, 1 not valid or another failure, 2 for a bad command line or\n"
+               "a malformed FILE.\n");
+}
+
+/* Copies the verifier's message into out, naming each record it mentions by index ("record 3",
+ * "records 3 and 7") with its id and line as well. */
+static void with_ids(const char *msg, const pbl_records_file *f, char *out, size_t cap)
+{
+    size_t k = 0;
+    int naming = 0; /* just after "record " or "records " (or "and " in that phrase) */
+    for (const char *c = msg; *c && k + 1 < cap;) {
+        if (naming && isdigit((unsigned char)*c)) {
+            char *end;
+            long i = strtol(c, &end, 10);
+            int n = i >= 0 && i < f->n
+                  ? snprintf(out + k, cap - k, "%.*s (id '%s', line %d)", (int)(end - c), c, f->ids[i], (int)f->lines[i])
+                  : snprintf(out + k, cap - k, "%.*s", (int)(end - c), c);
+            k = n < 0 ? k : k + (size_t)n < cap ? k + (size_t)n : cap - 1;
+            c = end;
+            naming = strncmp(c, " and ", 5) == 0;
+            if (naming) {
+                int m = snprintf(out + k, cap - k, " and ");
+                k = m < 0 ? k : k + (size_t)m < cap ? k + (size_t)m : cap - 1;
+                c += 5;
+            }
+            continue;
+        }
+        naming = strncmp(c, "record ", 7) == 0 || strncmp(c, "records ", 8) == 0;
+        if (naming) {
+            size_t len = c[6] == 's' ? 8 : 7;
+            for (size_t j = 0; j < len && k + 1 < cap; j++)
+                out[k++] = *c++;
+            continue;
+        }
+        out[k++] = *c++;
+    }
+    out[k] = '\0';
+}
+
+int cli_check(int argc, char **argv)
+{
+    static const cli_flag flags[] = { { "--capacity", 1 }, { "--align", 1 }, { "--help", 0 }, { "-h", 0 } };
+    enum { F_CAPACITY, F_ALIGN };
+    cli_args args = { .argc = argc, .argv = argv, .i = 1, .command = "check" };
+    const char *file = NULL;
+    int64_t capacity = 0, align = 1;
+    int which;
+    const char *v;
+    for (;;) {
+        int k = cli_next_arg(&args, flags, (int)(sizeof flags / sizeof flags[0]), &which, &v);
+        if (k == CLI_ARG_END)
+            break;
+        if (k == CLI_ARG_BAD)
+            return CLI_USAGE;
+        if (k == CLI_ARG_FILE) {
+            if (file) {
+                cli_error("check: unexpected argument '%s' (one FILE only)", v);
+                return CLI_USAGE;
+            }
+            file = v;
+        } else if (which == F_CAPACITY) {
+            if (cli_parse_int("--capacity", v, 0, PBL_RECORDS_CSV_VALUE_MAX, &capacity))
+                return CLI_USAGE;
+        } else if (which == F_ALIGN) {
+            if (cli_parse_int("--align", v, 1, INT64_C(1) << 30, &align))
+                return CLI_USAGE;
+        } else {
+            print_usage(stdout);
+            return CLI_OK;
+        }
+    }
+    if (!file) {
+        cli_error("check: no FILE given (see pebble check --help)");
+        return CLI_USAGE;
+    }
+
+    pbl_records_file f;
+    char err[2048];
+    pbl_status s = pbl_records_read_csv(file, NULL, &f, err, sizeof err);
+    if (s != PBL_OK) {
+        cli_error("%s", err);
+        return s == PBL_ERR_FORMAT ? CLI_USAGE : CLI_FAIL;
+    }
+    if (!f.offsets) {
+        cli_error("%s:1: no offset column: check needs an assignment (id,lower,upper,size,offset),"
+                  " as written by pebble plan --out", file);
+        pbl_records_file_free(&f);
+        return CLI_USAGE;
+    }
+    /* The reader bounds offsets and sizes by 2^62 - 1, so offset + size cannot overflow. */
+    pbl_assignment a = { .offset = f.offsets, .n_records = f.n };
+    for (int32_t i = 0; i < f.n; i++)
+        if (f.offsets[i] + f.records[i].size > a.arena)
+            a.arena = f.offsets[i] + f.records[i].size;
+    int64_t lower_bound = pbl_records_lower_bound(f.records, f.n);
+    int rc = CLI_OK;
+    if (lower_bound < 0) {
+        cli_error("out of memory");
+        rc = CLI_FAIL;
+    } else if ((s = pbl_plan_verify(f.records, f.n, &a, align, capacity, err, sizeof err)) != PBL_OK) {
+        char msg[4096];
+        with_ids(err, &f, msg, sizeof msg);
+        cli_error("%s: invalid: %s", file, msg);
+        rc = CLI_FAIL;
+    } else {
+        printf("%s: ok: %d records, arena %lld bytes, lower bound %lld bytes (ratio %.4f)\n", file, (int)f.n,
+               (long long)a.arena, (long long)lower_bound,
+               lower_bound > 0 ? (double)a.arena / (double)lower_bound : 1.0);
+    }
+    pbl_records_file_free(&f);
+    return rc;
+}

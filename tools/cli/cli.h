@@ -1,0 +1,76 @@
+/* What the pebble command line's files share: exit statuses, one-line messages, option
+ * scanning and number parsing. Each subcommand is `int cli_<name>(int argc, char **argv)`,
+ * called with argv[0] being the subcommand's name, returning the process exit status. */
+#ifndef PEBBLE_CLI_H
+#define PEBBLE_CLI_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "pebble/pebble.h"
+#include "pebble/plan_io.h"
+
+/* Exit statuses: 0 success, 1 a failure (a plan that does not verify, a file that cannot be
+ * written), 2 a bad command line or malformed input file. */
+enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
+
+/* Prints `pebble: <message>` as exactly one line on stderr (newlines in the message, which
+ * may quote a library or file, are flattened). */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* One option a subcommand takes: "--align" with a value, "--help" without. */
+typedef struct cli_flag {
+    const char *name;
+    int         has_value;
+} cli_flag;
+
+typedef struct cli_args {
+    int          argc;
+    char       **argv;
+    int          i;           /* next argument to look at */
+    int          only_files;  /* after "--" */
+    const char  *command;     /* "plan", for messages */
+} cli_args;
+
+enum { CLI_ARG_END, CLI_ARG_FLAG, CLI_ARG_FILE, CLI_ARG_BAD };
+
+/* The next argument: CLI_ARG_FLAG (*which indexes flags, *value is its value or NULL; both
+ * "--flag value" and "--flag=value" work), CLI_ARG_FILE (*value is a positional argument),
+ * CLI_ARG_END, or CLI_ARG_BAD (an unknown flag or a missing value; already reported). */
+int cli_next_arg(cli_args *a, const cli_flag *flags, int n_flags, int *which, const char **value);
+
+/* Parse a flag's value; on failure report `FLAG: 'S' is not ...` and return -1. */
+int cli_parse_int(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
+int cli_parse_double(const char *flag, const char *s, double lo, double hi, double *out);
+
+/* The subcommands. */
+int cli_plan(int argc, char **argv);
+int cli_check(int argc, char **argv);
+
+/* Records from a CSV file or a zoo graph ("zoo:NAME"). */
+typedef struct cli_records {
+    pbl_records_file file;          /* records, ids (CSV: as read; zoo: value names) */
+    int64_t          default_align; /* 1 for CSV records, 64 for graphs (the executor's) */
+    int              from_graph;
+    /* zoo graphs: what the records and ids were made from */
+    pbl_usage_record *own_records;
+    char            **own_ids;
+    char             *own_id_text;
+} cli_records;
+
+/* Loads what `source` names; batch (0: the model's default) applies to zoo graphs. Returns
+ * CLI_OK, or an exit status after reporting the problem (CLI_USAGE for a malformed file or
+ * unknown model, CLI_FAIL otherwise). */
+int  cli_records_load(const char *source, int64_t batch, cli_records *out);
+void cli_records_free(cli_records *r);
+
+/* Writes s as a JSON string (quotes included). */
+void cli_json_string(FILE *f, const char *s);
+/* Writes s as a CSV field, quoted (with doubled quotes) when it holds a comma, quote or
+ * line end. */
+void cli_csv_field(FILE *f, const char *s);
+
+/* Milliseconds on CLOCK_MONOTONIC. */
+double cli_now_ms(void);
+
+#endif

@@ -1,0 +1,78 @@
+/*
+ * pebble — the command-line program: plan memory for usage records or model graphs, and
+ * check assignments.
+ *
+ *     pebble plan FILE [--strategy NAME|all] [--align N] [--capacity C] [--time-limit S]
+ *                      [--out FILE] [--format table|csv|json]
+ *     pebble check FILE [--capacity C] [--align N]
+ *
+ * Errors are one line, `pebble: <message>` (`pebble: FILE:LINE: <message>` for a malformed
+ * file), on stderr. Exit status: 0 success, 1 a failure (a plan that does not verify, a file
+ * that cannot be read or written), 2 a bad command line or a malformed input file.
+ */
+#include <string.h>
+
+#include "cli.h"
+
+typedef struct subcommand {
+    const char *name;
+    int       (*run)(int argc, char **argv);
+    const char *summary;
+} subcommand;
+
+static const subcommand subcommands[] = {
+    { "plan", cli_plan, "plan FILE's records with one strategy or all; print bytes, bound, time" },
+    { "check", cli_check, "verify an assignment CSV (records with offsets)" },
+};
+#define N_SUBCOMMANDS ((int)(sizeof subcommands / sizeof subcommands[0]))
+
+static void print_usage(FILE *f)
+{
+    fprintf(f, "usage: pebble COMMAND [options]\n"
+               "       pebble COMMAND --help\n"
+               "\n"
+               "commands:\n");
+    for (int i = 0; i < N_SUBCOMMANDS; i++)
+        fprintf(f, "  %-8s %s\n", subcommands[i].name, subcommands[i].summary);
+    fprintf(f, "\n"
+               "options:\n"
+               "  -h, --help  this text\n"
+               "  --version   the program's version\n"
+               "\n"
+               "Records files are CSV with the header id,lower,upper,size (MiniMalloc's format):\n"
+               "each record needs size bytes during the steps [lower, upper).\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        print_usage(stderr);
+        return CLI_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        if (argc > 2 && strcmp(cmd, "help") == 0) {
+            for (int i = 0; i < N_SUBCOMMANDS; i++)
+                if (strcmp(argv[2], subcommands[i].name) == 0) {
+                    char *sub[] = { argv[2], (char *)"--help", NULL };
+                    return subcommands[i].run(2, sub);
+                }
+            cli_error("unknown command '%s' (see pebble --help)", argv[2]);
+            return CLI_USAGE;
+        }
+        print_usage(stdout);
+        return CLI_OK;
+    }
+    if (strcmp(cmd, "--version") == 0) {
+        printf("pebble %d.%d.%d\n", PEBBLE_VERSION_MAJOR, PEBBLE_VERSION_MINOR, PEBBLE_VERSION_PATCH);
+        return CLI_OK;
+    }
+    for (int i = 0; i < N_SUBCOMMANDS; i++)
+        if (strcmp(cmd, subcommands[i].name) == 0)
+            return subcommands[i].run(argc - 1, argv + 1);
+    if (cmd[0] == '-')
+        cli_error("unknown option '%s' (see pebble --help)", cmd);
+    else
+        cli_error("unknown command '%s' (see pebble --help)", cmd);
+    return CLI_USAGE;
+}

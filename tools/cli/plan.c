@@ -1,0 +1,318 @@
+/* `pebble plan`: plan records (a CSV file or a zoo graph) with one strategy or all of them,
+ * verify each result, and print bytes, the lower bound, their ratio and the time taken. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+enum format { FORMAT_TABLE, FORMAT_CSV, FORMAT_JSON };
+
+static void print_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: pebble plan FILE [options]\n"
+            "\n"
+            "Plans the memory of FILE's usage records and checks every result with the verifier.\n"
+            "FILE is a records CSV (id,lower,upper,size; lifetimes [lower, upper)) or zoo:NAME,\n"
+            "a model graph whose records come from liveness"
+#ifndef PEBBLE_HAVE_ZOO
+            " (not in this build)"
+#endif
+            ".\n"
+            "\n"
+            "options:\n"
+            "  --strategy NAME|all  a strategy, or all of them (default: best)\n"
+            "  --align N            offsets are multiples of N (default 1 for CSV, 64 for graphs)\n"
+            "  --capacity C         the arena must fit in C bytes (default: no limit)\n"
+            "  --time-limit S       seconds for searching strategies (default: their own)\n"
+            "  --batch N            zoo graphs: the batch size (default: the model's)\n"
+            "  --out FILE           write the assignment (id,lower,upper,size,offset); with\n"
+            "                       --strategy all, the smallest valid one\n"
+            "  --format F           table (default), csv or json\n"
+            "  -h, --help           this text\n"
+            "\n"
+            "strategies:");
+    for (int32_t i = 0; i < pbl_plan_strategy_count(); i++)
+        fprintf(f, " %s", pbl_plan_strategy_name(i));
+    fprintf(f, "\n\nExit status: 0 when the plan (with all: at least one) verifies, 1 when not or on\n"
+               "another failure, 2 for a bad command line or a malformed FILE.\n");
+}
+
+typedef struct plan_opts {
+    const char *file, *strategy, *out;
+    int64_t     align;     /* 0: the source's default */
+    int64_t     capacity;
+    int64_t     batch;
+    double      time_limit;
+    int         format;
+} plan_opts;
+
+/* Returns -1 to go on, or the exit status to stop with. */
+static int parse_args(int argc, char **argv, plan_opts *o)
+{
+    static const cli_flag flags[] = { { "--strategy", 1 }, { "--align", 1 }, { "--capacity", 1 },
+                                      { "--time-limit", 1 }, { "--out", 1 }, { "--format", 1 },
+                                      { "--batch", 1 }, { "--help", 0 }, { "-h", 0 } };
+    enum { F_STRATEGY, F_ALIGN, F_CAPACITY, F_TIME, F_OUT, F_FORMAT, F_BATCH, F_HELP, F_H };
+    *o = (plan_opts){ .strategy = "best", .format = FORMAT_TABLE };
+    cli_args a = { .argc = argc, .argv = argv, .i = 1, .command = "plan" };
+    int which;
+    const char *v;
+    for (;;) {
+        int k = cli_next_arg(&a, flags, (int)(sizeof flags / sizeof flags[0]), &which, &v);
+        if (k == CLI_ARG_END)
+            break;
+        if (k == CLI_ARG_BAD)
+            return CLI_USAGE;
+        if (k == CLI_ARG_FILE) {
+            if (o->file) {
+                cli_error("plan: unexpected argument '%s' (one FILE only)", v);
+                return CLI_USAGE;
+            }
+            o->file = v;
+            continue;
+        }
+        int bad = 0;
+        switch (which) {
+        case F_STRATEGY:
+            o->strategy = v;
+            break;
+        case F_ALIGN:
+            bad = cli_parse_int("--align", v, 1, INT64_C(1) << 30, &o->align);
+            break;
+        case F_CAPACITY:
+            bad = cli_parse_int("--capacity", v, 0, PBL_RECORDS_CSV_VALUE_MAX, &o->capacity);
+            break;
+        case F_TIME:
+            bad = cli_parse_double("--time-limit", v, 1e-6, 1e6, &o->time_limit);
+            break;
+        case F_OUT:
+            if (!v[0]) {
+                cli_error("--out: empty file name");
+                return CLI_USAGE;
+            }
+            o->out = v;
+            break;
+        case F_FORMAT:
+            if (strcmp(v, "table") == 0)
+                o->format = FORMAT_TABLE;
+            else if (strcmp(v, "csv") == 0)
+                o->format = FORMAT_CSV;
+            else if (strcmp(v, "json") == 0)
+                o->format = FORMAT_JSON;
+            else {
+                cli_error("--format: '%s' is not one of table, csv, json", v);
+                return CLI_USAGE;
+            }
+            break;
+        case F_BATCH:
+            bad = cli_parse_int("--batch", v, 1, INT64_C(1) << 20, &o->batch);
+            break;
+        default:
+            print_usage(stdout);
+            return CLI_OK;
+        }
+        if (bad)
+            return CLI_USAGE;
+    }
+    if (!o->file) {
+        cli_error("plan: no FILE given (see pebble plan --help)");
+        return CLI_USAGE;
+    }
+    if (strcmp(o->strategy, "all") != 0) {
+        int32_t i = 0;
+        while (i < pbl_plan_strategy_count() && strcmp(pbl_plan_strategy_name(i), o->strategy) != 0)
+            i++;
+        if (i == pbl_plan_strategy_count()) {
+            char names[1024] = "";
+            for (int32_t k = 0; k < pbl_plan_strategy_count(); k++)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s, ", pbl_plan_strategy_name(k));
+            cli_error("--strategy: unknown strategy '%s' (one of: %sall)", o->strategy, names);
+            return CLI_USAGE;
+        }
+    }
+    return -1;
+}
+
+/* One strategy's outcome. */
+typedef struct plan_row {
+    const char *name;
+    int         planned;  /* pbl_plan_records returned PBL_OK */
+    int         valid;    /* and pbl_plan_verify accepted the result */
+    int         optimal;
+    int64_t     bytes;
+    double      ms;
+    char        error[1024]; /* why not planned or not valid; "" when valid */
+} plan_row;
+
+typedef struct plan_report {
+    const char     *source;
+    int32_t         n_records;
+    int64_t         lower_bound, align, capacity;
+    const plan_row *rows;
+    int             n_rows;
+} plan_report;
+
+static double ratio(int64_t bytes, int64_t lower_bound)
+{
+    return lower_bound > 0 ? (double)bytes / (double)lower_bound : 1.0;
+}
+
+static void print_table(const plan_report *r)
+{
+    printf("records: %s (%d records, align %lld, capacity ", r->source, (int)r->n_records, (long long)r->align);
+    if (r->capacity)
+        printf("%lld)\n", (long long)r->capacity);
+    else
+        printf("none)\n");
+    printf("lower bound: %lld bytes\n\n", (long long)r->lower_bound);
+    int w = 8;
+    for (int i = 0; i < r->n_rows; i++)
+        if ((int)strlen(r->rows[i].name) > w)
+            w = (int)strlen(r->rows[i].name);
+    printf("%-*s  %15s  %7s  %5s  %10s\n", w, "strategy", "bytes", "ratio", "valid", "ms");
+    for (int i = 0; i < r->n_rows; i++) {
+        const plan_row *p = &r->rows[i];
+        printf("%-*s  ", w, p->name);
+        if (p->planned)
+            printf("%15lld  %7.4f", (long long)p->bytes, ratio(p->bytes, r->lower_bound));
+        else
+            printf("%15s  %7s", "-", "-");
+        printf("  %5s  %10.3f", p->valid ? "yes" : "no", p->ms);
+        if (p->error[0])
+            printf("  %s", p->error);
+        else if (p->optimal)
+            printf("  optimal");
+        printf("\n");
+    }
+}
+
+static void print_csv(const plan_report *r)
+{
+    printf("strategy,bytes,lower_bound,ratio,valid,optimal,ms,error\n");
+    for (int i = 0; i < r->n_rows; i++) {
+        const plan_row *p = &r->rows[i];
+        cli_csv_field(stdout, p->name);
+        if (p->planned)
+            printf(",%lld,%lld,%.6f", (long long)p->bytes, (long long)r->lower_bound, ratio(p->bytes, r->lower_bound));
+        else
+            printf(",,%lld,", (long long)r->lower_bound);
+        printf(",%s,%s,%.3f,", p->valid ? "true" : "false", p->optimal ? "true" : "false", p->ms);
+        cli_csv_field(stdout, p->error);
+        printf("\n");
+    }
+}
+
+static void print_json(const plan_report *r)
+{
+    printf("{\"lower_bound\": %lld, \"strategies\": [", (long long)r->lower_bound);
+    for (int i = 0; i < r->n_rows; i++) {
+        const plan_row *p = &r->rows[i];
+        printf("%s\n  {\"name\": ", i ? "," : "");
+        cli_json_string(stdout, p->name);
+        if (p->planned)
+            printf(", \"bytes\": %lld, \"ratio\": %.6f", (long long)p->bytes, ratio(p->bytes, r->lower_bound));
+        else
+            printf(", \"bytes\": null, \"ratio\": null");
+        printf(", \"valid\": %s, \"ms\": %.3f, \"optimal\": %s", p->valid ? "true" : "false", p->ms,
+               p->optimal ? "true" : "false");
+        if (p->error[0]) {
+            printf(", \"error\": ");
+            cli_json_string(stdout, p->error);
+        }
+        printf("}");
+    }
+    printf("\n]}\n");
+}
+
+int cli_plan(int argc, char **argv)
+{
+    plan_opts o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+
+    cli_records src;
+    rc = cli_records_load(o.file, o.batch, &src);
+    if (rc != CLI_OK)
+        return rc;
+    const pbl_records_file *f = &src.file;
+    int64_t align = o.align ? o.align : src.default_align;
+    int64_t lower_bound = pbl_records_lower_bound(f->records, f->n);
+    int all = strcmp(o.strategy, "all") == 0;
+    int n_rows = all ? pbl_plan_strategy_count() : 1;
+    plan_row *rows = calloc((size_t)n_rows, sizeof *rows);
+    if (lower_bound < 0 || !rows) {
+        cli_error("out of memory");
+        free(rows);
+        cli_records_free(&src);
+        return CLI_FAIL;
+    }
+
+    pbl_plan_options opt = pbl_plan_options_default();
+    opt.align = align;
+    opt.capacity = o.capacity;
+    opt.time_limit = o.time_limit;
+    pbl_assignment kept = { 0 }; /* the smallest valid assignment, for --out */
+    int have_kept = 0, n_valid = 0;
+    for (int i = 0; i < n_rows; i++) {
+        plan_row *p = &rows[i];
+        p->name = all ? pbl_plan_strategy_name(i) : o.strategy;
+        pbl_assignment a;
+        char err[sizeof p->error / 2];
+        double t0 = cli_now_ms();
+        pbl_status s = pbl_plan_records(f->records, f->n, p->name, &opt, &a, err, sizeof err);
+        p->ms = cli_now_ms() - t0;
+        if (s != PBL_OK) {
+            snprintf(p->error, sizeof p->error, "%s (%s)", err[0] ? err : pbl_status_str(s), pbl_status_name(s));
+            continue;
+        }
+        p->planned = 1;
+        p->bytes = a.arena;
+        p->optimal = a.optimal != 0;
+        s = pbl_plan_verify(f->records, f->n, &a, align, o.capacity, err, sizeof err);
+        if (s != PBL_OK) {
+            snprintf(p->error, sizeof p->error, "rejected by the verifier: %s", err);
+            pbl_assignment_free(&a);
+            continue;
+        }
+        p->valid = 1;
+        n_valid++;
+        if (!have_kept || a.arena < kept.arena) {
+            pbl_assignment_free(&kept);
+            kept = a;
+            have_kept = 1;
+        } else {
+            pbl_assignment_free(&a);
+        }
+    }
+
+    plan_report report = { o.file, f->n, lower_bound, align, o.capacity, rows, n_rows };
+    if (o.format == FORMAT_JSON)
+        print_json(&report);
+    else if (o.format == FORMAT_CSV)
+        print_csv(&report);
+    else
+        print_table(&report);
+    fflush(stdout);
+
+    rc = CLI_OK;
+    if (!all && !rows[0].valid) {
+        cli_error("strategy '%s': %s", rows[0].name, rows[0].error);
+        rc = CLI_FAIL;
+    } else if (n_valid == 0) {
+        cli_error("no strategy gave a valid plan");
+        rc = CLI_FAIL;
+    }
+    if (o.out && rc == CLI_OK) {
+        char err[2048];
+        if (pbl_assignment_write_csv(o.out, f, &kept, err, sizeof err) != PBL_OK) {
+            cli_error("%s", err);
+            rc = CLI_FAIL;
+        }
+    }
+    pbl_assignment_free(&kept);
+    free(rows);
+    cli_records_free(&src);
+    return rc;
+}

@@ -1,0 +1,114 @@
+/* Where `pebble plan` gets its records: a records CSV file, or a zoo graph ("zoo:NAME") run
+ * through liveness, with the values' names as ids. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#ifdef PEBBLE_HAVE_ZOO
+#include "zoo.h"
+#endif
+
+#define ZOO_PREFIX "zoo:"
+
+#ifdef PEBBLE_HAVE_ZOO
+/* The value's name as an id the CSV writer accepts: commas, quotes and control characters
+ * become '_'; a value without a name is "v<index>". */
+static size_t id_for(const pbl_graph *g, pbl_value v, char *dst, size_t cap)
+{
+    pbl_value_info info;
+    const char *name = pbl_graph_value_info(g, v, &info) == PBL_OK && info.name && info.name[0] ? info.name : NULL;
+    int n;
+    if (name)
+        n = snprintf(dst, cap, "%s", name);
+    else
+        n = snprintf(dst, cap, "v%d", (int)v);
+    if (n < 0)
+        return 0;
+    size_t len = (size_t)n < cap ? (size_t)n : cap - 1;
+    for (size_t k = 0; k < len; k++) {
+        unsigned char c = (unsigned char)dst[k];
+        if (c == ',' || c == '"' || c < 0x20 || c == 0x7f)
+            dst[k] = '_';
+    }
+    return len;
+}
+
+static int load_zoo(const char *name, int64_t batch, cli_records *out)
+{
+    char err[1024];
+    pbl_graph *g = NULL;
+    pbl_status s = zoo_build(name, batch, &g, err, sizeof err);
+    if (s != PBL_OK) {
+        cli_error("%s", err);
+        return s == PBL_ERR_NOT_FOUND || s == PBL_ERR_INVALID_ARG ? CLI_USAGE : CLI_FAIL;
+    }
+    pbl_graph_records gr;
+    pbl_liveness_options lo = pbl_liveness_options_default();
+    s = pbl_graph_liveness(g, &lo, &gr, err, sizeof err);
+    if (s != PBL_OK) {
+        cli_error("zoo:%s: liveness: %s", name, err);
+        pbl_graph_destroy(g);
+        return CLI_FAIL;
+    }
+    int rc = CLI_OK;
+    size_t n = (size_t)gr.n_records, text_len = 0;
+    enum { ID_MAX = 256 };
+    out->from_graph = 1;
+    out->own_records = malloc((n ? n : 1) * sizeof *out->own_records);
+    out->own_ids = malloc((n ? n : 1) * sizeof *out->own_ids);
+    out->own_id_text = malloc((n ? n : 1) * ID_MAX);
+    if (!out->own_records || !out->own_ids || !out->own_id_text) {
+        cli_error("zoo:%s: out of memory", name);
+        rc = CLI_FAIL;
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        out->own_records[i] = gr.records[i];
+        out->own_ids[i] = out->own_id_text + text_len;
+        text_len += id_for(g, gr.record_value[i], out->own_ids[i], ID_MAX) + 1;
+    }
+    out->file.records = out->own_records;
+    out->file.ids = out->own_ids;
+    out->file.n = gr.n_records;
+    out->default_align = 64;
+done:
+    pbl_graph_records_free(&gr);
+    pbl_graph_destroy(g);
+    return rc;
+}
+#endif
+
+int cli_records_load(const char *source, int64_t batch, cli_records *out)
+{
+    memset(out, 0, sizeof *out);
+    if (strncmp(source, ZOO_PREFIX, strlen(ZOO_PREFIX)) == 0) {
+#ifdef PEBBLE_HAVE_ZOO
+        return load_zoo(source + strlen(ZOO_PREFIX), batch, out);
+#else
+        cli_error("%s: zoo graphs are not part of this build", source);
+        return CLI_FAIL;
+#endif
+    }
+    char err[2048];
+    pbl_status s = pbl_records_read_csv(source, NULL, &out->file, err, sizeof err);
+    if (s != PBL_OK) {
+        cli_error("%s", err);
+        return s == PBL_ERR_FORMAT ? CLI_USAGE : CLI_FAIL;
+    }
+    out->default_align = 1;
+    return CLI_OK;
+}
+
+void cli_records_free(cli_records *r)
+{
+    if (!r)
+        return;
+    if (r->from_graph) {
+        free(r->own_records);
+        free(r->own_ids);
+        free(r->own_id_text);
+    } else {
+        pbl_records_file_free(&r->file);
+    }
+    memset(r, 0, sizeof *r);
+}
