@@ -5,6 +5,9 @@
 #define PBL_PLAN_STRATEGIES_H
 
 #define PBL__STRATEGY_LIST(X) \
-    X(naive)
+    X(naive) \
+    X(mxnet) \
+    X(coloring) \
+    X(best_fit_heap)
 
 #endif
