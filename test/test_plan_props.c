@@ -3,7 +3,8 @@
  * passes pbl_plan_verify with the alignment asked for, no arena is below the lower bound,
  * and `best` is no larger than any single strategy. The verifier rejects broken assignments
  * and names the records at fault. MiniMalloc's published example reaches its optimum, 12.
- * A few scripted cases pin the exact rules of mxnet and best_fit_heap. */
+ * A few scripted cases pin the exact rules of mxnet and best_fit_heap; failed allocations
+ * give a clean status and leak nothing. */
 #include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -411,6 +412,73 @@ static void test_verify_rejects_small_capacity(void **state)
     pbl_assignment_free(&a);
 }
 
+/* ---- allocation failures: a clean status and no leak ----------------------------------------- */
+
+typedef struct counting {
+    long   count;    /* allocations so far */
+    long   fail_at;  /* the allocation number that fails (-1: none) */
+    int    failed;   /* whether it was reached */
+    size_t live;     /* bytes allocated and not yet freed */
+} counting;
+
+static void *c_alloc(void *user, size_t n)
+{
+    counting *c = user;
+    if (c->count++ == c->fail_at) {
+        c->failed = 1;
+        return NULL;
+    }
+    c->live += n;
+    return malloc(n);
+}
+
+static void c_free(void *user, void *p, size_t n)
+{
+    counting *c = user;
+    if (p)
+        c->live -= n;
+    free(p);
+}
+
+/* Every strategy, failing its 1st, 2nd, ... allocation until one run needs no failure: the
+ * status is PBL_OK or PBL_ERR_NOMEM (or the strategy declines), and every byte comes back. */
+static void test_allocation_failures(void **state)
+{
+    (void)state;
+    pbl_usage_record r[60];
+    rng g = { 7 };
+    gen_records(&g, SHAPE_UNIFORM, 60, r);
+    long runs = 0;
+    for (int32_t k = 0; k < pbl_plan_strategy_count(); k++) {
+        const char *name = pbl_plan_strategy_name(k);
+        for (long fail_at = 0;; fail_at++) {
+            counting c = { .fail_at = fail_at };
+            pbl_allocator al = { c_alloc, c_free, &c };
+            pbl_plan_options o = pbl_plan_options_default();
+            o.allocator = &al;
+            o.align = 64;
+            pbl_assignment a;
+            char err[256];
+            pbl_status s = pbl_plan_records(r, 60, name, &o, &a, err, sizeof err);
+            runs++;
+            if (s == PBL_OK) {
+                assert_int_equal(pbl_plan_verify(r, 60, &a, 64, 0, err, sizeof err), PBL_OK);
+                pbl_assignment_free(&a);
+            } else if (s != PBL_ERR_NOMEM && s != PBL_ERR_UNSUPPORTED) {
+                print_error("%s, failing allocation %ld: %s: %s\n", name, fail_at, pbl_status_str(s), err);
+                fail();
+            }
+            if (c.live != 0) {
+                print_error("%s, failing allocation %ld: %zu bytes leaked\n", name, fail_at, c.live);
+                fail();
+            }
+            if (!c.failed)
+                break;
+        }
+    }
+    printf("allocation failures: %ld runs over %d strategies, no leak\n", runs, (int)pbl_plan_strategy_count());
+}
+
 /* ---- MiniMalloc's example --------------------------------------------------------------------- */
 
 /* shared/minimalloc_benchmarks/input.12.csv (google/minimalloc, benchmarks/examples): five
@@ -572,6 +640,7 @@ int main(void)
         cmocka_unit_test(test_verify_rejects_misaligned),
         cmocka_unit_test(test_verify_rejects_wrong_arena),
         cmocka_unit_test(test_verify_rejects_small_capacity),
+        cmocka_unit_test(test_allocation_failures),
         cmocka_unit_test(test_random_record_sets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
