@@ -16,7 +16,13 @@
     X(sum) X(mean) X(sum_to) X(broadcast_to)                                       \
     X(reshape) X(flatten)                                                          \
     X(dropout)                                                                     \
-    X(sgd) X(sgd_momentum) X(adam)
+    X(sgd) X(sgd_momentum) X(adam)                                                 \
+    X(conv2d) X(conv2d_grad_input) X(conv2d_grad_weight)                           \
+    X(max_pool2d) X(max_pool2d_grad) X(avg_pool2d) X(avg_pool2d_grad)              \
+    X(global_avg_pool) X(global_avg_pool_grad)                                     \
+    X(batch_norm) X(batch_norm_grad) X(layer_norm) X(layer_norm_grad)              \
+    X(embedding) X(embedding_grad)                                                 \
+    X(transpose)
 
 enum {
 #define PBL__OP_ENUM(n) PBL__OP_##n,

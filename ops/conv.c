@@ -1,0 +1,157 @@
+/*
+ * conv2d over NCHW and its gradient ops. Shape-only: planned, never run (no CPU kernel).
+ *
+ *   conv2d              x[N,C,H,W] w[Cout,C/groups,kh,kw] b?[Cout]  ->  y[N,Cout,OH,OW]
+ *   conv2d_grad_input   dy[N,Cout,OH,OW] w                          ->  dx (shape: x's shape)
+ *   conv2d_grad_weight  dy x                                        ->  dw (shape: w's shape)
+ *
+ * Attributes stride, pad, dilation (see ops/window.h) and groups (1; depthwise is groups = C).
+ * The bias gradient is sum(dy) over axes 0, 2, 3. The gradient ops take the shape they produce
+ * as an attribute rather than the tensor itself, so dx does not keep x alive (nor dw w): dx
+ * reads w's data, dw reads x's, the bias gradient reads neither.
+ */
+#include "ops/registry.h"
+#include "ops/window.h"
+
+enum { CV_STRIDE, CV_PAD, CV_DILATION, CV_GROUPS, CV_SHAPE };
+static const pbl__attr_spec conv_attrs[] = {
+    { .name = "stride", .type = PBL_ATTR_INTS },
+    { .name = "pad", .type = PBL_ATTR_INTS },
+    { .name = "dilation", .type = PBL_ATTR_INTS },
+    { .name = "groups", .type = PBL_ATTR_INT, .i = 1 },
+    { .name = "shape", .type = PBL_ATTR_INTS, .required = 1 }, /* the gradient ops only */
+};
+
+/* y = conv2d's output shape for input shape x and weight shape w, checking that they fit. */
+static pbl_status conv_shape(pbl__infer_ctx *c, const pbl_shape *x, const pbl_shape *w, pbl_shape *y)
+{
+    char sx[96], sw[96];
+    int64_t groups = c->attr[CV_GROUPS].i;
+    if (groups < 1)
+        return pbl__infer_fail(c, PBL_ERR_ATTR, "groups is %lld; it must be at least 1", (long long)groups);
+    if (x->ndim != 4 || w->ndim != 4)
+        return pbl__infer_fail(c, PBL_ERR_SHAPE, "x is %s and w is %s; need x [N, C, H, W] and w [Cout, C/groups, kh, kw]",
+                               pbl_shape_str(x, sx, sizeof sx), pbl_shape_str(w, sw, sizeof sw));
+    if (x->dim[1] % groups != 0 || w->dim[0] % groups != 0 || w->dim[1] * groups != x->dim[1])
+        return pbl__infer_fail(c, PBL_ERR_SHAPE, "x is %s and w is %s; with groups %lld need C and Cout divisible by "
+                               "%lld and w [Cout, %lld/%lld, kh, kw]",
+                               pbl_shape_str(x, sx, sizeof sx), pbl_shape_str(w, sw, sizeof sw), (long long)groups,
+                               (long long)groups, (long long)x->dim[1], (long long)groups);
+    pbl__window win;
+    pbl_status s = pbl__window_parse(c, NULL, &c->attr[CV_STRIDE], &c->attr[CV_PAD], &c->attr[CV_DILATION], &win);
+    if (s != PBL_OK)
+        return s;
+    win.kernel[0] = w->dim[2];
+    win.kernel[1] = w->dim[3];
+    int64_t o[2];
+    pbl__window_out(&win, x, o);
+    if (o[0] < 1 || o[1] < 1)
+        return pbl__infer_fail(c, PBL_ERR_SHAPE, "x is %s and w is %s; the padded input is smaller than the dilated kernel",
+                               pbl_shape_str(x, sx, sizeof sx), pbl_shape_str(w, sw, sizeof sw));
+    *y = pbl_shape_make(4, (int64_t[]){ x->dim[0], w->dim[0], o[0], o[1] });
+    return PBL_OK;
+}
+
+static pbl_status conv_infer(pbl__infer_ctx *c)
+{
+    static const char *const what[] = { "x", "w", "b" };
+    for (int32_t i = 0; i < c->n_in; i++) {
+        pbl_status s = pbl__infer_check_f32(c, i, what[i]);
+        if (s != PBL_OK)
+            return s;
+    }
+    pbl_shape y;
+    pbl_status s = conv_shape(c, &c->in[0].shape, &c->in[1].shape, &y);
+    if (s != PBL_OK)
+        return s;
+    if (c->n_in == 3) {
+        const pbl_shape *b = &c->in[2].shape, *w = &c->in[1].shape;
+        if (b->ndim != 1 || b->dim[0] != w->dim[0]) {
+            char sb[96], sw[96];
+            return pbl__infer_fail(c, PBL_ERR_SHAPE, "b is %s but w is %s; need b [Cout]",
+                                   pbl_shape_str(b, sb, sizeof sb), pbl_shape_str(w, sw, sizeof sw));
+        }
+    }
+    c->out[0].dtype = PBL_F32;
+    c->out[0].shape = y;
+    return PBL_OK;
+}
+
+/* The gradient ops: dy (input 0) must be what conv2d makes of x and w, one of which is the
+ * `shape` attribute (the output) and the other input 1. */
+static pbl_status conv_grad_infer(pbl__infer_ctx *c, int makes_input)
+{
+    pbl_status s = pbl__infer_check_f32(c, 0, "dy");
+    if (s == PBL_OK)
+        s = pbl__infer_check_f32(c, 1, makes_input ? "w" : "x");
+    pbl_shape made;
+    if (s == PBL_OK)
+        s = pbl__infer_shape_attr(c, &c->attr[CV_SHAPE], &made);
+    if (s != PBL_OK)
+        return s;
+    const pbl_shape *x = makes_input ? &made : &c->in[1].shape, *w = makes_input ? &c->in[1].shape : &made;
+    pbl_shape y;
+    if ((s = conv_shape(c, x, w, &y)) != PBL_OK)
+        return s;
+    if (!pbl_shape_equal(&y, &c->in[0].shape)) {
+        char sd[96], sx[96], sw[96], sy[96];
+        return pbl__infer_fail(c, PBL_ERR_SHAPE, "dy is %s but conv2d of x %s with w %s gives %s",
+                               pbl_shape_str(&c->in[0].shape, sd, sizeof sd), pbl_shape_str(x, sx, sizeof sx),
+                               pbl_shape_str(w, sw, sizeof sw), pbl_shape_str(&y, sy, sizeof sy));
+    }
+    c->out[0].dtype = PBL_F32;
+    c->out[0].shape = made;
+    return PBL_OK;
+}
+
+static pbl_status conv_grad_input_infer(pbl__infer_ctx *c) { return conv_grad_infer(c, 1); }
+static pbl_status conv_grad_weight_infer(pbl__infer_ctx *c) { return conv_grad_infer(c, 0); }
+
+/* One gradient op: the forward node's window attributes (those it was given) plus the shape
+ * the gradient op makes. */
+static pbl_value conv_grad_emit(pbl__grad_ctx *c, const char *op, const char *suffix, pbl_value other,
+                                pbl_value like)
+{
+    pbl_value_info li;
+    if (pbl_graph_value_info(c->g, like, &li) != PBL_OK)
+        return PBL_NONE;
+    pbl_attr at[5];
+    int32_t n = 0;
+    for (int k = CV_STRIDE; k <= CV_DILATION; k++)
+        if (c->attr[k].n_ints > 0)
+            at[n++] = PBL_ATTR_INTS(conv_attrs[k].name, c->attr[k].ints, c->attr[k].n_ints);
+    at[n++] = PBL_ATTR_INT("groups", c->attr[CV_GROUPS].i);
+    at[n++] = PBL_ATTR_INTS("shape", li.shape.dim, li.shape.ndim);
+    return pbl__grad_emit(c, op, suffix, (pbl_value[]){ c->dy[0], other }, 2, at, n);
+}
+
+static pbl_status conv_grad(pbl__grad_ctx *c)
+{
+    if (c->need[0])
+        c->dx[0] = conv_grad_emit(c, "conv2d_grad_input", "grad_input", c->x[1], c->x[0]);
+    if (c->need[1])
+        c->dx[1] = conv_grad_emit(c, "conv2d_grad_weight", "grad_weight", c->x[0], c->x[1]);
+    if (c->n_in == 3 && c->need[2])
+        c->dx[2] = pbl__grad_emit(c, "sum", "grad_bias", &c->dy[0], 1,
+                                  (pbl_attr[]){ PBL_ATTR_INTS("axes", ((int64_t[]){ 0, 2, 3 }), 3) }, 1);
+    return c->status;
+}
+
+const pbl__op pbl__op_conv2d = {
+    .name = "conv2d", .n_in_min = 2, .n_in_max = 3, .n_out = 1,
+    .attrs = conv_attrs, .n_attrs = 4,
+    .infer = conv_infer, .grad = conv_grad,
+    .grad_reads_in = 0x3, /* w for dx, x for dw; b's data is never read */
+};
+
+const pbl__op pbl__op_conv2d_grad_input = {
+    .name = "conv2d_grad_input", .n_in_min = 2, .n_in_max = 2, .n_out = 1,
+    .attrs = conv_attrs, .n_attrs = 5,
+    .infer = conv_grad_input_infer,
+};
+
+const pbl__op pbl__op_conv2d_grad_weight = {
+    .name = "conv2d_grad_weight", .n_in_min = 2, .n_in_max = 2, .n_out = 1,
+    .attrs = conv_attrs, .n_attrs = 5,
+    .infer = conv_grad_weight_infer,
+};

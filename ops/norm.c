@@ -1,0 +1,153 @@
+/*
+ * batch_norm and layer_norm (training form: statistics of the batch) with their gradient ops.
+ * Shape-only: planned, never run (no CPU kernel).
+ *
+ *   batch_norm       x[N,C,...] scale[C] bias[C]   ->  y, mean[C], inv_std[C]           eps (1e-5)
+ *   batch_norm_grad  dy x scale mean inv_std       ->  dx, dscale[C], dbias[C]
+ *   layer_norm       x[...,D] gamma[D] beta[D]     ->  y, mean[...,1], inv_std[...,1]  eps (1e-5)
+ *   layer_norm_grad  dy x gamma mean inv_std       ->  dx, dgamma[D], dbeta[D]
+ *
+ * The statistics are outputs so that the backward pass reads them instead of recomputing
+ * them; a planner sees them live from the forward node to its gradient. They are not
+ * differentiable outputs: a loss that depends on them gives PBL_ERR_NOT_DIFFERENTIABLE.
+ * Running averages for inference are not modelled (they are small, and no node of a training
+ * step reads them).
+ */
+#include "ops/registry.h"
+
+static const pbl__attr_spec eps_attr[] = { { .name = "eps", .type = PBL_ATTR_FLOAT, .f = 1e-5 } };
+
+typedef struct norm_kind {
+    const char *op, *grad_op;
+    int         batch;          /* statistics per channel (dim 1), else per row of the last dim */
+    const char *param_rule;     /* the parameters' shape, in words */
+    const char *stat_rule;      /* the statistics' shape, in words */
+} norm_kind;
+
+static const norm_kind batch_kind = { "batch_norm", "batch_norm_grad", 1, "[C], C being x's dim 1",
+                                      "[C], C being x's dim 1" };
+static const norm_kind layer_kind = { "layer_norm", "layer_norm_grad", 0, "[D], D being x's last dim",
+                                      "x's shape with the last dim 1" };
+
+/* From x's shape (input xi), the parameters' shape and the saved statistics' shape. */
+static pbl_status norm_shapes(pbl__infer_ctx *c, const norm_kind *k, int32_t xi, pbl_shape *param, pbl_shape *stat)
+{
+    const pbl_shape *x = &c->in[xi].shape;
+    char sx[96];
+    if (x->ndim < (k->batch ? 2 : 1))
+        return pbl__infer_fail(c, PBL_ERR_SHAPE, "x is %s; %s needs x %s", pbl_shape_str(x, sx, sizeof sx), k->op,
+                               k->batch ? "[N, C, ...]" : "[..., D]");
+    int64_t n = x->dim[k->batch ? 1 : x->ndim - 1];
+    *param = pbl_shape_make(1, &n);
+    if (k->batch) {
+        *stat = *param;
+    } else {
+        *stat = *x;
+        stat->dim[x->ndim - 1] = 1;
+    }
+    return PBL_OK;
+}
+
+/* Fails unless input i (called what) is f32 of shape `want`, which `rule` puts in words. */
+static pbl_status check_shape(pbl__infer_ctx *c, int32_t i, const char *what, int32_t xi, const pbl_shape *want,
+                              const char *rule)
+{
+    pbl_status s = pbl__infer_check_f32(c, i, what);
+    if (s != PBL_OK || pbl_shape_equal(&c->in[i].shape, want))
+        return s;
+    char sg[96], sx[96];
+    return pbl__infer_fail(c, PBL_ERR_SHAPE, "%s is %s but x is %s; need %s %s", what,
+                           pbl_shape_str(&c->in[i].shape, sg, sizeof sg),
+                           pbl_shape_str(&c->in[xi].shape, sx, sizeof sx), what, rule);
+}
+
+/* (x, scale, bias) -> y, mean, inv_std */
+static pbl_status norm_infer(pbl__infer_ctx *c, const norm_kind *k)
+{
+    pbl_shape param, stat;
+    pbl_status s = pbl__infer_check_f32(c, 0, "x");
+    if (s == PBL_OK)
+        s = norm_shapes(c, k, 0, &param, &stat);
+    if (s == PBL_OK)
+        s = check_shape(c, 1, k->batch ? "scale" : "gamma", 0, &param, k->param_rule);
+    if (s == PBL_OK)
+        s = check_shape(c, 2, k->batch ? "bias" : "beta", 0, &param, k->param_rule);
+    if (s != PBL_OK)
+        return s;
+    c->out[0] = c->in[0];
+    c->out[1] = c->out[2] = (pbl__meta){ .dtype = PBL_F32, .shape = stat };
+    return PBL_OK;
+}
+
+/* (dy, x, scale, mean, inv_std) -> dx, dscale, dbias */
+static pbl_status norm_grad_infer(pbl__infer_ctx *c, const norm_kind *k)
+{
+    pbl_shape param, stat;
+    pbl_status s = pbl__infer_check_f32(c, 1, "x");
+    if (s == PBL_OK)
+        s = norm_shapes(c, k, 1, &param, &stat);
+    if (s == PBL_OK)
+        s = check_shape(c, 0, "dy", 1, &c->in[1].shape, "of x's shape");
+    if (s == PBL_OK)
+        s = check_shape(c, 2, k->batch ? "scale" : "gamma", 1, &param, k->param_rule);
+    if (s == PBL_OK)
+        s = check_shape(c, 3, "mean", 1, &stat, k->stat_rule);
+    if (s == PBL_OK)
+        s = check_shape(c, 4, "inv_std", 1, &stat, k->stat_rule);
+    if (s != PBL_OK)
+        return s;
+    c->out[0] = c->in[1];
+    c->out[1] = c->out[2] = (pbl__meta){ .dtype = PBL_F32, .shape = param };
+    return PBL_OK;
+}
+
+/* One <kind>_grad node reading dy, x, the scale and the saved statistics; its three outputs
+ * are the gradients of x, scale and bias. */
+static pbl_status norm_grad(pbl__grad_ctx *c, const norm_kind *k)
+{
+    if (c->dy[1] != PBL_NONE || c->dy[2] != PBL_NONE)
+        return pbl__graph_fail(c->g, PBL_ERR_NOT_DIFFERENTIABLE,
+                               "node '%s' (%s): the saved mean and inv_std outputs have no gradient, but the "
+                               "loss depends on them", c->fwd_name, k->op);
+    if (c->dy[0] == PBL_NONE)
+        return c->status;
+    pbl_value in[] = { c->dy[0], c->x[0], c->x[1], c->y[1], c->y[2] };
+    if (pbl__grad_emit(c, k->grad_op, "grad", in, 5, NULL, 0) == PBL_NONE)
+        return c->status;
+    const pbl__node *n = &c->g->nodes[c->g->n_nodes - 1]; /* the node just emitted */
+    for (int32_t i = 0; i < 3; i++)
+        if (c->need[i])
+            c->dx[i] = n->out[i];
+    return c->status;
+}
+
+static pbl_status batch_norm_infer(pbl__infer_ctx *c) { return norm_infer(c, &batch_kind); }
+static pbl_status layer_norm_infer(pbl__infer_ctx *c) { return norm_infer(c, &layer_kind); }
+static pbl_status batch_norm_grad_infer(pbl__infer_ctx *c) { return norm_grad_infer(c, &batch_kind); }
+static pbl_status layer_norm_grad_infer(pbl__infer_ctx *c) { return norm_grad_infer(c, &layer_kind); }
+static pbl_status batch_norm_grad(pbl__grad_ctx *c) { return norm_grad(c, &batch_kind); }
+static pbl_status layer_norm_grad(pbl__grad_ctx *c) { return norm_grad(c, &layer_kind); }
+
+const pbl__op pbl__op_batch_norm = {
+    .name = "batch_norm", .n_in_min = 3, .n_in_max = 3, .n_out = 3,
+    .attrs = eps_attr, .n_attrs = 1,
+    .infer = batch_norm_infer, .grad = batch_norm_grad,
+    .grad_reads_in = 0x3, .grad_reads_out = 0x6, /* x, scale; mean, inv_std (not y, not bias) */
+};
+
+const pbl__op pbl__op_batch_norm_grad = {
+    .name = "batch_norm_grad", .n_in_min = 5, .n_in_max = 5, .n_out = 3,
+    .infer = batch_norm_grad_infer,
+};
+
+const pbl__op pbl__op_layer_norm = {
+    .name = "layer_norm", .n_in_min = 3, .n_in_max = 3, .n_out = 3,
+    .attrs = eps_attr, .n_attrs = 1,
+    .infer = layer_norm_infer, .grad = layer_norm_grad,
+    .grad_reads_in = 0x3, .grad_reads_out = 0x6,
+};
+
+const pbl__op pbl__op_layer_norm_grad = {
+    .name = "layer_norm_grad", .n_in_min = 5, .n_in_max = 5, .n_out = 3,
+    .infer = layer_norm_grad_infer,
+};

@@ -1,0 +1,227 @@
+/*
+ * Pooling over NCHW and the gradient ops. Shape-only: planned, never run (no CPU kernel).
+ *
+ *   max_pool2d            x[N,C,H,W]  ->  y[N,C,OH,OW]     kernel, stride, pad, dilation
+ *   avg_pool2d            x[N,C,H,W]  ->  y[N,C,OH,OW]     kernel, stride, pad, dilation
+ *   global_avg_pool       x[N,C,...]  ->  y[N,C,1,...]     (ONNX GlobalAveragePool)
+ *   max_pool2d_grad       dy x y      ->  dx               the max's position comes from x and y
+ *   avg_pool2d_grad       dy          ->  dx               shape: x's shape
+ *   global_avg_pool_grad  dy          ->  dx               shape: x's shape
+ *
+ * Window attributes as in ops/window.h (ONNX's: stride defaults to 1, not to the kernel);
+ * padding must be smaller than the kernel, so no window lies wholly in the padding.
+ */
+#include "ops/registry.h"
+#include "ops/window.h"
+
+enum { PL_KERNEL, PL_STRIDE, PL_PAD, PL_DILATION, PL_SHAPE };
+static const pbl__attr_spec pool_attrs[] = {
+    { .name = "kernel", .type = PBL_ATTR_INTS, .required = 1 },
+    { .name = "stride", .type = PBL_ATTR_INTS },
+    { .name = "pad", .type = PBL_ATTR_INTS },
+    { .name = "dilation", .type = PBL_ATTR_INTS },
+    { .name = "shape", .type = PBL_ATTR_INTS, .required = 1 }, /* avg_pool2d_grad only */
+};
+
+/* y = the pool's output shape over input shape x. */
+static pbl_status pool_shape(pbl__infer_ctx *c, const pbl_shape *x, pbl_shape *y)
+{
+    char sx[96];
+    pbl__window w;
+    pbl_status s = pbl__window_parse(c, &c->attr[PL_KERNEL], &c->attr[PL_STRIDE], &c->attr[PL_PAD],
+                                     &c->attr[PL_DILATION], &w);
+    if (s != PBL_OK)
+        return s;
+    for (int k = 0; k < 4; k++)
+        if (w.pad[k] >= w.kernel[k % 2])
+            return pbl__infer_fail(c, PBL_ERR_ATTR, "pad %lld is not smaller than the kernel [%lld, %lld]",
+                                   (long long)w.pad[k], (long long)w.kernel[0], (long long)w.kernel[1]);
+    if (x->ndim != 4)
+        return pbl__infer_fail(c, PBL_ERR_SHAPE, "x is %s; need x [N, C, H, W] for the kernel [%lld, %lld]",
+                               pbl_shape_str(x, sx, sizeof sx), (long long)w.kernel[0], (long long)w.kernel[1]);
+    int64_t o[2];
+    pbl__window_out(&w, x, o);
+    if (o[0] < 1 || o[1] < 1)
+        return pbl__infer_fail(c, PBL_ERR_SHAPE, "x is %s and the kernel [%lld, %lld] (dilation [%lld, %lld]) "
+                               "does not fit in its padded spatial dims",
+                               pbl_shape_str(x, sx, sizeof sx), (long long)w.kernel[0], (long long)w.kernel[1],
+                               (long long)w.dilation[0], (long long)w.dilation[1]);
+    *y = pbl_shape_make(4, (int64_t[]){ x->dim[0], x->dim[1], o[0], o[1] });
+    return PBL_OK;
+}
+
+static pbl_status pool_infer(pbl__infer_ctx *c)
+{
+    pbl_status s = pbl__infer_check_f32(c, 0, "x");
+    if (s == PBL_OK)
+        s = pool_shape(c, &c->in[0].shape, &c->out[0].shape);
+    c->out[0].dtype = PBL_F32;
+    return s;
+}
+
+/* Fails unless the shape of input i (named what) is `want`, the pool of x. */
+static pbl_status pool_check(pbl__infer_ctx *c, int32_t i, const char *what, const pbl_shape *x,
+                             const pbl_shape *want)
+{
+    if (pbl_shape_equal(&c->in[i].shape, want))
+        return PBL_OK;
+    char sg[96], sx[96], sw[96];
+    return pbl__infer_fail(c, PBL_ERR_SHAPE, "%s is %s but pooling x %s gives %s", what,
+                           pbl_shape_str(&c->in[i].shape, sg, sizeof sg), pbl_shape_str(x, sx, sizeof sx),
+                           pbl_shape_str(want, sw, sizeof sw));
+}
+
+/* max_pool2d_grad: (dy, x, y) -> dx shaped like x */
+static pbl_status max_pool_grad_infer(pbl__infer_ctx *c)
+{
+    static const char *const what[] = { "dy", "x", "y" };
+    for (int32_t i = 0; i < 3; i++) {
+        pbl_status s = pbl__infer_check_f32(c, i, what[i]);
+        if (s != PBL_OK)
+            return s;
+    }
+    pbl_shape y;
+    pbl_status s = pool_shape(c, &c->in[1].shape, &y);
+    if (s == PBL_OK)
+        s = pool_check(c, 2, "y", &c->in[1].shape, &y);
+    if (s == PBL_OK)
+        s = pool_check(c, 0, "dy", &c->in[1].shape, &y);
+    c->out[0] = c->in[1];
+    return s;
+}
+
+/* avg_pool2d_grad: (dy) -> dx of the `shape` attribute */
+static pbl_status avg_pool_grad_infer(pbl__infer_ctx *c)
+{
+    pbl_shape x, y;
+    pbl_status s = pbl__infer_check_f32(c, 0, "dy");
+    if (s == PBL_OK)
+        s = pbl__infer_shape_attr(c, &c->attr[PL_SHAPE], &x);
+    if (s == PBL_OK)
+        s = pool_shape(c, &x, &y);
+    if (s == PBL_OK)
+        s = pool_check(c, 0, "dy", &x, &y);
+    c->out[0].dtype = PBL_F32;
+    c->out[0].shape = x;
+    return s;
+}
+
+/* The window attributes the forward node was given, into at; returns how many. */
+static int pool_grad_attrs(pbl__grad_ctx *c, pbl_attr at[5])
+{
+    int n = 0;
+    for (int k = PL_KERNEL; k <= PL_DILATION; k++)
+        if (c->attr[k].n_ints > 0)
+            at[n++] = PBL_ATTR_INTS(pool_attrs[k].name, c->attr[k].ints, c->attr[k].n_ints);
+    return n;
+}
+
+static pbl_status max_pool_grad(pbl__grad_ctx *c)
+{
+    pbl_attr at[5];
+    int n = pool_grad_attrs(c, at);
+    c->dx[0] = pbl__grad_emit(c, "max_pool2d_grad", "grad", (pbl_value[]){ c->dy[0], c->x[0], c->y[0] }, 3, at, n);
+    return c->status;
+}
+
+static pbl_status avg_pool_grad(pbl__grad_ctx *c)
+{
+    pbl_value_info xi;
+    if (pbl_graph_value_info(c->g, c->x[0], &xi) != PBL_OK)
+        return PBL_ERR_INVALID_ARG;
+    pbl_attr at[5];
+    int n = pool_grad_attrs(c, at);
+    at[n++] = PBL_ATTR_INTS("shape", xi.shape.dim, xi.shape.ndim);
+    c->dx[0] = pbl__grad_emit(c, "avg_pool2d_grad", "grad", &c->dy[0], 1, at, n);
+    return c->status;
+}
+
+const pbl__op pbl__op_max_pool2d = {
+    .name = "max_pool2d", .n_in_min = 1, .n_in_max = 1, .n_out = 1,
+    .attrs = pool_attrs, .n_attrs = 4,
+    .infer = pool_infer, .grad = max_pool_grad,
+    .grad_reads_in = 0x1, .grad_reads_out = 0x1, /* where the max was: x against y */
+};
+
+const pbl__op pbl__op_max_pool2d_grad = {
+    .name = "max_pool2d_grad", .n_in_min = 3, .n_in_max = 3, .n_out = 1,
+    .attrs = pool_attrs, .n_attrs = 4,
+    .infer = max_pool_grad_infer,
+};
+
+const pbl__op pbl__op_avg_pool2d = {
+    .name = "avg_pool2d", .n_in_min = 1, .n_in_max = 1, .n_out = 1,
+    .attrs = pool_attrs, .n_attrs = 4,
+    .infer = pool_infer, .grad = avg_pool_grad,
+};
+
+const pbl__op pbl__op_avg_pool2d_grad = {
+    .name = "avg_pool2d_grad", .n_in_min = 1, .n_in_max = 1, .n_out = 1,
+    .attrs = pool_attrs, .n_attrs = 5,
+    .infer = avg_pool_grad_infer,
+};
+
+/* ---- global_avg_pool: the mean over every dim after the first two ------------------------- */
+
+static const pbl__attr_spec shape_attr[] = { { .name = "shape", .type = PBL_ATTR_INTS, .required = 1 } };
+
+static pbl_status global_pool_infer(pbl__infer_ctx *c)
+{
+    pbl_status s = pbl__infer_check_f32(c, 0, "x");
+    if (s != PBL_OK)
+        return s;
+    const pbl_shape *x = &c->in[0].shape;
+    if (x->ndim < 3) {
+        char sx[96];
+        return pbl__infer_fail(c, PBL_ERR_SHAPE, "x is %s; need x [N, C, d1, ...] with at least one spatial dim",
+                               pbl_shape_str(x, sx, sizeof sx));
+    }
+    c->out[0].dtype = PBL_F32;
+    c->out[0].shape = *x;
+    for (int32_t i = 2; i < x->ndim; i++)
+        c->out[0].shape.dim[i] = 1;
+    return PBL_OK;
+}
+
+static pbl_status global_pool_grad_infer(pbl__infer_ctx *c)
+{
+    pbl_shape x;
+    pbl_status s = pbl__infer_check_f32(c, 0, "dy");
+    if (s == PBL_OK)
+        s = pbl__infer_shape_attr(c, &c->attr[0], &x);
+    if (s != PBL_OK)
+        return s;
+    const pbl_shape *dy = &c->in[0].shape;
+    int ok = x.ndim >= 3 && dy->ndim == x.ndim && dy->dim[0] == x.dim[0] && dy->dim[1] == x.dim[1];
+    for (int32_t i = 2; ok && i < x.ndim; i++)
+        ok = dy->dim[i] == 1;
+    if (!ok) {
+        char sd[96], sx[96];
+        return pbl__infer_fail(c, PBL_ERR_SHAPE, "dy is %s but global pooling of x %s gives [N, C, 1, ...]",
+                               pbl_shape_str(dy, sd, sizeof sd), pbl_shape_str(&x, sx, sizeof sx));
+    }
+    c->out[0].dtype = PBL_F32;
+    c->out[0].shape = x;
+    return PBL_OK;
+}
+
+static pbl_status global_pool_grad(pbl__grad_ctx *c)
+{
+    pbl_value_info xi;
+    if (pbl_graph_value_info(c->g, c->x[0], &xi) != PBL_OK)
+        return PBL_ERR_INVALID_ARG;
+    pbl_attr at = PBL_ATTR_INTS("shape", xi.shape.dim, xi.shape.ndim);
+    c->dx[0] = pbl__grad_emit(c, "global_avg_pool_grad", "grad", &c->dy[0], 1, &at, 1);
+    return c->status;
+}
+
+const pbl__op pbl__op_global_avg_pool = {
+    .name = "global_avg_pool", .n_in_min = 1, .n_in_max = 1, .n_out = 1,
+    .infer = global_pool_infer, .grad = global_pool_grad,
+};
+
+const pbl__op pbl__op_global_avg_pool_grad = {
+    .name = "global_avg_pool_grad", .n_in_min = 1, .n_in_max = 1, .n_out = 1,
+    .attrs = shape_attr, .n_attrs = 1,
+    .infer = global_pool_grad_infer,
+};

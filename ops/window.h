@@ -1,0 +1,79 @@
+/*
+ * Sliding windows over the two spatial dims of NCHW tensors, shared by the shape rules of
+ * ops/conv.c and ops/pool.c. Attributes follow ONNX: `stride` and `dilation` list 1 or 2 ints
+ * (one value for both dims, or [h, w]; empty: 1), `pad` lists 1, 2 or 4 ints (all sides,
+ * [h, w] for both ends, or [top, left, bottom, right]; empty: 0), `kernel` 1 or 2 ints.
+ * An output dim is floor((in + pad_begin + pad_end − dilation·(kernel − 1) − 1) / stride) + 1.
+ */
+#ifndef PBL_WINDOW_H
+#define PBL_WINDOW_H
+
+#include "ops/op.h"
+
+typedef struct pbl__window {
+    int64_t kernel[2];    /* kh, kw */
+    int64_t stride[2];
+    int64_t dilation[2];
+    int64_t pad[4];       /* top, left, bottom, right */
+} pbl__window;
+
+/* a->ints as 2 ints (1 value: both), each >= lo; empty gives `dflt`. Fails with PBL_ERR_ATTR. */
+static inline pbl_status pbl__window_pair(pbl__infer_ctx *c, const pbl__attr_val *a, const char *what,
+                                          int64_t dflt, int64_t lo, int64_t out[2])
+{
+    if (a->n_ints > 2)
+        return pbl__infer_fail(c, PBL_ERR_ATTR, "%s lists %d ints; give 1 (both dims) or 2 ([h, w])", what,
+                               (int)a->n_ints);
+    out[0] = a->n_ints == 0 ? dflt : a->ints[0];
+    out[1] = a->n_ints == 0 ? dflt : a->ints[a->n_ints - 1];
+    for (int k = 0; k < 2; k++)
+        if (out[k] < lo)
+            return pbl__infer_fail(c, PBL_ERR_ATTR, "%s is %lld; it must be at least %lld", what,
+                                   (long long)out[k], (long long)lo);
+    return PBL_OK;
+}
+
+/* Fills w from the attribute slots; kernel NULL leaves w->kernel for the caller (a weight's
+ * shape gives it). dilation NULL means 1. */
+static inline pbl_status pbl__window_parse(pbl__infer_ctx *c, const pbl__attr_val *kernel,
+                                           const pbl__attr_val *stride, const pbl__attr_val *pad,
+                                           const pbl__attr_val *dilation, pbl__window *w)
+{
+    pbl_status s = PBL_OK;
+    w->kernel[0] = w->kernel[1] = 1;
+    w->dilation[0] = w->dilation[1] = 1;
+    if (kernel) {
+        if (kernel->n_ints == 0)
+            return pbl__infer_fail(c, PBL_ERR_ATTR, "kernel is required (1 or 2 ints)");
+        s = pbl__window_pair(c, kernel, "kernel", 1, 1, w->kernel);
+    }
+    if (s == PBL_OK)
+        s = pbl__window_pair(c, stride, "stride", 1, 1, w->stride);
+    if (s == PBL_OK && dilation)
+        s = pbl__window_pair(c, dilation, "dilation", 1, 1, w->dilation);
+    if (s != PBL_OK)
+        return s;
+    if (pad->n_ints == 3 || pad->n_ints > 4)
+        return pbl__infer_fail(c, PBL_ERR_ATTR, "pad lists %d ints; give 1, 2 ([h, w]) or 4 "
+                               "([top, left, bottom, right])", (int)pad->n_ints);
+    for (int k = 0; k < 4; k++) {
+        int64_t p = pad->n_ints == 0 ? 0 : pad->n_ints == 1 ? pad->ints[0]
+                  : pad->n_ints == 2 ? pad->ints[k % 2] : pad->ints[k];
+        if (p < 0)
+            return pbl__infer_fail(c, PBL_ERR_ATTR, "pad is %lld; it must not be negative", (long long)p);
+        w->pad[k] = p;
+    }
+    return PBL_OK;
+}
+
+/* The spatial output dims of window w over x (rank 4, NCHW) into oh/ow; 0 when the padded
+ * input is smaller than the dilated kernel. */
+static inline void pbl__window_out(const pbl__window *w, const pbl_shape *x, int64_t out[2])
+{
+    for (int k = 0; k < 2; k++) {
+        int64_t span = x->dim[2 + k] + w->pad[k] + w->pad[k + 2] - w->dilation[k] * (w->kernel[k] - 1) - 1;
+        out[k] = span < 0 ? 0 : span / w->stride[k] + 1;
+    }
+}
+
+#endif
