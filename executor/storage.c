@@ -70,6 +70,7 @@ pbl_status pbl__storage_plan(const pbl_graph *g, const pbl_exec_options *o, pbl_
     s->strategy = planned ? (o->strategy ? o->strategy : "best") : "naive";
     pbl_liveness_options lo = pbl_liveness_options_default();
     lo.allocator = o->allocator;
+    lo.align = PBL__ALIGN;
     lo.inplace = planned;
     lo.targets = o->targets;
     lo.n_targets = o->n_targets;

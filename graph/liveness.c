@@ -21,7 +21,7 @@
 
 PBL__API pbl_liveness_options pbl_liveness_options_default(void)
 {
-    pbl_liveness_options o = { .allocator = NULL, .inplace = 1, .targets = NULL, .n_targets = 0 };
+    pbl_liveness_options o = { .allocator = NULL, .align = 64, .inplace = 1, .targets = NULL, .n_targets = 0 };
     return o;
 }
 
@@ -46,6 +46,7 @@ typedef struct live_state {
     int64_t           *last_read;  /* per value: the last step that reads it, -1 if none */
     uint8_t           *is_output;  /* per value */
     pbl_graph_records *out;
+    int64_t            align;
 } live_state;
 
 /* The end of v's own lifetime: one past its last read, at least one step, to the end when it
@@ -109,7 +110,8 @@ static void build_records(live_state *s, int inplace)
                 continue;
             }
             int32_t r = o->n_records++;
-            o->records[r] = (pbl_usage_record){ .size = (int64_t)pbl__meta_bytes(&g->values[v].meta),
+            int64_t bytes = (int64_t)pbl__meta_bytes(&g->values[v].meta);
+            o->records[r] = (pbl_usage_record){ .size = (bytes + s->align - 1) / s->align * s->align,
                                                 .first = t, .last = end };
             o->record_value[r] = v;
             o->value_record[v] = r;
@@ -139,7 +141,7 @@ PBL__API pbl_status pbl_graph_liveness(const pbl_graph *g, const pbl_liveness_op
     pbl__mem m;
     pbl__mem_init(&m, o.allocator);
     size_t nv = (size_t)(g->n_values ? g->n_values : 1), nn = (size_t)(g->n_nodes ? g->n_nodes : 1);
-    live_state st = { .g = g, .out = out };
+    live_state st = { .g = g, .out = out, .align = o.align > 0 ? o.align : 1 };
     int32_t *order = NULL;
     s = pbl__graph_schedule(g, o.targets, o.n_targets, &m, &order, &st.n, why, sizeof why);
     if (s != PBL_OK)

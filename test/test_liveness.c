@@ -16,6 +16,7 @@ static pbl_graph_records live(pbl_graph *g, int inplace)
 {
     pbl_liveness_options o = pbl_liveness_options_default();
     o.inplace = inplace;
+    o.align = 16; /* the sizes below are multiples of 16: exact bytes */
     pbl_graph_records r;
     char err[256];
     pbl_status s = pbl_graph_liveness(g, &o, &r, err, sizeof err);

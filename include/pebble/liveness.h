@@ -32,6 +32,8 @@ extern "C" {
 
 typedef struct pbl_liveness_options {
     const pbl_allocator *allocator; /* NULL: malloc/free */
+    int64_t              align;     /* record sizes are rounded up to this (default 64): planned
+                                       with the same alignment, the lower bound is then exact */
     int32_t              inplace;   /* take in-place offers (default 1) */
     const char *const   *targets;   /* as pbl_exec_options.targets: NULL = all outputs + updates */
     int32_t              n_targets;
