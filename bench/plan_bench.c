@@ -233,20 +233,60 @@ static pbl_graph *random_graph(int32_t values, uint64_t seed)
     return g;
 }
 
-static void run_scaling(int *first_json)
+/* A deep MLP's training step (widths cycling 256, 128, 512; batch 32; Adam) of about `values`
+ * values: the zoo's training graphs, grown to any size. */
+static pbl_graph *deep_mlp_graph(int32_t values, uint64_t seed)
+{
+    (void)seed;
+    static const int64_t widths[] = { 256, 128, 512 };
+    pbl_graph *g;
+    if (pbl_graph_create(&g, NULL) != PBL_OK)
+        return NULL;
+    /* about 17 values per layer: fc, relu, 5 backward values, w and b with Adam's 3 states each,
+     * 2 × 4 update outputs */
+    int32_t layers = values / 17 > 1 ? values / 17 : 1;
+    pbl_value *params = malloc((size_t)layers * 2 * sizeof *params), *grads = malloc((size_t)layers * 2 * sizeof *grads);
+    pbl_value h = pbl_input(g, "x", PBL_SHAPE(32, widths[0]));
+    pbl_value y = pbl_label(g, "y", PBL_I32, PBL_SHAPE(32));
+    char name[32];
+    for (int32_t l = 0; l < layers && params; l++) {
+        int64_t in = widths[l % 3], out = l + 1 == layers ? 10 : widths[(l + 1) % 3];
+        snprintf(name, sizeof name, "w%d", (int)l);
+        params[2 * l] = pbl_param(g, name, PBL_SHAPE(out, in));
+        snprintf(name, sizeof name, "b%d", (int)l);
+        params[2 * l + 1] = pbl_param(g, name, PBL_SHAPE(out));
+        h = pbl_fully_connected(g, h, params[2 * l], params[2 * l + 1]);
+        if (l + 1 < layers)
+            h = pbl_relu(g, h);
+    }
+    pbl_value loss = pbl_softmax_cross_entropy(g, h, y);
+    pbl_optimizer_options o = pbl_optimizer_options_default(PBL_OPTIM_ADAM);
+    if (!params || !grads || pbl_graph_build_status(g) != PBL_OK || pbl_graph_set_output(g, "loss", loss) != PBL_OK ||
+        pbl_graph_gradient(g, loss, params, layers * 2, grads) != PBL_OK ||
+        pbl_graph_add_optimizer(g, &o, params, grads, layers * 2) != PBL_OK) {
+        fprintf(stderr, "plan_bench: deep MLP: %s\n", pbl_graph_errmsg(g));
+        pbl_graph_destroy(g);
+        g = NULL;
+    }
+    free(params);
+    free(grads);
+    return g;
+}
+
+static void run_scaling_of(const char *title, const char *what, pbl_graph *(*make)(int32_t, uint64_t), int *first_json)
 {
     static const int32_t sizes[] = { 1000, 10000, 100000 };
-    print_header("scaling: random residual graphs (align 64): arena / lower bound, planning ms");
+    print_header(title);
     row rows[3];
     for (int i = 0; i < 3; i++) {
         row *rw = &rows[i];
         memset(rw, 0, sizeof *rw);
-        pbl_graph *g = random_graph(sizes[i], 42);
+        pbl_graph *g = make(sizes[i], 42);
         if (!g) {
             failures++;
             return;
         }
-        snprintf(rw->name, sizeof rw->name, "random %d values", (int)pbl_graph_value_count(g));
+        snprintf(rw->name, sizeof rw->name, "%s %d values", what, (int)pbl_graph_value_count(g));
         graph_row(rw, g);
         print_row(rw, *first_json);
         *first_json = 0;
@@ -264,6 +304,14 @@ static void run_scaling(int *first_json)
     }
     printf("\n%-28s %8s %12s  liveness: %.1f / %.1f / %.1f ms\n", "", "", "", rows[0].liveness_ms,
            rows[1].liveness_ms, rows[2].liveness_ms);
+}
+
+static void run_scaling(int *first_json)
+{
+    run_scaling_of("scaling: deep MLP training steps (align 64): arena / lower bound, planning ms", "deep MLP",
+                   deep_mlp_graph, first_json);
+    run_scaling_of("scaling: random residual graphs (align 64): arena / lower bound, planning ms", "random",
+                   random_graph, first_json);
 }
 
 /* ---- MiniMalloc CSVs ---------------------------------------------------------------------- */
