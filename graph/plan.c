@@ -163,13 +163,17 @@ static pbl_status check_records(const pbl_usage_record *r, int32_t n, char *err,
     return PBL_OK;
 }
 
-/* best: every strategy, keeping the smallest result that verifies (ties: the earlier one). */
+/* best: every strategy, keeping the smallest result that verifies (ties: the earlier one).
+ * A result at the lower bound cannot be beaten, so the search stops there: on a deep MLP's
+ * training step of 100k values, mxnet reaches the bound in milliseconds and best_fit_heap
+ * (quadratic when everything overlaps) is never run. */
 static pbl_status plan_best(const pbl__plan_in *in, pbl_assignment *out, char *err, size_t errlen)
 {
     pbl_assignment best = { 0 };
     int have = 0;
     pbl_status last_error = PBL_OK;
-    for (int32_t s = 0; s < N_STRATEGIES; s++) {
+    int64_t bound = pbl_records_lower_bound(in->r, in->n);
+    for (int32_t s = 0; s < N_STRATEGIES && !(have && best.arena <= bound); s++) {
         pbl_assignment a = { 0 };
         pbl_status st = strategies[s].fn(in, &a);
         if (st == PBL_ERR_NOMEM) {
