@@ -637,14 +637,21 @@ static pbl_status check_writable(const pbl_records_file *in, const pbl_assignmen
                 return say(err, errlen, PBL_ERR_INVALID_ARG, "record %d has no id", (int)i);
             size_t len = strlen(in->ids[i]);
             why = id_problem(in->ids[i], len);
-            if (!why && len > LINE_MAX_BYTES - 100)
-                why = "is too long";
             if (why && len == 0)
                 return say(err, errlen, PBL_ERR_INVALID_ARG, "record %d has an empty id", (int)i);
             if (why)
                 return say(err, errlen, PBL_ERR_INVALID_ARG, "record %d: id '%s' %s", (int)i,
                            shown(buf, in->ids[i], len), why);
         }
+    }
+    for (int32_t i = 0; i < in->n; i++) {
+        const pbl_usage_record *r = &in->records[i];
+        int numbers = snprintf(NULL, 0, ",%lld,%lld,%lld,%lld", (long long)r->first, (long long)r->last,
+                               (long long)r->size, (long long)a->offset[i]);
+        size_t len = in->ids ? strlen(in->ids[i]) : (size_t)snprintf(NULL, 0, "%d", (int)i);
+        if (numbers < 0 || len + (size_t)numbers > LINE_MAX_BYTES)
+            return say(err, errlen, PBL_ERR_INVALID_ARG, "record %d: its line would be longer than %d bytes"
+                       " (an id of %zu bytes)", (int)i, LINE_MAX_BYTES, len);
     }
     if (!in->ids)
         return PBL_OK;

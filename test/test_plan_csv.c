@@ -419,6 +419,21 @@ static void test_write_refuses(void **state)
         assert_non_null(strstr(err, cases[k].message));
         assert_int_equal(access(out, F_OK), -1);
     }
+    /* an id the reader took (a 4090-byte line) whose line with an offset is too long */
+    static char long_id[PBL_RECORDS_CSV_LINE_MAX];
+    memset(long_id, 'x', 4084);
+    char *ids[] = { long_id };
+    pbl_usage_record lr[] = { { 8, 0, 1 } };
+    int64_t loff[] = { 1000000 };
+    pbl_records_file lin = { .records = lr, .ids = ids, .n = 1 };
+    pbl_assignment la = { .offset = loff, .n_records = 1, .arena = 1000008 };
+    assert_int_equal(pbl_assignment_write_csv(out, &lin, &la, err, sizeof err), PBL_ERR_INVALID_ARG);
+    printf("4084-byte id   -> %s\n", err);
+    assert_non_null(strstr(err, "record 0: its line would be longer than 4096 bytes (an id of 4084 bytes)"));
+    loff[0] = 0; /* 4084 + ",0,1,8,0" = 4092 bytes: fine */
+    assert_int_equal(pbl_assignment_write_csv(out, &lin, &la, err, sizeof err), PBL_OK);
+    unlink(out);
+
     pbl_usage_record r[] = { { 8, 0, 1 } };
     int64_t off[] = { 0, 0 };
     pbl_records_file in = { .records = r, .n = 1 };

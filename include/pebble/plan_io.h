@@ -102,8 +102,9 @@ void       pbl_records_file_free(pbl_records_file *f);
  * The file is written beside path as "PATH.tmp.PID", flushed to disk and renamed over path,
  * so path holds either its old contents or the complete new file, never a partial one; on
  * failure the temporary file is removed. Returns PBL_OK, PBL_ERR_INVALID_ARG (a and in
- * disagree on the number of records; a record or id that the reader would refuse — a bad
- * record, an empty, duplicate or too long id, one with a comma, quote or control character),
+ * disagree on the number of records; what the reader would refuse — a bad record, an empty
+ * or duplicate id, one with a comma, quote or control character, a line longer than
+ * PBL_RECORDS_CSV_LINE_MAX),
  * PBL_ERR_IO (err: "PATH: message"), PBL_ERR_NOMEM. Offsets come from a, not in->offsets. */
 pbl_status pbl_assignment_write_csv(const char *path, const pbl_records_file *in, const pbl_assignment *a,
                                     char *err, size_t errlen);
