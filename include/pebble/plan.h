@@ -64,7 +64,10 @@ typedef struct pbl_plan_options {
 pbl_plan_options pbl_plan_options_default(void);
 
 /* The number of strategies and the name of strategy i (NULL when out of range): "naive",
- * "mxnet", "equality", "greedy_in_order", ..., "best". */
+ * "mxnet", "equality", "greedy_in_order", ..., "best". `best` runs the others and keeps the
+ * smallest verified result; it stops early at the lower bound, and on instances with more
+ * than five million pairs of overlapping lifetimes it skips the strategies whose work grows
+ * with that count (coloring, best_fit_heap, min_cost_flow, greedy_by_size, greedy_best). */
 int32_t     pbl_plan_strategy_count(void);
 const char *pbl_plan_strategy_name(int32_t i);
 
