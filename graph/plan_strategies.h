@@ -8,6 +8,13 @@
     X(naive) \
     X(mxnet) \
     X(coloring) \
-    X(best_fit_heap)
+    X(best_fit_heap) \
+    X(equality) \
+    X(greedy_in_order) \
+    X(greedy_by_breadth) \
+    X(greedy_by_size) \
+    X(greedy_best) \
+    X(min_cost_flow) \
+    X(offset_greedy_by_size)
 
 #endif
