@@ -289,6 +289,15 @@ echo keep >"$tmp/keep.csv"
 run plan "$example" --strategy naive --capacity 19 --out "$tmp/keep.csv"
 [ "$rc" -eq 1 ] && [ "$(cat "$tmp/keep.csv")" = keep ] || fail "a plan over capacity with --out: exit $rc or the file changed"
 pass "--out with a plan that does not fit: exit 1, the existing file is untouched"
+if [ -w /dev/full ]; then
+    "$bin" plan "$example" >/dev/full 2>"$tmp/err"
+    rc=$?
+    [ "$rc" -eq 1 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "^pebble: writing the output: No space left" "$tmp/err" ||
+        fail "plan > /dev/full: exit $rc, stderr '$(cat "$tmp/err")'"
+    pass "plan > /dev/full: exit 1, $(cat "$tmp/err")"
+else
+    skip "/dev/full is not available: output write errors not tested"
+fi
 mkdir "$tmp/adir"
 expect_error 1 "$tmp/adir: cannot replace it: Is a directory" "--out over a directory" plan "$example" --out "$tmp/adir"
 [ -z "$(find "$tmp" -name '*.tmp.*')" ] || fail "a temporary file was left behind"

@@ -12,6 +12,20 @@
 
 #include "cli.h"
 
+/* The first error writing stdout (an errno value), for main to report once at the end. */
+static int stdout_errno;
+
+int cli_flush_stdout(void)
+{
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        if (!stdout_errno)
+            stdout_errno = errno ? errno : EIO;
+        return stdout_errno;
+    }
+    return 0;
+}
+
 void cli_error(const char *fmt, ...)
 {
     char msg[2048];
@@ -22,7 +36,7 @@ void cli_error(const char *fmt, ...)
     for (char *c = msg; *c; c++)
         if (*c == '\n' || *c == '\r')
             *c = ' ';
-    fflush(stdout); /* what was printed so far comes first when both go to one terminal */
+    cli_flush_stdout(); /* what was printed so far comes first when both go to one terminal */
     fprintf(stderr, "pebble: %s\n", msg);
 }
 

@@ -18,6 +18,10 @@ enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
  * may quote a library or file, are flattened). */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Flushes stdout; returns 0, or the errno of the first failure to write it (remembered, so
+ * that a later call still reports it). */
+int cli_flush_stdout(void);
+
 /* One option a subcommand takes: "--align" with a value, "--help" without. */
 typedef struct cli_flag {
     const char *name;

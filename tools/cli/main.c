@@ -43,23 +43,23 @@ static void print_usage(FILE *f)
                "each record needs size bytes during the steps [lower, upper).\n");
 }
 
-int main(int argc, char **argv)
+static int dispatch(int argc, char **argv)
 {
     if (argc < 2) {
         print_usage(stderr);
         return CLI_USAGE;
     }
     const char *cmd = argv[1];
+    if (strcmp(cmd, "help") == 0 && argc > 2) {
+        for (int i = 0; i < N_SUBCOMMANDS; i++)
+            if (strcmp(argv[2], subcommands[i].name) == 0) {
+                char *sub[] = { argv[2], (char *)"--help", NULL };
+                return subcommands[i].run(2, sub);
+            }
+        cli_error("unknown command '%s' (see pebble --help)", argv[2]);
+        return CLI_USAGE;
+    }
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
-        if (argc > 2 && strcmp(cmd, "help") == 0) {
-            for (int i = 0; i < N_SUBCOMMANDS; i++)
-                if (strcmp(argv[2], subcommands[i].name) == 0) {
-                    char *sub[] = { argv[2], (char *)"--help", NULL };
-                    return subcommands[i].run(2, sub);
-                }
-            cli_error("unknown command '%s' (see pebble --help)", argv[2]);
-            return CLI_USAGE;
-        }
         print_usage(stdout);
         return CLI_OK;
     }
@@ -75,4 +75,16 @@ int main(int argc, char **argv)
     else
         cli_error("unknown command '%s' (see pebble --help)", cmd);
     return CLI_USAGE;
+}
+
+int main(int argc, char **argv)
+{
+    int rc = dispatch(argc, argv);
+    /* a full disk or a closed pipe: the output did not arrive, so the run did not succeed */
+    int e = cli_flush_stdout();
+    if (e) {
+        cli_error("writing the output: %s", strerror(e));
+        return rc == CLI_OK ? CLI_FAIL : rc;
+    }
+    return rc;
 }

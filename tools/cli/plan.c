@@ -294,7 +294,7 @@ int cli_plan(int argc, char **argv)
         print_csv(&report);
     else
         print_table(&report);
-    fflush(stdout);
+    cli_flush_stdout();
 
     rc = CLI_OK;
     if (!all && !rows[0].valid) {
