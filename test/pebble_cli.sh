@@ -346,7 +346,15 @@ else
         --out "$tmp/mlp.csv"
     expect_ok "check mlp plan --align 64" check "$tmp/mlp.csv" --align 64
     pass "zoo:mlp_train --strategy all --out, then check --align 64: $(cat "$tmp/out")"
+    expect_ok "plan zoo:mlp_train --align 256 --out" plan zoo:mlp_train --align 256 --out "$tmp/mlp256.csv"
+    lb=$(sed -n 's/^lower bound: \([0-9]*\) bytes/\1/p' "$tmp/out")
+    [ $((lb % 256)) -eq 0 ] || fail "zoo:mlp_train --align 256: lower bound $lb is not a multiple of 256"
+    expect_ok "check mlp plan --align 256" check "$tmp/mlp256.csv" --align 256
+    pass "zoo:mlp_train --align 256: record sizes rounded to 256 (lower bound $lb), check --align 256 ok"
     expect_error 2 "zoo: nosuchmodel: no such model" "unknown zoo model" plan zoo:nosuchmodel
+    expect_error 2 "--batch: 0 is out of range" "--batch 0" plan zoo:mlp --batch 0
+    expect_ok "plan zoo:mlp --batch 7" plan zoo:mlp --batch 7
+    pass "plan zoo:mlp --batch 7: $(grep '^lower bound' "$tmp/out")"
 fi
 
 if [ "$skipped" -gt 0 ]; then

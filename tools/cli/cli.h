@@ -62,10 +62,11 @@ typedef struct cli_records {
     char             *own_id_text;
 } cli_records;
 
-/* Loads what `source` names; batch (0: the model's default) applies to zoo graphs. Returns
- * CLI_OK, or an exit status after reporting the problem (CLI_USAGE for a malformed file or
- * unknown model, CLI_FAIL otherwise). */
-int  cli_records_load(const char *source, int64_t batch, cli_records *out);
+/* Loads what `source` names. For zoo graphs, batch (0: the model's default) sizes the model
+ * and liveness rounds record sizes up to align (0: 64). Returns CLI_OK, or an exit status
+ * after reporting the problem (CLI_USAGE for a malformed file or unknown model, CLI_FAIL
+ * otherwise). */
+int  cli_records_load(const char *source, int64_t batch, int64_t align, cli_records *out);
 void cli_records_free(cli_records *r);
 
 /* Writes s as a JSON string (quotes included). */

@@ -22,7 +22,8 @@ static void print_usage(FILE *f)
             "\n"
             "options:\n"
             "  --strategy NAME|all  a strategy, or all of them (default: best)\n"
-            "  --align N            offsets are multiples of N (default 1 for CSV, 64 for graphs)\n"
+            "  --align N            offsets are multiples of N (default 1 for CSV, 64 for graphs,\n"
+            "                       whose record sizes are rounded up to it)\n"
             "  --capacity C         the arena must fit in C bytes (default: no limit)\n"
             "  --time-limit S       seconds for searching strategies (default: their own)\n"
             "  --batch N            zoo graphs: the batch size (default: the model's)\n"
@@ -233,7 +234,7 @@ int cli_plan(int argc, char **argv)
         return rc;
 
     cli_records src;
-    rc = cli_records_load(o.file, o.batch, &src);
+    rc = cli_records_load(o.file, o.batch, o.align, &src);
     if (rc != CLI_OK)
         return rc;
     const pbl_records_file *f = &src.file;

@@ -33,7 +33,7 @@ static size_t id_for(const pbl_graph *g, pbl_value v, char *dst, size_t cap)
     return len;
 }
 
-static int load_zoo(const char *name, int64_t batch, cli_records *out)
+static int load_zoo(const char *name, int64_t batch, int64_t align, cli_records *out)
 {
     char err[1024];
     pbl_graph *g = NULL;
@@ -44,6 +44,7 @@ static int load_zoo(const char *name, int64_t batch, cli_records *out)
     }
     pbl_graph_records gr;
     pbl_liveness_options lo = pbl_liveness_options_default();
+    lo.align = align ? align : 64; /* sizes rounded as the plan will align them: an exact bound */
     s = pbl_graph_liveness(g, &lo, &gr, err, sizeof err);
     if (s != PBL_OK) {
         cli_error("zoo:%s: liveness: %s", name, err);
@@ -70,7 +71,7 @@ static int load_zoo(const char *name, int64_t batch, cli_records *out)
     out->file.records = out->own_records;
     out->file.ids = out->own_ids;
     out->file.n = gr.n_records;
-    out->default_align = 64;
+    out->default_align = lo.align;
 done:
     pbl_graph_records_free(&gr);
     pbl_graph_destroy(g);
@@ -78,12 +79,12 @@ done:
 }
 #endif
 
-int cli_records_load(const char *source, int64_t batch, cli_records *out)
+int cli_records_load(const char *source, int64_t batch, int64_t align, cli_records *out)
 {
     memset(out, 0, sizeof *out);
     if (strncmp(source, ZOO_PREFIX, strlen(ZOO_PREFIX)) == 0) {
 #ifdef PEBBLE_HAVE_ZOO
-        return load_zoo(source + strlen(ZOO_PREFIX), batch, out);
+        return load_zoo(source + strlen(ZOO_PREFIX), batch, align, out);
 #else
         cli_error("%s: zoo graphs are not part of this build", source);
         return CLI_FAIL;
