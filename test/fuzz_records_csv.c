@@ -40,6 +40,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         snprintf(in_path, sizeof in_path, "%s/fuzz_records_csv.%ld.in", dir && *dir ? dir : "/tmp", (long)getpid());
         snprintf(out_path, sizeof out_path, "%s/fuzz_records_csv.%ld.out", dir && *dir ? dir : "/tmp", (long)getpid());
     }
+    remove(in_path); /* a new file: ext4 flushes a truncated-and-rewritten one on close */
     FILE *f = fopen(in_path, "wb");
     if (!f)
         die("cannot create", in_path);
