@@ -146,7 +146,7 @@ typedef struct reader {
     char          text[LINE_MAX_BYTES + 2];  /* that line: its bytes, a CR perhaps, a NUL */
 
     int ncols;
-    int field_col[N_COLUMNS]; /* the column each field of a line holds */
+    int field_col[N_COLUMNS + 1]; /* the column each field of a line holds (+1: a sixth name is refused) */
     int col_field[N_COLUMNS]; /* the field each column is in, -1 if absent */
 
     /* growing arrays, cap entries each */
