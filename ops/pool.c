@@ -101,6 +101,8 @@ static pbl_status avg_pool_grad_infer(pbl__infer_ctx *c)
         s = pool_shape(c, &x, &y);
     if (s == PBL_OK)
         s = pool_check(c, 0, "dy", &x, &y);
+    if (s != PBL_OK)
+        return s;
     c->out[0].dtype = PBL_F32;
     c->out[0].shape = x;
     return s;

@@ -9,6 +9,7 @@
  *   autodiff.h  the gradient pass and optimizer update nodes
  *   exec.h      the executor: bind, run, read, checkpoints
  *   plan.h      the memory planner's core: usage records in, arena offsets out
+ *   plan_io.h   records and assignments as CSV (MiniMalloc's format)
  *   liveness.h  from a graph to usage records
  */
 #ifndef PEBBLE_PEBBLE_H
@@ -26,6 +27,7 @@
 #include "pebble/autodiff.h"
 #include "pebble/exec.h"
 #include "pebble/plan.h"
+#include "pebble/plan_io.h"
 #include "pebble/liveness.h"
 
 #endif
