@@ -31,6 +31,21 @@
  * softmax_cross_entropy_grad  logits labels dloss     dlogits
  * mse_loss_grad               pred target dloss       dpred
  *
+ *
+ * Shape-only ops (planned, never run: the CPU backend refuses them with PBL_ERR_UNSUPPORTED;
+ * they let pebble plan convolutional networks and transformers):
+ * conv2d                      x[N,C,H,W] w[Co,C/g,kh,kw] b?[Co]  y  stride, pad (1, 2 or 4 ints),
+ *                                                                   dilation, groups (1)
+ * max_pool2d / avg_pool2d     x[N,C,H,W]              y            kernel (required), stride (1),
+ *                                                                  pad, dilation
+ * global_avg_pool             x[N,C,...]              y[N,C,1,...]
+ * batch_norm                  x[N,C,...] scale[C] bias[C]  y, mean, inv_std   eps (1e-5)
+ * layer_norm                  x[...,D] gamma[D] beta[D]    y, mean, inv_std   eps (1e-5)
+ * embedding                   ids (i32, any rank) table[V,D]  y[...,D]
+ * conv2d_grad_input / conv2d_grad_weight, max_pool2d_grad, avg_pool2d_grad,
+ * global_avg_pool_grad, batch_norm_grad, layer_norm_grad, embedding_grad: their gradient ops.
+ * transpose                   x                       y            perm ([] = reverse); runs on the CPU
+ *
  * The optimizer ops write their outputs over their inputs (w' is w's storage): every other
  * reader of w is scheduled before the update. t is the per-parameter step count (float32,
  * exact to 2^24 steps). The *_grad ops are what the gradient pass emits; they have no
