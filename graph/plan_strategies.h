@@ -15,6 +15,7 @@
     X(greedy_by_size) \
     X(greedy_best) \
     X(min_cost_flow) \
-    X(offset_greedy_by_size)
+    X(offset_greedy_by_size) \
+    X(exact)
 
 #endif

@@ -1,0 +1,234 @@
+/*
+ * exact: an anytime offset planner that proves what it can.
+ *
+ * With a capacity C (opt.capacity > 0) it answers the decision problem: a packing within C
+ * (PBL_OK), PBL_ERR_INFEASIBLE when it proves that none exists, PBL_ERR_TIMEOUT when the
+ * budget runs out first. Without a capacity it minimises the arena: it starts from the best
+ * greedy packing (its own lowest-fit passes and every other listed strategy), tries the lower
+ * bound, then asks for ever smaller capacities, each a decision search
+ * (graph/plan_exact_search.c), until one is proven infeasible (the result is optimal), the
+ * lower bound is reached (optimal too), or the budget runs out (the best packing so far).
+ * Every packing it returns has passed pbl_plan_verify.
+ *
+ * Budget. opt.time_limit = 0 (the default, and what `best` and the property tests use) gives
+ * a fixed budget of search nodes, so the result is the same on every machine, with a wall-clock
+ * safety net (DEFAULT_SECONDS) that a pathological instance on a slow machine can reach —
+ * only then does the result depend on the machine. opt.time_limit > 0 (`pebble plan
+ * --time-limit S`) searches for that many seconds: results then depend on machine speed.
+ * The search itself uses no randomness.
+ *
+ * Granularity. Every canonical packing (see the search) puts each buffer on 0 or on the
+ * aligned top of another, so when g divides every size and the alignment, optimal arenas are
+ * multiples of g: the lower bound is rounded up to one, and each step asks for g less.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "graph/plan_exact.h"
+
+#define DEFAULT_NODES   20000 /* search nodes when no time limit is given */
+#define DEFAULT_SECONDS 0.2   /* the safety net for that case */
+
+static int64_t gcd64(int64_t a, int64_t b)
+{
+    while (b) {
+        int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+typedef struct incumbent {
+    int64_t *offset;
+    int64_t  arena; /* -1: none yet */
+} incumbent;
+
+/* Keeps offsets when they verify and beat the incumbent. */
+static void offer(const pbl__plan_in *in, incumbent *best, const int64_t *offset)
+{
+    pbl_assignment a = { 0 };
+    a.offset = (int64_t *)offset;
+    a.n_records = in->n;
+    pbl__assignment_finish(&a, in->r);
+    if (best->arena >= 0 && a.arena >= best->arena)
+        return;
+    if (pbl_plan_verify(in->r, in->n, &a, in->opt.align, 0, NULL, 0) != PBL_OK)
+        return;
+    memcpy(best->offset, offset, (size_t)in->n * sizeof *offset);
+    best->arena = a.arena;
+}
+
+/* The other strategies' packings (not `best`, which would call this one again). */
+static pbl_status offer_others(const pbl__plan_in *in, incumbent *best)
+{
+    pbl_plan_options o = in->opt;
+    o.capacity = 0;
+    for (int32_t i = 0; i < pbl_plan_strategy_count(); i++) {
+        const char *name = pbl_plan_strategy_name(i);
+        if (!name || strcmp(name, "exact") == 0 || strcmp(name, "best") == 0)
+            continue;
+        pbl_assignment a = { 0 };
+        pbl_status s = pbl_plan_records(in->r, in->n, name, &o, &a, NULL, 0);
+        if (s == PBL_ERR_NOMEM)
+            return s;
+        if (s == PBL_OK)
+            offer(in, best, a.offset);
+        pbl_assignment_free(&a);
+    }
+    return PBL_OK;
+}
+
+/* One decision search for capacity cap, with at most `share` of what is left of the budget. */
+static pbl__exact_result decide(pbl__exact *e, int64_t cap, pbl__exact_budget *b, double share, int64_t *offset)
+{
+    pbl__exact_budget sub = *b;
+    if (share < 1.0) {
+        if (b->nodes_left >= 0)
+            sub.nodes_left = b->nodes + (int64_t)((double)(b->nodes_left - b->nodes) * share);
+        if (b->deadline > 0)
+            sub.deadline = pbl__exact_now() + (b->deadline - pbl__exact_now()) * share;
+    }
+    pbl__exact_result r = pbl__exact_decide(e, cap, &sub, offset);
+    b->nodes = sub.nodes;
+    if (sub.timed_out && sub.deadline >= b->deadline)
+        b->timed_out = 1;
+    return r;
+}
+
+pbl_status pbl__plan_exact(const pbl__plan_in *in, pbl_assignment *out)
+{
+    const pbl_allocator *al = in->opt.allocator;
+    int32_t n = in->n;
+    int64_t cap = in->opt.capacity, align = in->opt.align > 0 ? in->opt.align : 1;
+    pbl_status s = pbl__assignment_init(out, n, 0, al);
+    if (s != PBL_OK)
+        return s;
+    if (n == 0) {
+        out->optimal = 1;
+        return PBL_OK;
+    }
+    pbl__exact_budget budget = { .nodes_left = DEFAULT_NODES, .deadline = pbl__exact_now() + DEFAULT_SECONDS };
+    if (in->opt.time_limit > 0) {
+        budget.nodes_left = -1;
+        budget.deadline = pbl__exact_now() + in->opt.time_limit;
+    }
+    int64_t g = align;
+    for (int32_t i = 0; i < n; i++)
+        g = gcd64(g, in->r[i].size);
+    int64_t lb = pbl_records_lower_bound(in->r, n);
+    if (lb < 0) {
+        pbl_assignment_free(out);
+        return PBL_ERR_NOMEM;
+    }
+    lb = (lb + g - 1) / g * g;
+
+    size_t bytes = (size_t)n * sizeof(int64_t);
+    incumbent best = { pbl__plan_alloc(al, bytes), -1 };
+    int64_t *trial = pbl__plan_alloc(al, bytes);
+    pbl__exact *e = NULL;
+    int optimal = 0;
+    s = PBL_ERR_NOMEM;
+    if (!best.offset || !trial)
+        goto done;
+    s = pbl__exact_create(in->r, n, align, al, &e);
+    if (s == PBL_ERR_NOMEM)
+        goto done;
+    if (e) {
+        for (int h = 0; h < 4; h++) {
+            if (pbl__exact_lowest_fit(e, h, trial) < 0) {
+                s = PBL_ERR_NOMEM;
+                goto done;
+            }
+            offer(in, &best, trial);
+        }
+    } else { /* too large to search: one after another, until the others do better */
+        int64_t at = 0;
+        for (int32_t i = 0; i < n; i++) {
+            at = pbl__align_up(at, align);
+            trial[i] = at;
+            at += in->r[i].size;
+        }
+        offer(in, &best, trial);
+    }
+    s = PBL_OK;
+    optimal = best.arena == lb;
+
+    if (cap > 0) {
+        /* the decision problem */
+        if (best.arena > cap && lb > cap) {
+            s = PBL_ERR_INFEASIBLE;
+            goto done;
+        }
+        if (best.arena > cap) {
+            if ((s = offer_others(in, &best)) != PBL_OK)
+                goto done;
+        }
+        if (best.arena <= cap)
+            goto done;
+        if (!e) {
+            s = PBL_ERR_TIMEOUT;
+            goto done;
+        }
+        cap -= cap % g; /* arenas are multiples of g; cap >= lb >= g */
+        pbl__exact_result r = decide(e, cap, &budget, 1.0, trial);
+        if (r == PBL__EXACT_FOUND)
+            offer(in, &best, trial);
+        s = r == PBL__EXACT_NOMEM ? PBL_ERR_NOMEM
+          : r == PBL__EXACT_INFEASIBLE ? PBL_ERR_INFEASIBLE
+          : best.arena <= cap ? PBL_OK : PBL_ERR_TIMEOUT;
+        optimal = s == PBL_OK && best.arena == lb;
+        goto done;
+    }
+
+    /* minimising: the lower bound first (often reached), then ever smaller capacities */
+    int64_t proven = lb; /* no packing is smaller than this */
+    if (!optimal && e) {
+        pbl__exact_result r = decide(e, lb, &budget, 0.25, trial);
+        if (r == PBL__EXACT_NOMEM) {
+            s = PBL_ERR_NOMEM;
+            goto done;
+        }
+        if (r == PBL__EXACT_FOUND)
+            offer(in, &best, trial);
+        else if (r == PBL__EXACT_INFEASIBLE)
+            proven = lb + g;
+    }
+    /* the other strategies' packings, so that exact is never worse than any of them; not
+     * needed (nor run) when the lower bound was reached */
+    if (best.arena > proven) {
+        if ((s = offer_others(in, &best)) != PBL_OK)
+            goto done;
+    }
+    while (e && best.arena - g >= proven) {
+        pbl__exact_result r = decide(e, best.arena - g, &budget, 1.0, trial);
+        if (r == PBL__EXACT_NOMEM) {
+            s = PBL_ERR_NOMEM;
+            goto done;
+        }
+        if (r == PBL__EXACT_FOUND) {
+            int64_t before = best.arena;
+            offer(in, &best, trial);
+            if (best.arena >= before) /* cannot happen: the search only returns fits */
+                break;
+        } else if (r == PBL__EXACT_INFEASIBLE) {
+            proven = best.arena;
+        } else {
+            break;
+        }
+    }
+    optimal = best.arena <= proven;
+
+done:
+    if (s == PBL_OK) {
+        memcpy(out->offset, best.offset, bytes);
+        pbl__assignment_finish(out, in->r);
+        out->optimal = optimal;
+    } else {
+        pbl_assignment_free(out);
+    }
+    pbl__exact_destroy(e);
+    pbl__plan_free(al, best.offset, bytes);
+    pbl__plan_free(al, trial, bytes);
+    return s;
+}

@@ -1,0 +1,341 @@
+/* The exact strategy: on seeded random instances of up to 10 records it finds the optimum a
+ * brute force finds (every order of the records, each put on the aligned top of the ones
+ * already placed that it overlaps — every packing can be pushed down into such a stack) and
+ * says it is optimal; the capacity one below that optimum is PBL_ERR_INFEASIBLE; a tiny time
+ * limit still gives a verified packing; with its default budget it is never worse than any
+ * other strategy and gives identical offsets run after run. */
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "pebble/plan.h"
+
+/* ---- a seeded PRNG (splitmix64) ---------------------------------------------------------- */
+
+typedef struct rng {
+    uint64_t s;
+} rng;
+
+static uint64_t rng_next(rng *g)
+{
+    uint64_t z = (g->s += UINT64_C(0x9E3779B97F4A7C15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
+
+static int64_t rng_range(rng *g, int64_t lo, int64_t hi)
+{
+    return lo + (int64_t)(rng_next(g) % (uint64_t)(hi - lo + 1));
+}
+
+/* n records over a horizon of a few steps, sizes small or large, some repeated. */
+static void gen_records(rng *g, int32_t n, pbl_usage_record *r)
+{
+    int64_t horizon = rng_range(g, 1, 2 * (int64_t)n + 2);
+    int64_t max_size = rng_range(g, 0, 1) ? 8 : 1000;
+    for (int32_t i = 0; i < n; i++) {
+        int64_t first = rng_range(g, 0, horizon - 1);
+        int64_t last = rng_range(g, first + 1, horizon);
+        r[i] = (pbl_usage_record){ rng_range(g, 1, max_size), first, last };
+        if (i > 0 && rng_range(g, 0, 4) == 0) /* an identical twin now and then */
+            r[i] = r[rng_range(g, 0, i - 1)];
+    }
+}
+
+/* ---- the brute force --------------------------------------------------------------------- */
+
+typedef struct brute {
+    const pbl_usage_record *r;
+    int32_t  n;
+    int64_t  align;
+    int64_t  offset[16];
+    uint8_t  placed[16];
+    int64_t  best;
+} brute;
+
+static void brute_dfs(brute *b, int32_t k, int64_t arena)
+{
+    if (arena >= b->best)
+        return;
+    if (k == b->n) {
+        b->best = arena;
+        return;
+    }
+    for (int32_t i = 0; i < b->n; i++) {
+        if (b->placed[i])
+            continue;
+        int64_t y = 0;
+        for (int32_t j = 0; j < b->n; j++)
+            if (b->placed[j] && b->r[i].first < b->r[j].last && b->r[j].first < b->r[i].last) {
+                int64_t top = (b->offset[j] + b->r[j].size + b->align - 1) / b->align * b->align;
+                if (top > y)
+                    y = top;
+            }
+        b->placed[i] = 1;
+        b->offset[i] = y;
+        brute_dfs(b, k + 1, y + b->r[i].size > arena ? y + b->r[i].size : arena);
+        b->placed[i] = 0;
+    }
+}
+
+static int64_t brute_optimum(const pbl_usage_record *r, int32_t n, int64_t align)
+{
+    brute b = { .r = r, .n = n, .align = align, .best = INT64_MAX };
+    brute_dfs(&b, 0, 0);
+    return b.best;
+}
+
+static void print_records(const pbl_usage_record *r, int32_t n)
+{
+    for (int32_t i = 0; i < n; i++)
+        print_error("  record %d: size %" PRId64 " [%" PRId64 ", %" PRId64 ")\n", (int)i, r[i].size, r[i].first,
+                    r[i].last);
+}
+
+/* ---- tests ------------------------------------------------------------------------------- */
+
+static void test_matches_brute_force(void **state)
+{
+    (void)state;
+    rng g = { 11 };
+    int cases = 0, infeasible = 0;
+    for (int it = 0; it < 300; it++) {
+        pbl_usage_record r[10];
+        int32_t n = (int32_t)rng_range(&g, 1, it % 10 == 0 ? 10 : 8);
+        int64_t align = rng_range(&g, 0, 3) == 0 ? rng_range(&g, 2, 8) : 1;
+        gen_records(&g, n, r);
+        int64_t opt = brute_optimum(r, n, align);
+
+        pbl_plan_options o = pbl_plan_options_default();
+        o.align = align;
+        o.time_limit = 10; /* a proof for up to 10 records takes milliseconds; this is a net */
+        pbl_assignment a;
+        char err[256];
+        assert_int_equal(pbl_plan_records(r, n, "exact", &o, &a, err, sizeof err), PBL_OK);
+        assert_int_equal(pbl_plan_verify(r, n, &a, align, 0, err, sizeof err), PBL_OK);
+        if (a.arena != opt || !a.optimal) {
+            print_error("case %d (align %" PRId64 "): exact %" PRId64 " (optimal %d), brute force %" PRId64 "\n", it,
+                        align, a.arena, (int)a.optimal, opt);
+            print_records(r, n);
+            fail();
+        }
+        pbl_assignment_free(&a);
+
+        o.capacity = opt; /* the decision at the optimum: a packing that fits */
+        assert_int_equal(pbl_plan_records(r, n, "exact", &o, &a, err, sizeof err), PBL_OK);
+        assert_int_equal(pbl_plan_verify(r, n, &a, align, opt, err, sizeof err), PBL_OK);
+        pbl_assignment_free(&a);
+
+        if (opt > 1) { /* one below it: proven infeasible */
+            o.capacity = opt - 1;
+            pbl_status s = pbl_plan_records(r, n, "exact", &o, &a, err, sizeof err);
+            if (s != PBL_ERR_INFEASIBLE) {
+                print_error("case %d: capacity %" PRId64 " gave %s\n", it, opt - 1, pbl_status_name(s));
+                print_records(r, n);
+                fail();
+            }
+            infeasible++;
+        }
+        cases++;
+    }
+    printf("brute force: %d cases matched, %d capacities one below the optimum proven infeasible\n", cases,
+           infeasible);
+}
+
+/* MiniMalloc's example (shared/minimalloc_benchmarks/input.12.csv): optimum 12. */
+static void test_minimalloc_example(void **state)
+{
+    (void)state;
+    static const pbl_usage_record b[] = { { 4, 0, 3 }, { 4, 3, 9 }, { 4, 0, 9 }, { 4, 9, 21 }, { 4, 0, 21 } };
+    pbl_assignment a;
+    char err[256];
+    pbl_plan_options o = pbl_plan_options_default();
+    assert_int_equal(pbl_plan_records(b, 5, "exact", &o, &a, err, sizeof err), PBL_OK);
+    assert_int_equal(pbl_plan_verify(b, 5, &a, 1, 12, err, sizeof err), PBL_OK);
+    assert_int_equal(a.arena, 12);
+    assert_true(a.optimal);
+    pbl_assignment_free(&a);
+    o.capacity = 11;
+    assert_int_equal(pbl_plan_records(b, 5, "exact", &o, &a, err, sizeof err), PBL_ERR_INFEASIBLE);
+    printf("input.12 at capacity 11: %s (%s)\n", pbl_status_name(PBL_ERR_INFEASIBLE), err);
+}
+
+/* PBL_ERR_INFEASIBLE is its own status: below the lower bound, and above it where only the
+ * search can tell (records of 65 bytes aligned to 64 waste 63 bytes under all but the top
+ * one), and bad input is still PBL_ERR_INVALID_ARG. */
+static void test_infeasible_is_distinct(void **state)
+{
+    (void)state;
+    static const pbl_usage_record r[] = { { 65, 0, 2 }, { 65, 1, 3 }, { 65, 0, 3 }, { 30, 2, 4 } };
+    assert_int_equal(pbl_records_lower_bound(r, 4), 195);
+    pbl_plan_options o = pbl_plan_options_default();
+    o.align = 64;
+    pbl_assignment a;
+    char err[256];
+    assert_int_equal(pbl_plan_records(r, 4, "exact", &o, &a, err, sizeof err), PBL_OK);
+    assert_int_equal(a.arena, 321);
+    assert_true(a.optimal);
+    pbl_assignment_free(&a);
+    for (int64_t cap = 195; cap <= 320; cap += 125) {
+        o.capacity = cap;
+        pbl_status s = pbl_plan_records(r, 4, "exact", &o, &a, err, sizeof err);
+        assert_int_equal(s, PBL_ERR_INFEASIBLE);
+        assert_string_equal(pbl_status_str(s), "no packing fits the capacity");
+    }
+    o.capacity = 194; /* below the lower bound */
+    assert_int_equal(pbl_plan_records(r, 4, "exact", &o, &a, err, sizeof err), PBL_ERR_INFEASIBLE);
+    o.capacity = 321;
+    assert_int_equal(pbl_plan_records(r, 4, "exact", &o, &a, err, sizeof err), PBL_OK);
+    assert_int_equal(pbl_plan_verify(r, 4, &a, 64, 321, err, sizeof err), PBL_OK);
+    pbl_assignment_free(&a);
+
+    static const pbl_usage_record bad[] = { { 0, 0, 1 } };
+    assert_int_equal(pbl_plan_records(bad, 1, "exact", &o, &a, err, sizeof err), PBL_ERR_INVALID_ARG);
+}
+
+static void random_instance(rng *g, int32_t n, pbl_usage_record *r)
+{
+    int64_t horizon = rng_range(g, 4, 3 * (int64_t)n);
+    for (int32_t i = 0; i < n; i++) {
+        int64_t first = rng_range(g, 0, horizon - 1);
+        int64_t len = rng_range(g, 1, horizon / 5 + 1);
+        int64_t size = rng_range(g, 1, 4) == 1 ? rng_range(g, 1000, 100000) : rng_range(g, 1, 5000);
+        r[i] = (pbl_usage_record){ size, first, first + len };
+    }
+}
+
+/* A tiny time limit still returns a verified packing: the greedy start. */
+static void test_tiny_time_limit(void **state)
+{
+    (void)state;
+    rng g = { 5 };
+    pbl_usage_record r[300];
+    random_instance(&g, 300, r);
+    pbl_plan_options o = pbl_plan_options_default();
+    o.time_limit = 1e-9;
+    o.align = 64;
+    pbl_assignment a;
+    char err[256];
+    assert_int_equal(pbl_plan_records(r, 300, "exact", &o, &a, err, sizeof err), PBL_OK);
+    assert_int_equal(pbl_plan_verify(r, 300, &a, 64, 0, err, sizeof err), PBL_OK);
+    printf("time limit 1 ns: arena %" PRId64 ", lower bound %" PRId64 "\n", a.arena, pbl_records_lower_bound(r, 300));
+    pbl_assignment_free(&a);
+}
+
+/* With the default budget (what `best` uses): never worse than another strategy, and the
+ * same offsets on a second run. */
+static void test_never_worse_and_deterministic(void **state)
+{
+    (void)state;
+    rng g = { 99 };
+    int wins = 0, optimal = 0, cases = 0;
+    for (int it = 0; it < 40; it++) {
+        pbl_usage_record r[120];
+        int32_t n = (int32_t)rng_range(&g, 2, 120);
+        random_instance(&g, n, r);
+        pbl_plan_options o = pbl_plan_options_default();
+        o.align = rng_range(&g, 0, 1) ? 64 : 1;
+        pbl_assignment a, b;
+        char err[256];
+        assert_int_equal(pbl_plan_records(r, n, "exact", &o, &a, err, sizeof err), PBL_OK);
+        assert_int_equal(pbl_plan_verify(r, n, &a, o.align, 0, err, sizeof err), PBL_OK);
+        assert_int_equal(pbl_plan_records(r, n, "exact", &o, &b, err, sizeof err), PBL_OK);
+        assert_int_equal(a.arena, b.arena);
+        assert_memory_equal(a.offset, b.offset, (size_t)n * sizeof *a.offset);
+        int64_t other_best = INT64_MAX;
+        for (int32_t k = 0; k < pbl_plan_strategy_count(); k++) {
+            const char *name = pbl_plan_strategy_name(k);
+            if (strcmp(name, "exact") == 0 || strcmp(name, "best") == 0)
+                continue;
+            pbl_assignment c;
+            if (pbl_plan_records(r, n, name, &o, &c, err, sizeof err) != PBL_OK)
+                continue;
+            if (pbl_plan_verify(r, n, &c, o.align, 0, NULL, 0) == PBL_OK && c.arena < other_best)
+                other_best = c.arena;
+            if (c.arena < a.arena)
+                print_error("case %d: %s gives %" PRId64 ", exact %" PRId64 "\n", it, name, c.arena, a.arena);
+            assert_true(a.arena <= c.arena);
+            pbl_assignment_free(&c);
+        }
+        wins += a.arena < other_best;
+        optimal += a.optimal;
+        cases++;
+        pbl_assignment_free(&a);
+        pbl_assignment_free(&b);
+    }
+    printf("default budget: %d cases, smaller than every other strategy in %d, proven optimal in %d\n", cases, wins,
+           optimal);
+}
+
+/* The capacity decision is deterministic too, and honours the alignment. */
+static void test_capacity_decisions(void **state)
+{
+    (void)state;
+    rng g = { 3 };
+    for (int it = 0; it < 20; it++) {
+        pbl_usage_record r[60];
+        int32_t n = (int32_t)rng_range(&g, 1, 60);
+        random_instance(&g, n, r);
+        pbl_plan_options o = pbl_plan_options_default();
+        o.align = 16;
+        pbl_assignment a, b;
+        char err[256];
+        assert_int_equal(pbl_plan_records(r, n, "exact", &o, &a, err, sizeof err), PBL_OK);
+        o.capacity = a.arena; /* feasible by construction */
+        assert_int_equal(pbl_plan_records(r, n, "exact", &o, &b, err, sizeof err), PBL_OK);
+        assert_int_equal(pbl_plan_verify(r, n, &b, 16, a.arena, err, sizeof err), PBL_OK);
+        pbl_assignment_free(&b);
+        o.capacity = pbl_records_lower_bound(r, n) - 1; /* below the bound: proven at once */
+        if (o.capacity > 0)
+            assert_int_equal(pbl_plan_records(r, n, "exact", &o, &b, err, sizeof err), PBL_ERR_INFEASIBLE);
+        pbl_assignment_free(&a);
+    }
+}
+
+static void test_edges(void **state)
+{
+    (void)state;
+    pbl_assignment a;
+    char err[256];
+    assert_int_equal(pbl_plan_records(NULL, 0, "exact", NULL, &a, err, sizeof err), PBL_OK);
+    assert_int_equal(a.arena, 0);
+    pbl_assignment_free(&a);
+    static const pbl_usage_record one[] = { { 100, 3, 4 } };
+    pbl_plan_options o = pbl_plan_options_default();
+    o.align = 64;
+    assert_int_equal(pbl_plan_records(one, 1, "exact", &o, &a, err, sizeof err), PBL_OK);
+    assert_int_equal(a.arena, 100);
+    assert_true(a.optimal);
+    pbl_assignment_free(&a);
+    /* alignment: 3 records of 65 bytes live together; aligned to 64 the first two take 128
+     * each, the top one 65: 321, above the lower bound 195 */
+    static const pbl_usage_record three[] = { { 65, 0, 1 }, { 65, 0, 1 }, { 65, 0, 1 } };
+    assert_int_equal(pbl_plan_records(three, 3, "exact", &o, &a, err, sizeof err), PBL_OK);
+    assert_int_equal(a.arena, 321);
+    assert_true(a.optimal);
+    pbl_assignment_free(&a);
+    o.capacity = 320;
+    assert_int_equal(pbl_plan_records(three, 3, "exact", &o, &a, err, sizeof err), PBL_ERR_INFEASIBLE);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_edges),
+        cmocka_unit_test(test_minimalloc_example),
+        cmocka_unit_test(test_infeasible_is_distinct),
+        cmocka_unit_test(test_matches_brute_force),
+        cmocka_unit_test(test_tiny_time_limit),
+        cmocka_unit_test(test_capacity_decisions),
+        cmocka_unit_test(test_never_worse_and_deterministic),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
