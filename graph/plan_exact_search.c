@@ -58,10 +58,20 @@ typedef struct frame {
     int64_t last_pre;             /* OR: its preorder rank (-1: none yet) */
     int32_t cand_at, cand_n, ci;  /* OR: candidates in the pool, the next to try */
     size_t  mark;                 /* OR: trail length before the current candidate */
+    uint64_t key[2];              /* OR: the component's state, for the memo */
     int32_t comp_at, comp_n, cj;  /* AND: components (pairs sa, sb) in the pool, the next */
 } frame;
 
 enum { N_PREORDERS = 3 };
+
+/* A failed component state: two independent 64-bit hashes (key[0] == 0: an empty slot). */
+typedef struct memo_entry {
+    uint64_t key[2];
+} memo_entry;
+
+#define MEMO_MIN    4096
+#define MEMO_MAX    (1u << 20) /* entries: 16 MiB at most */
+#define MEMO_PROBES 16
 
 typedef struct order_key {
     int64_t k1, k2, k3;
@@ -84,19 +94,20 @@ struct pbl__exact {
     int64_t *asize;     /* size rounded up to the alignment */
     int32_t *twin;      /* the previous buffer with the same size and sections, or -1 */
     /* per section: */
-    int32_t *sec_at;    /* n_sec + 1: member lists */
+    int32_t *sec_at;    /* n_sec + 1: member lists, the unplaced members first */
     int32_t *sec_mem;
+    int32_t *mbase;     /* n: buffer k's slot for section s is mpos[mbase[k] + s - slo[k]] */
+    int32_t *mpos;      /* where in sec_mem buffer k sits in section s */
     int32_t *first_at;  /* n_sec + 1: first buffer whose slo >= s */
     int64_t *total0;    /* sum of member sizes */
     int64_t *atotal0;   /* sum of member asizes */
     int64_t *maxpad;    /* largest asize - size among the members */
     int64_t *cuts0;     /* n_sec: buffers crossing the boundary after section s */
     /* search state, undone through the trail */
-    int64_t *minoff, *offset, *rem, *seclb, *cuts; /* rem: unplaced asizes per section */
+    int64_t *minoff, *offset, *rem, *ucnt, *cuts; /* rem: unplaced asizes per section; ucnt:
+                                                     unplaced members, at the front of its list */
     int64_t *udeg;      /* unplaced buffers each buffer overlaps */
     /* scratch */
-    int64_t *sort_e, *sort_s;
-    int32_t  max_members;
     int32_t *order;     /* n: for building preorders */
     order_key *keys;    /* n: the same */
     int      h;         /* the preorder heuristic of the current run */
@@ -108,6 +119,9 @@ struct pbl__exact {
     size_t   cand_n, cand_cap;
     int32_t *comp;
     size_t   comp_n, comp_cap;
+    memo_entry *memo;   /* failed component states (a lossy cache: a miss only costs time) */
+    size_t   memo_cap, memo_n;
+    int64_t  memo_at;   /* the capacity the states failed at (they fail below it too) */
     /* the fixed-size arrays above live in one block */
     void    *block;
     size_t   block_bytes;
@@ -199,6 +213,8 @@ static void carve_all(pbl__exact *e, char *base, size_t *at, int64_t n_adj, int6
     e->twin = carve(base, at, n * sizeof(int32_t));
     e->sec_at = carve(base, at, (ns + 1) * sizeof(int32_t));
     e->sec_mem = carve(base, at, (size_t)n_mem * sizeof(int32_t));
+    e->mbase = carve(base, at, n * sizeof(int32_t));
+    e->mpos = carve(base, at, (size_t)n_mem * sizeof(int32_t));
     e->first_at = carve(base, at, (ns + 1) * sizeof(int32_t));
     e->total0 = carve(base, at, ns * sizeof(int64_t));
     e->atotal0 = carve(base, at, ns * sizeof(int64_t));
@@ -207,7 +223,7 @@ static void carve_all(pbl__exact *e, char *base, size_t *at, int64_t n_adj, int6
     e->minoff = carve(base, at, n * sizeof(int64_t));
     e->offset = carve(base, at, n * sizeof(int64_t));
     e->rem = carve(base, at, ns * sizeof(int64_t));
-    e->seclb = carve(base, at, ns * sizeof(int64_t));
+    e->ucnt = carve(base, at, ns * sizeof(int64_t));
     e->cuts = carve(base, at, ns * sizeof(int64_t));
     e->udeg = carve(base, at, n * sizeof(int64_t));
     e->order = carve(base, at, n * sizeof(int32_t));
@@ -377,10 +393,6 @@ pbl_status pbl__exact_create(const pbl_usage_record *r, int32_t n, int64_t align
         }
     for (int32_t s = 0; s < ns; s++)
         e->sec_at[s + 1] += e->sec_at[s];
-    e->max_members = 0;
-    for (int32_t s = 0; s < ns; s++)
-        if (e->sec_at[s + 1] - e->sec_at[s] > e->max_members)
-            e->max_members = e->sec_at[s + 1] - e->sec_at[s];
     for (int32_t k = 0, s = 0; s <= ns; s++) {
         while (k < n && e->slo[k] < s)
             k++;
@@ -393,15 +405,15 @@ pbl_status pbl__exact_create(const pbl_usage_record *r, int32_t n, int64_t align
             goto done;
         for (int32_t s = 0; s < ns; s++)
             cur[s] = e->sec_at[s];
-        for (int32_t k = 0; k < n; k++)
-            for (int32_t s = e->slo[k]; s < e->shi[k]; s++)
+        for (int32_t k = 0, mb = 0; k < n; k++) {
+            e->mbase[k] = mb;
+            for (int32_t s = e->slo[k]; s < e->shi[k]; s++) {
+                e->mpos[mb++] = cur[s];
                 e->sec_mem[cur[s]++] = k;
+            }
+        }
         pbl__plan_free(al, cur, (size_t)(ns ? ns : 1) * sizeof(int32_t));
     }
-    e->sort_e = pbl__plan_alloc(al, (size_t)(e->max_members + 1) * sizeof(int64_t));
-    e->sort_s = pbl__plan_alloc(al, (size_t)(e->max_members + 1) * sizeof(int64_t));
-    if (!e->sort_e || !e->sort_s)
-        goto done;
     st = PBL_OK;
 done:
     pbl__plan_free(al, t, nt_bytes);
@@ -421,11 +433,10 @@ void pbl__exact_destroy(pbl__exact *e)
     if (!e)
         return;
     const pbl_allocator *al = e->al;
-    pbl__plan_free(al, e->sort_e, (size_t)(e->max_members + 1) * sizeof(int64_t));
-    pbl__plan_free(al, e->sort_s, (size_t)(e->max_members + 1) * sizeof(int64_t));
     pbl__plan_free(al, e->trail, e->trail_cap * sizeof(trail_entry));
     pbl__plan_free(al, e->cand, e->cand_cap * sizeof(int32_t));
     pbl__plan_free(al, e->comp, e->comp_cap * sizeof(int32_t));
+    pbl__plan_free(al, e->memo, e->memo_cap * sizeof(memo_entry));
     pbl__plan_free(al, e->block, e->block_bytes);
     pbl__plan_free(al, e, sizeof *e);
 }
@@ -478,33 +489,39 @@ static void undo(pbl__exact *e, size_t mark)
     }
 }
 
-/* The release-date bound of section s: its unplaced buffers stack in one column, each at or
- * above its minoff. Sorting by minoff, descending: max over j of minoff_j + sizes so far. */
-static int64_t section_bound(pbl__exact *e, int32_t s)
+/* A lower bound on the height of section s's column. Its unplaced buffers stack, each at or
+ * above its minoff, so the column reaches at least (lowest minoff + all their sizes) and at
+ * least (t + sizes of those whose minoff is t or more), t the top just placed: two points of
+ * the single-machine release-date bound max over r of (r + sizes released at r or later),
+ * without its sort. A column of aligned buffers wastes each one's padding but the top one's. */
+static int64_t section_bound(const pbl__exact *e, int32_t s, int64_t t)
 {
-    int64_t *es = e->sort_e, *ss = e->sort_s;
-    int32_t k = 0;
-    for (int32_t m = e->sec_at[s]; m < e->sec_at[s + 1]; m++) {
-        int32_t u = e->sec_mem[m];
-        if (e->offset[u] >= 0)
-            continue;
-        int64_t v = e->minoff[u], z = e->asize[u];
-        int32_t j = k++;
-        while (j > 0 && es[j - 1] < v) {
-            es[j] = es[j - 1];
-            ss[j] = ss[j - 1];
-            j--;
-        }
-        es[j] = v;
-        ss[j] = z;
+    const int32_t *mem = e->sec_mem + e->sec_at[s];
+    int64_t lowest = INT64_MAX, above = 0;
+    for (int64_t m = 0; m < e->ucnt[s]; m++) {
+        int32_t u = mem[m];
+        int64_t v = e->minoff[u];
+        lowest = v < lowest ? v : lowest;
+        above += v >= t ? e->asize[u] : 0;
     }
-    int64_t cum = 0, lb = 0;
-    for (int32_t j = 0; j < k; j++) {
-        cum += ss[j];
-        if (es[j] + cum > lb)
-            lb = es[j] + cum;
-    }
-    return k ? lb - e->maxpad[s] : 0;
+    if (e->ucnt[s] == 0)
+        return 0;
+    int64_t lb = lowest + e->rem[s] > t + above ? lowest + e->rem[s] : t + above;
+    return lb - e->maxpad[s];
+}
+
+/* Takes b out of section s's unplaced members: swapped with the last, the count trailed (undo
+ * restores the count, and the swapped order is as good as the old one). */
+static void leave_section(pbl__exact *e, int32_t b, int32_t s)
+{
+    int32_t *mem = e->sec_mem + e->sec_at[s];
+    int32_t last = (int32_t)e->ucnt[s] - 1, at = e->mpos[e->mbase[b] + s - e->slo[b]] - e->sec_at[s];
+    int32_t v = mem[last];
+    mem[at] = v;
+    mem[last] = b;
+    e->mpos[e->mbase[v] + s - e->slo[v]] = e->sec_at[s] + at;
+    e->mpos[e->mbase[b] + s - e->slo[b]] = e->sec_at[s] + last;
+    set(e, &e->ucnt[s], last);
 }
 
 /* Places buffer b at x (its minoff) inside component [sa, sb) and propagates. 0: pruned (the
@@ -530,8 +547,10 @@ static int place(pbl__exact *e, int32_t b, int64_t x, int64_t cap, int32_t sa, i
         if (e->shi[u] > hi)
             hi = e->shi[u];
     }
-    for (int32_t s = e->slo[b]; s < e->shi[b]; s++)
+    for (int32_t s = e->slo[b]; s < e->shi[b]; s++) {
         set(e, &e->rem[s], e->rem[s] - e->asize[b]);
+        leave_section(e, b, s);
+    }
     for (int32_t s = e->slo[b]; s + 1 < e->shi[b]; s++)
         set(e, &e->cuts[s], e->cuts[s] - 1);
     /* every remaining buffer of the component lies at or above x; a column of aligned
@@ -539,19 +558,15 @@ static int place(pbl__exact *e, int32_t b, int64_t x, int64_t cap, int32_t sa, i
     for (int32_t s = sa; s < sb; s++)
         if (e->rem[s] > 0 && x + e->rem[s] - e->maxpad[s] > cap)
             return 0;
-    for (int32_t s = lo; s < hi; s++) {
-        int64_t lb = section_bound(e, s);
-        if (lb != e->seclb[s])
-            set(e, &e->seclb[s], lb);
-        if (lb > cap)
+    for (int32_t s = lo; s < hi; s++)
+        if (section_bound(e, s, top) > cap)
             return 0;
-    }
     return 1;
 }
 
 static size_t trail_need(const pbl__exact *e, int32_t b)
 {
-    return 1 + 2 * (size_t)(e->adj_at[b + 1] - e->adj_at[b]) + 2 * (size_t)(e->shi[b] - e->slo[b]) + (size_t)e->n_sec;
+    return 1 + 2 * (size_t)(e->adj_at[b + 1] - e->adj_at[b]) + 3 * (size_t)(e->shi[b] - e->slo[b]);
 }
 
 static int has_unplaced(const pbl__exact *e, int32_t sa, int32_t sb)
@@ -599,6 +614,81 @@ static int rank_component(pbl__exact *e, int32_t sa, int32_t sb)
     return 1;
 }
 
+/* ---- the memo of failed states ---------------------------------------------------------------
+ *
+ * What remains to be solved at an OR frame depends only on its unplaced buffers, their
+ * minoffs, x, and which of them are behind the canonical order (minoff below x, or at x with a
+ * smaller rank than the last placement's): the same remainder reached through a different
+ * arrangement below — two buffers stacked in the other order, say — fails again. So a frame
+ * that runs out of candidates records its state, and a frame that finds its state recorded
+ * fails at once. Failing at capacity C means failing below C as well, so the memo survives
+ * decisions for smaller capacities and restarts with other preorders. */
+
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
+
+static memo_entry *memo_slot(const pbl__exact *e, const uint64_t key[2], int *found)
+{
+    size_t mask = e->memo_cap - 1, at = (size_t)key[0] & mask;
+    memo_entry *empty = NULL;
+    for (int p = 0; p < MEMO_PROBES; p++) {
+        memo_entry *m = &e->memo[(at + (size_t)p) & mask];
+        if (m->key[0] == key[0] && m->key[1] == key[1]) {
+            *found = 1;
+            return m;
+        }
+        if (!m->key[0] && !empty)
+            empty = m;
+    }
+    *found = 0;
+    return empty ? empty : &e->memo[(at + (size_t)(key[1] % MEMO_PROBES)) & mask]; /* evict */
+}
+
+static int memo_has(const pbl__exact *e, const uint64_t key[2])
+{
+    int found = 0;
+    if (e->memo)
+        memo_slot(e, key, &found);
+    return found;
+}
+
+/* Records a failed state. Out of memory is not an error here: the memo just stops growing. */
+static void memo_put(pbl__exact *e, const uint64_t key[2])
+{
+    if (!e->memo || (e->memo_n >= e->memo_cap / 2 && e->memo_cap < MEMO_MAX)) {
+        size_t cap = e->memo ? e->memo_cap * 2 : MEMO_MIN;
+        memo_entry *m = pbl__plan_alloc(e->al, cap * sizeof *m);
+        if (m) {
+            memo_entry *old = e->memo;
+            size_t old_cap = e->memo_cap;
+            memset(m, 0, cap * sizeof *m);
+            e->memo = m;
+            e->memo_cap = cap;
+            e->memo_n = 0;
+            for (size_t i = 0; i < old_cap; i++)
+                if (old[i].key[0]) {
+                    int found;
+                    *memo_slot(e, old[i].key, &found) = old[i];
+                    e->memo_n++;
+                }
+            pbl__plan_free(e->al, old, old_cap * sizeof *old);
+        }
+        if (!e->memo)
+            return;
+    }
+    int found;
+    memo_entry *m = memo_slot(e, key, &found);
+    if (!found) {
+        e->memo_n += !m->key[0];
+        m->key[0] = key[0];
+        m->key[1] = key[1];
+    }
+}
+
 /* Pushes an OR frame for component [sa, sb) and lists its candidates. 0: out of memory. */
 static int push_or(pbl__exact *e, int32_t sa, int32_t sb, int64_t x, int64_t last_pre)
 {
@@ -616,13 +706,18 @@ static int push_or(pbl__exact *e, int32_t sa, int32_t sb, int64_t x, int64_t las
     int32_t *c = e->cand + e->cand_n;
     int32_t k = 0;
     int64_t min_h = INT64_MAX;
+    uint64_t h0 = 0, h1 = 0;
     for (int32_t u = u0; u < u1; u++) {
         if (e->offset[u] >= 0)
             continue;
         int64_t m = e->minoff[u];
         if (m + e->size[u] < min_h)
             min_h = m + e->size[u];
-        if (m > x || (m == x && e->pre[u] > last_pre)) {
+        int behind = !(m > x || (m == x && e->pre[u] > last_pre));
+        uint64_t hu = mix64(((uint64_t)u << 1 | (uint64_t)behind) ^ mix64((uint64_t)m + UINT64_C(0x9E3779B97F4A7C15)));
+        h0 += hu;
+        h1 += mix64(hu ^ UINT64_C(0xD6E8FEB86659FD93));
+        if (!behind) {
             if (e->twin[u] < 0 || e->offset[e->twin[u]] >= 0)
                 c[k++] = u;
         } else if (e->udeg[u] == 0) {
@@ -631,6 +726,12 @@ static int push_or(pbl__exact *e, int32_t sa, int32_t sb, int64_t x, int64_t las
             min_h = INT64_MIN;
             break;
         }
+    }
+    f->key[0] = mix64(h0 ^ mix64((uint64_t)x)) | 1;
+    f->key[1] = mix64(h1 + (uint64_t)x * UINT64_C(0x9E3779B97F4A7C15));
+    if (min_h != INT64_MIN && memo_has(e, f->key)) {
+        k = 0;
+        f->key[0] = 0; /* known already */
     }
     int32_t kept = 0;
     for (int32_t i = 0; i < k; i++)
@@ -662,9 +763,9 @@ static int run(pbl__exact *e, int64_t cap, int64_t limit, pbl__exact_budget *b)
     }
     for (int32_t s = 0; s < ns; s++) {
         e->rem[s] = e->atotal0[s];
-        e->seclb[s] = e->atotal0[s] - e->maxpad[s];
+        e->ucnt[s] = e->sec_at[s + 1] - e->sec_at[s];
         e->cuts[s] = e->cuts0[s];
-        if (e->seclb[s] > cap)
+        if (e->rem[s] - e->maxpad[s] > cap)
             return R_FAIL;
     }
     e->trail_n = 0;
@@ -770,6 +871,8 @@ static int run(pbl__exact *e, int64_t cap, int64_t limit, pbl__exact_budget *b)
             break;
         }
         if (res != R_NONE) { /* R_OK: finished here; R_FAIL: no candidate left */
+            if (res == R_FAIL && f->key[0])
+                memo_put(e, f->key);
             e->cand_n = (size_t)f->cand_at;
             e->n_frames--;
         }
@@ -828,6 +931,11 @@ pbl__exact_result pbl__exact_decide(pbl__exact *e, int64_t cap, pbl__exact_budge
 {
     pbl__exact_result out = PBL__EXACT_ABORTED;
     int64_t limit = 2 * (int64_t)e->n + 64;
+    if (cap > e->memo_at && e->memo) { /* states failed below this capacity: forget them */
+        memset(e->memo, 0, e->memo_cap * sizeof *e->memo);
+        e->memo_n = 0;
+    }
+    e->memo_at = cap;
     for (int done = 0; !done; limit *= 2) {
         for (int h = 0; h < N_PREORDERS && !done; h++) {
             e->h = h;
