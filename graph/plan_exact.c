@@ -28,6 +28,7 @@
 
 #define DEFAULT_NODES   20000 /* search nodes when no time limit is given */
 #define DEFAULT_SECONDS 0.2   /* the safety net for that case */
+#define PROBE_NODES(n)  (20 * (int64_t)(n) + 1000) /* a decision's probe at the lower bound */
 
 static int64_t gcd64(int64_t a, int64_t b)
 {
@@ -79,8 +80,10 @@ static pbl_status offer_others(const pbl__plan_in *in, incumbent *best)
     return PBL_OK;
 }
 
-/* One decision search for capacity cap, with at most `share` of what is left of the budget. */
-static pbl__exact_result decide(pbl__exact *e, int64_t cap, pbl__exact_budget *b, double share, int64_t *offset)
+/* One decision search for capacity cap, with at most `share` of what is left of the budget
+ * and, when max_nodes >= 0, at most that many nodes. */
+static pbl__exact_result decide(pbl__exact *e, int64_t cap, pbl__exact_budget *b, double share, int64_t max_nodes,
+                                int64_t *offset)
 {
     pbl__exact_budget sub = *b;
     if (share < 1.0) {
@@ -89,6 +92,8 @@ static pbl__exact_result decide(pbl__exact *e, int64_t cap, pbl__exact_budget *b
         if (b->deadline > 0)
             sub.deadline = pbl__exact_now() + (b->deadline - pbl__exact_now()) * share;
     }
+    if (max_nodes >= 0 && (sub.nodes_left < 0 || sub.nodes_left > b->nodes + max_nodes))
+        sub.nodes_left = b->nodes + max_nodes;
     pbl__exact_result r = pbl__exact_decide(e, cap, &sub, offset);
     b->nodes = sub.nodes;
     if (sub.timed_out && sub.deadline >= b->deadline)
@@ -152,6 +157,8 @@ pbl_status pbl__plan_exact(const pbl__plan_in *in, pbl_assignment *out)
         offer(in, &best, trial);
     }
     s = PBL_OK;
+    if (e && pbl__exact_lower_bound(e) > lb)
+        lb = (pbl__exact_lower_bound(e) + g - 1) / g * g;
     optimal = best.arena == lb;
 
     if (cap > 0) {
@@ -160,20 +167,35 @@ pbl_status pbl__plan_exact(const pbl__plan_in *in, pbl_assignment *out)
             s = PBL_ERR_INFEASIBLE;
             goto done;
         }
-        if (best.arena > cap) {
-            if ((s = offer_others(in, &best)) != PBL_OK)
-                goto done;
-        }
         if (best.arena <= cap)
             goto done;
-        if (!e) {
-            s = PBL_ERR_TIMEOUT;
-            goto done;
-        }
         cap -= cap % g; /* arenas are multiples of g; cap >= lb >= g */
-        pbl__exact_result r = decide(e, cap, &budget, 1.0, trial);
-        if (r == PBL__EXACT_FOUND)
-            offer(in, &best, trial);
+        /* the search first (it usually settles it); if it runs out of half its budget, the
+         * other strategies' packings might fit; then the rest of the budget */
+        pbl__exact_result r = PBL__EXACT_ABORTED;
+        if (e && lb < cap) {
+            /* a packing within the lower bound fits too, and the tighter capacity prunes
+             * harder: a short probe there often settles a loose decision at once */
+            r = decide(e, lb, &budget, 0.25, PROBE_NODES(n), trial);
+            if (r == PBL__EXACT_FOUND) {
+                offer(in, &best, trial);
+                optimal = 1;
+                goto done;
+            }
+            if (r == PBL__EXACT_NOMEM) {
+                s = PBL_ERR_NOMEM;
+                goto done;
+            }
+            r = PBL__EXACT_ABORTED;
+        }
+        for (int pass = 0; pass < 2 && r == PBL__EXACT_ABORTED && best.arena > cap; pass++) {
+            if (e)
+                r = decide(e, cap, &budget, pass == 0 ? 0.5 : 1.0, -1, trial);
+            if (r == PBL__EXACT_FOUND)
+                offer(in, &best, trial);
+            else if (r == PBL__EXACT_ABORTED && pass == 0 && (s = offer_others(in, &best)) != PBL_OK)
+                goto done;
+        }
         s = r == PBL__EXACT_NOMEM ? PBL_ERR_NOMEM
           : r == PBL__EXACT_INFEASIBLE ? PBL_ERR_INFEASIBLE
           : best.arena <= cap ? PBL_OK : PBL_ERR_TIMEOUT;
@@ -184,7 +206,7 @@ pbl_status pbl__plan_exact(const pbl__plan_in *in, pbl_assignment *out)
     /* minimising: the lower bound first (often reached), then ever smaller capacities */
     int64_t proven = lb; /* no packing is smaller than this */
     if (!optimal && e) {
-        pbl__exact_result r = decide(e, lb, &budget, 0.25, trial);
+        pbl__exact_result r = decide(e, lb, &budget, 0.25, -1, trial);
         if (r == PBL__EXACT_NOMEM) {
             s = PBL_ERR_NOMEM;
             goto done;
@@ -201,7 +223,7 @@ pbl_status pbl__plan_exact(const pbl__plan_in *in, pbl_assignment *out)
             goto done;
     }
     while (e && best.arena - g >= proven) {
-        pbl__exact_result r = decide(e, best.arena - g, &budget, 1.0, trial);
+        pbl__exact_result r = decide(e, best.arena - g, &budget, 1.0, -1, trial);
         if (r == PBL__EXACT_NOMEM) {
             s = PBL_ERR_NOMEM;
             goto done;

@@ -39,6 +39,10 @@ void       pbl__exact_destroy(pbl__exact *e);
  * Deterministic for a given budget when the deadline is not reached. */
 pbl__exact_result pbl__exact_decide(pbl__exact *e, int64_t capacity, pbl__exact_budget *b, int64_t *offset);
 
+/* The peak, counting alignment: the records live together in a section stack, each padded to
+ * the alignment but the top one. At least pbl_records_lower_bound. */
+int64_t pbl__exact_lower_bound(const pbl__exact *e);
+
 /* A greedy packing: buffers in preorder h (0..3, see set_preorder), each at the lowest aligned
  * offset where it fits. Returns the arena, or -1 when out of memory. */
 int64_t pbl__exact_lowest_fit(pbl__exact *e, int h, int64_t *offset);

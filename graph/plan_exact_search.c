@@ -481,11 +481,18 @@ static inline void set(pbl__exact *e, int64_t *at, int64_t v)
     *at = v;
 }
 
+static void unplace(pbl__exact *e, int32_t b);
+
+/* Undoes the trail back to mark: old values, and placements (entries with no address) by
+ * their inverse. */
 static void undo(pbl__exact *e, size_t mark)
 {
     while (e->trail_n > mark) {
         trail_entry *t = &e->trail[--e->trail_n];
-        *t->at = t->old;
+        if (t->at)
+            *t->at = t->old;
+        else
+            unplace(e, (int32_t)t->old);
     }
 }
 
@@ -510,37 +517,52 @@ static int64_t section_bound(const pbl__exact *e, int32_t s, int64_t t)
     return lb - e->maxpad[s];
 }
 
-/* Takes b out of section s's unplaced members: swapped with the last, the count trailed (undo
- * restores the count, and the swapped order is as good as the old one). */
+/* Takes b out of section s's unplaced members: swapped with the last and the count lowered.
+ * Undoing raises the count again, which takes b back in: placements are undone last first, so
+ * b is still the first one past the count. */
 static void leave_section(pbl__exact *e, int32_t b, int32_t s)
 {
     int32_t *mem = e->sec_mem + e->sec_at[s];
-    int32_t last = (int32_t)e->ucnt[s] - 1, at = e->mpos[e->mbase[b] + s - e->slo[b]] - e->sec_at[s];
+    int32_t last = (int32_t)--e->ucnt[s], at = e->mpos[e->mbase[b] + s - e->slo[b]] - e->sec_at[s];
     int32_t v = mem[last];
     mem[at] = v;
     mem[last] = b;
     e->mpos[e->mbase[v] + s - e->slo[v]] = e->sec_at[s] + at;
     e->mpos[e->mbase[b] + s - e->slo[b]] = e->sec_at[s] + last;
-    set(e, &e->ucnt[s], last);
+}
+
+/* The inverse of place's bookkeeping (not of the minoffs it raised: those are on the trail). */
+static void unplace(pbl__exact *e, int32_t b)
+{
+    e->offset[b] = -1;
+    for (int32_t k = e->adj_at[b]; k < e->adj_at[b + 1]; k++)
+        e->udeg[e->adj[k]] += e->offset[e->adj[k]] < 0;
+    for (int32_t s = e->slo[b]; s < e->shi[b]; s++) {
+        e->rem[s] += e->asize[b];
+        e->ucnt[s]++;
+    }
+    for (int32_t s = e->slo[b]; s + 1 < e->shi[b]; s++)
+        e->cuts[s]++;
 }
 
 /* Places buffer b at x (its minoff) inside component [sa, sb) and propagates. 0: pruned (the
- * caller undoes). The trail must have room for trail_need(b) entries. */
+ * caller undoes). The trail must have room for trail_need(b) entries. The bookkeeping is done
+ * in full before any check fails, so that unplace can reverse it. */
 static int place(pbl__exact *e, int32_t b, int64_t x, int64_t cap, int32_t sa, int32_t sb)
 {
     int64_t a = e->align;
-    set(e, &e->offset[b], x);
+    e->offset[b] = x;
+    e->trail[e->trail_n++] = (trail_entry){ NULL, b };
     int64_t top = (x + e->size[b] + a - 1) / a * a;
-    int32_t lo = e->slo[b], hi = e->shi[b];
+    int32_t lo = e->slo[b], hi = e->shi[b], fits = 1;
     for (int32_t k = e->adj_at[b]; k < e->adj_at[b + 1]; k++) {
         int32_t u = e->adj[k];
         if (e->offset[u] >= 0)
             continue;
-        set(e, &e->udeg[u], e->udeg[u] - 1);
+        e->udeg[u]--;
         if (e->minoff[u] >= top)
             continue;
-        if (top + e->size[u] > cap)
-            return 0;
+        fits &= top + e->size[u] <= cap;
         set(e, &e->minoff[u], top);
         if (e->slo[u] < lo)
             lo = e->slo[u];
@@ -548,11 +570,13 @@ static int place(pbl__exact *e, int32_t b, int64_t x, int64_t cap, int32_t sa, i
             hi = e->shi[u];
     }
     for (int32_t s = e->slo[b]; s < e->shi[b]; s++) {
-        set(e, &e->rem[s], e->rem[s] - e->asize[b]);
+        e->rem[s] -= e->asize[b];
         leave_section(e, b, s);
     }
     for (int32_t s = e->slo[b]; s + 1 < e->shi[b]; s++)
-        set(e, &e->cuts[s], e->cuts[s] - 1);
+        e->cuts[s]--;
+    if (!fits)
+        return 0;
     /* every remaining buffer of the component lies at or above x; a column of aligned
      * buffers wastes each one's padding but the top one's */
     for (int32_t s = sa; s < sb; s++)
@@ -566,7 +590,7 @@ static int place(pbl__exact *e, int32_t b, int64_t x, int64_t cap, int32_t sa, i
 
 static size_t trail_need(const pbl__exact *e, int32_t b)
 {
-    return 1 + 2 * (size_t)(e->adj_at[b + 1] - e->adj_at[b]) + 3 * (size_t)(e->shi[b] - e->slo[b]);
+    return 1 + (size_t)(e->adj_at[b + 1] - e->adj_at[b]);
 }
 
 static int has_unplaced(const pbl__exact *e, int32_t sa, int32_t sb)
@@ -878,6 +902,15 @@ static int run(pbl__exact *e, int64_t cap, int64_t limit, pbl__exact_budget *b)
         }
     }
     return res == R_OK ? R_OK : R_FAIL;
+}
+
+int64_t pbl__exact_lower_bound(const pbl__exact *e)
+{
+    int64_t lb = 0;
+    for (int32_t s = 0; s < e->n_sec; s++)
+        if (e->atotal0[s] - e->maxpad[s] > lb)
+            lb = e->atotal0[s] - e->maxpad[s];
+    return lb;
 }
 
 /* ---- a greedy start ------------------------------------------------------------------------ */
