@@ -28,6 +28,8 @@
 
 #define DEFAULT_NODES   20000 /* search nodes when no time limit is given */
 #define DEFAULT_SECONDS 0.2   /* the safety net for that case */
+#define LB_SHARE        0.1   /* of the budget, for trying the lower bound when minimising */
+#define OTHERS_MAX_N    5000  /* records; see offer_others */
 #define PROBE_NODES(n)  (20 * (int64_t)(n) + 1000) /* a decision's probe at the lower bound */
 
 static int64_t gcd64(int64_t a, int64_t b)
@@ -60,11 +62,15 @@ static void offer(const pbl__plan_in *in, incumbent *best, const int64_t *offset
     best->arena = a.arena;
 }
 
-/* The other strategies' packings (not `best`, which would call this one again). */
+/* The other strategies' packings (not `best`, which would call this one again), for up to
+ * OTHERS_MAX_N records: above that, `best` — which runs them all anyway — would pay for them
+ * twice, and the search has little budget per record left to improve on them. */
 static pbl_status offer_others(const pbl__plan_in *in, incumbent *best)
 {
     pbl_plan_options o = in->opt;
     o.capacity = 0;
+    if (in->n > OTHERS_MAX_N)
+        return PBL_OK;
     for (int32_t i = 0; i < pbl_plan_strategy_count(); i++) {
         const char *name = pbl_plan_strategy_name(i);
         if (!name || strcmp(name, "exact") == 0 || strcmp(name, "best") == 0)
@@ -206,7 +212,7 @@ pbl_status pbl__plan_exact(const pbl__plan_in *in, pbl_assignment *out)
     /* minimising: the lower bound first (often reached), then ever smaller capacities */
     int64_t proven = lb; /* no packing is smaller than this */
     if (!optimal && e) {
-        pbl__exact_result r = decide(e, lb, &budget, 0.25, -1, trial);
+        pbl__exact_result r = decide(e, lb, &budget, LB_SHARE, -1, trial);
         if (r == PBL__EXACT_NOMEM) {
             s = PBL_ERR_NOMEM;
             goto done;

@@ -919,16 +919,40 @@ typedef struct span {
     int64_t lo, hi;
 } span;
 
-static int cmp_span(const void *a, const void *b)
+/* Sorts spans by lo: insertion runs of 16, then bottom-up merges through tmp. */
+static void sort_spans(span *a, span *tmp, int32_t m)
 {
-    int64_t x = ((const span *)a)->lo, y = ((const span *)b)->lo;
-    return (x > y) - (x < y);
+    for (int32_t r = 0; r < m; r += 16) {
+        int32_t end = r + 16 < m ? r + 16 : m;
+        for (int32_t i = r + 1; i < end; i++) {
+            span v = a[i];
+            int32_t j = i;
+            while (j > r && a[j - 1].lo > v.lo) {
+                a[j] = a[j - 1];
+                j--;
+            }
+            a[j] = v;
+        }
+    }
+    for (int32_t w = 16; w < m; w *= 2) {
+        for (int32_t lo = 0; lo < m; lo += 2 * w) {
+            int32_t mid = lo + w < m ? lo + w : m, hi = lo + 2 * w < m ? lo + 2 * w : m;
+            int32_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi)
+                tmp[k++] = a[j].lo < a[i].lo ? a[j++] : a[i++];
+            while (i < mid)
+                tmp[k++] = a[i++];
+            while (j < hi)
+                tmp[k++] = a[j++];
+        }
+        memcpy(a, tmp, (size_t)m * sizeof *a);
+    }
 }
 
 int64_t pbl__exact_lowest_fit(pbl__exact *e, int h, int64_t *offset)
 {
     int32_t n = e->n;
-    span *sp = pbl__plan_alloc(e->al, (size_t)n * sizeof *sp);
+    span *sp = pbl__plan_alloc(e->al, 2 * (size_t)n * sizeof *sp);
     if (!sp)
         return -1;
     set_preorder(e, h, e->keys);
@@ -945,7 +969,7 @@ int64_t pbl__exact_lowest_fit(pbl__exact *e, int h, int64_t *offset)
             if (e->offset[u] >= 0)
                 sp[m++] = (span){ e->offset[u], e->offset[u] + e->size[u] };
         }
-        qsort(sp, (size_t)m, sizeof *sp, cmp_span);
+        sort_spans(sp, sp + n, m);
         int64_t y = 0;
         for (int32_t j = 0; j < m && sp[j].lo < y + e->size[b]; j++)
             if (sp[j].hi > y)
@@ -956,7 +980,7 @@ int64_t pbl__exact_lowest_fit(pbl__exact *e, int h, int64_t *offset)
     }
     for (int32_t k = 0; k < n; k++)
         offset[e->orig[k]] = e->offset[k];
-    pbl__plan_free(e->al, sp, (size_t)n * sizeof *sp);
+    pbl__plan_free(e->al, sp, 2 * (size_t)n * sizeof *sp);
     return arena;
 }
 
