@@ -19,25 +19,34 @@
  * its best moves to this object only if the new distance is strictly smaller; if this record
  * overlaps it and the object was its best, its best is recomputed over all objects in id
  * order (strictly smaller wins, so the lowest id among equals). Which object wins a tie thus
- * depends on the order things happened in, and the implementation replays it exactly.
+ * depends on the order things happened in, and this implementation replays it exactly.
  *
- * What makes it fast (TFLite's is O(n^2) selection plus an n x objects distance matrix):
+ * TFLite's version is O(n^2) time (a scan for the next record and a pass over all records per
+ * assignment) and keeps an n x objects distance matrix. Here:
  *   - positional maximums: insert the records largest first into a range-add/max segment
- *     tree over the time segments; after each insertion the most records live at once,
- *     c, means pm[0..c) are at least this size. O(n log n).
- *   - selection: a tournament tree over the records keyed as above. O(log n) per change.
- *   - updates: a record's best changes only if (a) this record overlaps it and the object was
- *     its best, or (b) the gap to this record is below its best distance. (a) comes from a
- *     segment tree over the records sorted by last holding the smallest unassigned first;
- *     (b) from segment trees holding first - best (records after) and -(last + best)
- *     (records before), so each query visits only records whose best changes or that
- *     clash with the object; records with no object yet are found the same way, only when a
- *     new object opens. Objects' records sit in a treap keyed by (object, first), so a
- *     record's distance to one object is two neighbour lookups.
+ *     tree over the time segments; after each insertion the most records live at once, c,
+ *     means pm[0..c) are at least this size.
+ *   - the records a new member of object o can improve are contiguous in the order of
+ *     `first`: those starting in o's gap after it and ending before o's next record (their
+ *     gap to it is first - its last), and those starting in o's gap before it and ending by
+ *     its first (gap: its first - their last). A segment tree over that order takes the
+ *     update as a lazy tag "distance = min(distance, first - c)" (or "c' - last"), which
+ *     composes (the larger c wins; the earlier tag on a tie, as TFLite keeps the first object
+ *     to reach a distance). The records in the range that end too late (they overlap o's
+ *     next record, or the new member) are skipped by splitting the range around them.
+ *   - each node keeps, among the records of the current position, the one to take next, and
+ *     the ones with the smallest first and the largest last: after a tag the next one is one
+ *     of those three, so selection is the root's answer.
+ *   - recomputations visit the unassigned records overlapping the new member that fit in
+ *     the gap it went into (a segment tree over the records by `last` holding the smallest
+ *     unassigned first). A record's best over all objects is the free gap holding it with
+ *     the nearest end: two more segment trees hold each assigned record's following gap's
+ *     end (by last) and preceding gap's start (by first), so it is two descents, and the
+ *     ties (the lowest object id wins) are the other gaps ending or starting at that step.
+ *     A treap per object, keyed by first, finds a new member's neighbours.
  *
- * Complexity: O((n + U + K) log n + R·m log n) time, U the changes of best, K the records
- * overlapping each assigned one, R the recomputations, m the objects; O(n) memory. U and R
- * are usually a small multiple of n; the worst case stays polynomial but quadratic-ish.
+ * Complexity: O((n + K) log n) time, K the pairs of overlapping records (what any overlap-
+ * aware planner pays; n·w for w records live at once), plus the ties; O(n) memory.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -45,7 +54,7 @@
 
 #include "graph/plan_internal.h"
 
-#define FAR INT64_MAX /* an infinite distance, or a removed leaf */
+#define FAR INT64_MAX /* an infinite distance */
 
 typedef struct key2 {
     int64_t k;
@@ -66,6 +75,12 @@ static int cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
 /* The index of the first of sorted v[0, n) that is >= t (strict: > t). */
 static int32_t search(const int64_t *v, int32_t n, int64_t t, int strict)
 {
@@ -80,7 +95,7 @@ static int32_t search(const int64_t *v, int32_t n, int64_t t, int strict)
     return lo;
 }
 
-/* ---- a min segment tree over positions [0, leaves), listing leaves below a threshold ------ */
+/* ---- min segment trees over a fixed order of the records --------------------------------- */
 
 typedef struct mintree {
     int32_t  leaves;
@@ -90,8 +105,6 @@ typedef struct mintree {
 static void mt_set(mintree *t, int32_t p, int64_t x)
 {
     int32_t v = t->leaves + p;
-    if (t->v[v] == x)
-        return;
     t->v[v] = x;
     for (v /= 2; v >= 1; v /= 2) {
         int64_t m = t->v[2 * v] < t->v[2 * v + 1] ? t->v[2 * v] : t->v[2 * v + 1];
@@ -114,6 +127,28 @@ static void mt_collect(const mintree *t, int32_t v, int32_t lo, int32_t hi, int3
     int32_t mid = lo + (hi - lo) / 2;
     mt_collect(t, 2 * v, lo, mid, from, to, thr, out, n_out);
     mt_collect(t, 2 * v + 1, mid, hi, from, to, thr, out, n_out);
+}
+
+/* The first position >= from under node v = [lo, hi) with value < thr, or -1. */
+static int32_t mt_first(const mintree *t, int32_t v, int32_t lo, int32_t hi, int32_t from, int64_t thr)
+{
+    if (hi <= from || t->v[v] >= thr)
+        return -1;
+    if (hi - lo == 1)
+        return lo;
+    int32_t mid = lo + (hi - lo) / 2, p = mt_first(t, 2 * v, lo, mid, from, thr);
+    return p >= 0 ? p : mt_first(t, 2 * v + 1, mid, hi, from, thr);
+}
+
+/* The last position < to under node v = [lo, hi) with value < thr, or -1. */
+static int32_t mt_last(const mintree *t, int32_t v, int32_t lo, int32_t hi, int32_t to, int64_t thr)
+{
+    if (lo >= to || t->v[v] >= thr)
+        return -1;
+    if (hi - lo == 1)
+        return lo;
+    int32_t mid = lo + (hi - lo) / 2, p = mt_last(t, 2 * v + 1, mid, hi, to, thr);
+    return p >= 0 ? p : mt_last(t, 2 * v, lo, mid, to, thr);
 }
 
 /* ---- per object, a treap of its records keyed by first ---------------------------------- */
@@ -188,82 +223,210 @@ static void neighbours(const treap *t, int32_t o, int64_t first, int32_t *before
     }
 }
 
-/* The gap between [first, last) and object o's records; FAR when one overlaps it. */
-static int64_t distance(const treap *t, int32_t o, int64_t first, int64_t last)
-{
-    int64_t d = FAR;
-    int32_t before = -1;
-    for (int32_t v = t->root[o]; v >= 0;) {
-        const node *x = &t->v[v];
-        if (x->first < first) {
-            before = v;
-            v = x->right;
-        } else { /* the lowest such is the next record */
-            if (x->first < last)
-                return FAR;
-            d = x->first - last;
-            v = x->left;
-        }
-    }
-    if (before >= 0) {
-        if (t->v[before].last > first)
-            return FAR;
-        if (first - t->v[before].last < d)
-            d = first - t->v[before].last;
-    }
-    return d;
-}
+/* ---- the records' best distances: a lazy segment tree over the records by first ---------- */
 
-/* ---- the plan ------------------------------------------------------------------------------ */
+/* A pending improvement: distance = min(distance, first - r_at) from object r_obj (made at
+ * step r_step), and = min(distance, l_at - last) from l_obj (step l_step); step -1: none. */
+typedef struct tag {
+    int64_t r_at, l_at;
+    int32_t r_obj, r_step, l_obj, l_step;
+} tag;
+
+static const tag no_tag = { 0, 0, -1, -1, -1, -1 };
 
 typedef struct state {
     const pbl_usage_record *r;
-    int32_t  n, leaves;
+    int32_t  n, leaves, depth; /* leaves = 2^depth */
     int32_t *position; /* per record */
-    int64_t *best;     /* per record: best distance, FAR for none */
+    int64_t *best;     /* per record: best distance (FAR: none), current below pending tags */
     int32_t *best_obj; /* per record */
     int32_t *obj;      /* per record: its object, -1 while unassigned */
-    int32_t *fpos, *lpos;       /* per record: position in the first / last order */
-    int32_t *at_f, *at_l;       /* per position: the record */
-    int64_t *firsts, *lasts;    /* sorted */
-    mintree  after;    /* by first: first - best, for unassigned records with a best */
-    mintree  before;   /* by last: -(last + best), likewise */
-    mintree  after_none, before_none; /* 0 for unassigned records with no best yet */
-    mintree  live;     /* by last: first of unassigned records */
-    int32_t *win;      /* [2·leaves] tournament: the record to take next under each node */
+    uint8_t *active;   /* per record: unassigned and of the position being served */
+    int32_t *fpos, *lpos;    /* per record: position in the first / last order */
+    int32_t *at_f, *at_l;    /* per position: the record */
+    int64_t *firsts, *lasts; /* sorted */
+    /* per node of the lazy tree (leaf leaves + p is position p of the first order) */
+    int32_t *next;     /* the active record to take next below the node, or -1 */
+    int64_t *next_d;   /* its distance */
+    int32_t *early;    /* the active record with the smallest (first, -size, index) */
+    int32_t *late;     /* the active record with the largest last, then (-size, index) */
+    tag     *pending;  /* applied to the node, not yet to its children */
+    mintree  live;     /* by last: first of unassigned records (FAR: assigned) */
+    mintree  gap_after;  /* by last: -(end of the free gap after each assigned record) */
+    mintree  gap_before; /* by first: start of the free gap before each assigned record */
     treap    placed;
-    int32_t *found;    /* scratch, [n] */
+    int32_t *found, *cut, *ties; /* scratch, [n] each */
 } state;
 
-/* Whether record a is taken before record b. */
-static int takes_first(const state *s, int32_t a, int32_t b)
+/* (d_a, -size_a, a) < (d_b, -size_b, b): record a is taken before record b. */
+static int takes_first(const state *s, int32_t a, int64_t d_a, int32_t b, int64_t d_b)
 {
     if (b < 0)
         return a >= 0;
     if (a < 0)
         return 0;
-    if (s->position[a] != s->position[b])
-        return s->position[a] < s->position[b];
-    if (s->best[a] != s->best[b])
-        return s->best[a] < s->best[b];
+    if (d_a != d_b)
+        return d_a < d_b;
     if (s->r[a].size != s->r[b].size)
         return s->r[a].size > s->r[b].size;
     return a < b;
 }
 
-/* Brings every index up to date with record i's state. */
-static void refresh(state *s, int32_t i)
+/* Applies t to record i's own best, as the sequence of updates it stands for would: only a
+ * strictly smaller distance moves the best, and of two equal ones the earlier. */
+static void improve(state *s, int32_t i, const tag *t)
 {
-    int open = s->obj[i] < 0, some = open && s->best[i] != FAR;
-    mt_set(&s->after, s->fpos[i], some ? s->r[i].first - s->best[i] : FAR);
-    mt_set(&s->before, s->lpos[i], some ? -(s->r[i].last + s->best[i]) : FAR);
-    mt_set(&s->after_none, s->fpos[i], open && !some ? 0 : FAR);
-    mt_set(&s->before_none, s->lpos[i], open && !some ? 0 : FAR);
-    mt_set(&s->live, s->lpos[i], open ? s->r[i].first : FAR);
-    int32_t v = s->leaves + i;
-    s->win[v] = open ? i : -1;
+    int64_t d = FAR;
+    int32_t o = -1, step = -1;
+    if (t->r_step >= 0) {
+        d = s->r[i].first - t->r_at;
+        o = t->r_obj;
+        step = t->r_step;
+    }
+    if (t->l_step >= 0) {
+        int64_t dl = t->l_at - s->r[i].last;
+        if (o < 0 || dl < d || (dl == d && t->l_step < step)) {
+            d = dl;
+            o = t->l_obj;
+        }
+    }
+    if (o >= 0 && d < s->best[i]) {
+        s->best[i] = d;
+        s->best_obj[i] = o;
+    }
+}
+
+static void leaf_sync(state *s, int32_t v)
+{
+    int32_t p = v - s->leaves, i = p < s->n ? s->at_f[p] : -1;
+    int on = i >= 0 && s->active[i];
+    s->next[v] = s->early[v] = s->late[v] = on ? i : -1;
+    s->next_d[v] = on ? s->best[i] : FAR;
+}
+
+/* Applies t to node v: its records' distances and, for an inner node, its pending tag. */
+static void apply(state *s, int32_t v, const tag *t)
+{
+    if (v >= s->leaves) {
+        int32_t p = v - s->leaves;
+        if (p < s->n) {
+            improve(s, s->at_f[p], t);
+            leaf_sync(s, v);
+        }
+        return;
+    }
+    /* the next record is the old next (its distance lowered by t), or the earliest starting
+     * one at its distance from t's right part, or the latest ending one at its distance from
+     * t's left part — whichever comes first */
+    int32_t x = s->next[v];
+    if (x >= 0) {
+        int64_t d = s->next_d[v];
+        if (t->r_step >= 0 && s->r[x].first - t->r_at < d)
+            d = s->r[x].first - t->r_at;
+        if (t->l_step >= 0 && t->l_at - s->r[x].last < d)
+            d = t->l_at - s->r[x].last;
+        if (t->r_step >= 0) {
+            int32_t y = s->early[v];
+            int64_t dy = s->r[y].first - t->r_at;
+            if (takes_first(s, y, dy, x, d)) {
+                x = y;
+                d = dy;
+            }
+        }
+        if (t->l_step >= 0) {
+            int32_t z = s->late[v];
+            int64_t dz = t->l_at - s->r[z].last;
+            if (takes_first(s, z, dz, x, d)) {
+                x = z;
+                d = dz;
+            }
+        }
+        s->next[v] = x;
+        s->next_d[v] = d;
+    }
+    tag *q = &s->pending[v];
+    if (t->r_step >= 0 && (q->r_step < 0 || t->r_at > q->r_at)) {
+        q->r_at = t->r_at;
+        q->r_obj = t->r_obj;
+        q->r_step = t->r_step;
+    }
+    if (t->l_step >= 0 && (q->l_step < 0 || t->l_at < q->l_at)) {
+        q->l_at = t->l_at;
+        q->l_obj = t->l_obj;
+        q->l_step = t->l_step;
+    }
+}
+
+static void push(state *s, int32_t v)
+{
+    tag *q = &s->pending[v];
+    if (q->r_step < 0 && q->l_step < 0)
+        return;
+    tag t = *q;
+    *q = no_tag;
+    apply(s, 2 * v, &t);
+    apply(s, 2 * v + 1, &t);
+}
+
+static void pull(state *s, int32_t v)
+{
+    int32_t a = s->next[2 * v], b = s->next[2 * v + 1];
+    int take_b = takes_first(s, b, s->next_d[2 * v + 1], a, s->next_d[2 * v]);
+    s->next[v] = take_b ? b : a;
+    s->next_d[v] = take_b ? s->next_d[2 * v + 1] : s->next_d[2 * v];
+    a = s->early[2 * v];
+    b = s->early[2 * v + 1];
+    s->early[v] = b >= 0 && (a < 0 || takes_first(s, b, s->r[b].first, a, s->r[a].first)) ? b : a;
+    a = s->late[2 * v];
+    b = s->late[2 * v + 1];
+    s->late[v] = b >= 0 && (a < 0 || takes_first(s, b, -s->r[b].last, a, -s->r[a].last)) ? b : a;
+}
+
+/* Brings record i's best up to date: pushes the tags above its leaf down. */
+static void settle(state *s, int32_t i)
+{
+    int32_t leaf = s->leaves + s->fpos[i];
+    for (int32_t k = s->depth; k >= 1; k--)
+        push(s, leaf >> k);
+}
+
+/* After record i's best or activity changed (settled first): the nodes above it. */
+static void resync(state *s, int32_t i)
+{
+    int32_t v = s->leaves + s->fpos[i];
+    leaf_sync(s, v);
     for (v /= 2; v >= 1; v /= 2)
-        s->win[v] = takes_first(s, s->win[2 * v + 1], s->win[2 * v]) ? s->win[2 * v + 1] : s->win[2 * v];
+        pull(s, v);
+}
+
+/* Tags the records at positions [lo, hi) of the first order under node v = [nlo, nhi). */
+static void update(state *s, int32_t v, int32_t nlo, int32_t nhi, int32_t lo, int32_t hi, const tag *t)
+{
+    if (hi <= nlo || nhi <= lo)
+        return;
+    if (lo <= nlo && nhi <= hi) {
+        apply(s, v, t);
+        return;
+    }
+    push(s, v);
+    int32_t mid = nlo + (nhi - nlo) / 2;
+    update(s, 2 * v, nlo, mid, lo, hi, t);
+    update(s, 2 * v + 1, mid, nhi, lo, hi, t);
+    pull(s, v);
+}
+
+/* Tags positions [lo, hi) except the n_cut positions in cut[] (sorted). */
+static void update_around(state *s, int32_t lo, int32_t hi, const int32_t *cut, int32_t n_cut, const tag *t)
+{
+    for (int32_t k = 0; k <= n_cut && lo < hi; k++) {
+        int32_t end = k < n_cut ? cut[k] : hi;
+        if (end > hi)
+            end = hi;
+        if (lo < end)
+            update(s, 1, 0, s->leaves, lo, end, t);
+        if (end + 1 > lo)
+            lo = end + 1;
+    }
 }
 
 /* Positional maximums pm[] (returns their count) and each record's position. */
@@ -328,94 +491,116 @@ static int32_t positions(state *s, int64_t *pts, key2 *by_size, int64_t *add, in
     return n_pm;
 }
 
-/* Record i's best over all objects in id order, as TFLite's RecalcBestDist. */
-static void recompute(state *s, int32_t i, int32_t n_obj)
+/* Record i's best over all objects, as TFLite's RecalcBestDist: the smallest distance, the
+ * lowest object id among equals. Object o is compatible with i when i fits in one of o's free
+ * gaps (between two of its records, or before its first, or after its last), and then the
+ * distance is to that gap's nearer end. So the best is the gap holding i with the largest
+ * start (the gap after an assigned record ending by i.first that ends at or after i.last),
+ * or the one with the smallest end, found by descents of the two gap trees; ties are the
+ * other gaps starting (or ending) at the same step. */
+static void recompute(state *s, int32_t i)
 {
-    int64_t best = FAR;
-    int32_t best_obj = s->best_obj[i];
-    for (int32_t o = 0; o < n_obj && best > 0; o++) { /* nothing beats a gap of 0 */
-        int64_t d = distance(&s->placed, o, s->r[i].first, s->r[i].last);
-        if (d < best) {
-            best = d;
-            best_obj = o;
-        }
+    const pbl_usage_record *r = s->r;
+    int32_t n = s->n, n_found = 0;
+    int64_t first = r[i].first, last = r[i].last, d_before = FAR, d_after = FAR;
+    int32_t to = search(s->lasts, n, first, 1), from = search(s->firsts, n, last, 0);
+    int32_t p = mt_last(&s->gap_after, 1, 0, s->leaves, to, -last + 1);  /* gap end >= last */
+    int32_t q = mt_first(&s->gap_before, 1, 0, s->leaves, from, first + 1); /* gap start <= first */
+    if (p >= 0)
+        d_before = first - s->lasts[p];
+    if (q >= 0)
+        d_after = s->firsts[q] - last;
+    int64_t d = d_before < d_after ? d_before : d_after;
+    s->best[i] = d;
+    if (d == FAR)
+        return; /* TFLite leaves the best object as it was */
+    if (d_before == d)
+        mt_collect(&s->gap_after, 1, 0, s->leaves, search(s->lasts, n, s->lasts[p], 0), to, -last + 1, s->ties,
+                   &n_found);
+    int32_t n_before = n_found;
+    if (d_after == d)
+        mt_collect(&s->gap_before, 1, 0, s->leaves, from, search(s->firsts, n, s->firsts[q], 1), first + 1, s->ties,
+                   &n_found);
+    int32_t best_obj = INT32_MAX;
+    for (int32_t k = 0; k < n_found; k++) {
+        int32_t j = k < n_before ? s->at_l[s->ties[k]] : s->at_f[s->ties[k]];
+        if (s->obj[j] < best_obj)
+            best_obj = s->obj[j];
     }
-    s->best[i] = best;
     s->best_obj[i] = best_obj;
 }
 
-/* Records record a joining object o (fresh: a new object) and updates the others. */
-static void place(state *s, int32_t a, int32_t o, int fresh, int32_t n_obj)
+/* Record a joins object o (fresh: a new one) at this step; the others' bests follow. */
+static void place(state *s, int32_t a, int32_t o, int fresh, int32_t step)
 {
     const pbl_usage_record *r = s->r;
-    int32_t n = s->n, k, n_found;
+    int32_t n = s->n, n_found = 0, n_cut = 0;
     int64_t first = r[a].first, last = r[a].last;
+    settle(s, a);
     s->obj[a] = o;
-    refresh(s, a);
+    s->active[a] = 0;
+    resync(s, a);
+    mt_set(&s->live, s->lpos[a], FAR);
     treap_insert(&s->placed, o, a);
 
-    /* positions after a (first >= a.last) in the first order; before a (last <= a.first)
-     * and overlapping it (last > a.first) in the last order */
-    int32_t after_from = search(s->firsts, n, last, 0), before_to = search(s->lasts, n, first, 1);
+    /* o's records around a, and the free gaps: [prev.last, next.first) becomes
+     * [prev.last, a.first) and [a.last, next.first) */
+    int32_t prev = -1, next = -1, dummy;
+    if (!fresh) {
+        neighbours(&s->placed, o, first, &prev, &dummy);
+        neighbours(&s->placed, o, last, &dummy, &next);
+    }
+    int64_t gap_from = prev >= 0 ? r[prev].last : INT64_MIN;
+    int64_t gap_to = next >= 0 ? r[next].first : INT64_MAX;
+    mt_set(&s->gap_after, s->lpos[a], -gap_to);
+    mt_set(&s->gap_before, s->fpos[a], gap_from);
+    if (prev >= 0)
+        mt_set(&s->gap_after, s->lpos[prev], -first);
+    if (next >= 0)
+        mt_set(&s->gap_before, s->fpos[next], last);
 
-    if (!fresh) { /* (a) records overlapping a that had o as their best */
-        n_found = 0;
-        mt_collect(&s->live, 1, 0, s->leaves, before_to, n, last, s->found, &n_found);
-        for (k = 0; k < n_found; k++) {
+    /* the unassigned records overlapping a (last > a.first, first < a.last); those that had o
+     * as their best look again — they fit in the gap a went into, or o was never possible */
+    mt_collect(&s->live, 1, 0, s->leaves, search(s->lasts, n, first, 1), n, last, s->found, &n_found);
+    if (!fresh) {
+        for (int32_t k = 0; k < n_found; k++) {
             int32_t i = s->at_l[s->found[k]];
+            if (r[i].first < gap_from || r[i].last > gap_to)
+                continue;
+            settle(s, i);
             if (s->best[i] != FAR && s->best_obj[i] == o) {
-                recompute(s, i, n_obj);
-                refresh(s, i);
+                recompute(s, i);
+                resync(s, i);
             }
         }
     }
-    /* (b) records whose gap to a is below their best and that fit between o's records around
-     * a: after a and ending by o's next record's first, or before a and starting at or after
-     * o's previous record's last (a fresh object has neither) */
-    int32_t prev, next, dummy;
-    neighbours(&s->placed, o, first, &prev, &dummy);
-    neighbours(&s->placed, o, last, &dummy, &next);
-    int64_t gap_from = prev >= 0 ? r[prev].last : INT64_MIN, gap_to = next >= 0 ? r[next].first : INT64_MAX;
-    int32_t after_to = next >= 0 ? search(s->firsts, n, gap_to, 0) : n;
-    int32_t before_from = prev >= 0 ? search(s->lasts, n, gap_from, 1) : 0;
-    n_found = 0;
-    mt_collect(&s->after, 1, 0, s->leaves, after_from, after_to, last, s->found, &n_found);
-    for (k = 0; k < n_found; k++) {
-        int32_t i = s->at_f[s->found[k]];
-        if (r[i].last <= gap_to) {
-            s->best[i] = r[i].first - last;
-            s->best_obj[i] = o;
-            refresh(s, i);
-        }
-    }
-    n_found = 0;
-    mt_collect(&s->before, 1, 0, s->leaves, before_from, before_to, -first, s->found, &n_found);
-    for (k = 0; k < n_found; k++) {
+
+    /* before a: first in [gap_from, a.first), skipping those overlapping a */
+    for (int32_t k = 0; k < n_found; k++) {
         int32_t i = s->at_l[s->found[k]];
-        if (r[i].first >= gap_from) {
-            s->best[i] = first - r[i].last;
-            s->best_obj[i] = o;
-            refresh(s, i);
-        }
+        if (r[i].first < first && r[i].first >= gap_from)
+            s->cut[n_cut++] = s->fpos[i];
     }
-    if (fresh) { /* records with no best: a new object that does not overlap them is one */
+    qsort(s->cut, (size_t)n_cut, sizeof *s->cut, cmp_i32);
+    tag t = { .r_at = 0, .r_obj = -1, .r_step = -1, .l_at = first, .l_obj = o, .l_step = step };
+    update_around(s, prev >= 0 ? search(s->firsts, n, gap_from, 0) : 0, search(s->firsts, n, first, 0), s->cut,
+                  n_cut, &t);
+
+    /* after a: first in [a.last, gap_to), skipping those overlapping o's next record */
+    n_cut = 0;
+    if (next >= 0) {
         n_found = 0;
-        mt_collect(&s->after_none, 1, 0, s->leaves, after_from, n, 1, s->found, &n_found);
-        for (k = 0; k < n_found; k++) {
-            int32_t i = s->at_f[s->found[k]];
-            s->best[i] = r[i].first - last;
-            s->best_obj[i] = o;
-            refresh(s, i);
-        }
-        n_found = 0;
-        mt_collect(&s->before_none, 1, 0, s->leaves, 0, before_to, 1, s->found, &n_found);
-        for (k = 0; k < n_found; k++) {
+        mt_collect(&s->live, 1, 0, s->leaves, search(s->lasts, n, gap_to, 1), n, gap_to, s->found, &n_found);
+        for (int32_t k = 0; k < n_found; k++) {
             int32_t i = s->at_l[s->found[k]];
-            s->best[i] = first - r[i].last;
-            s->best_obj[i] = o;
-            refresh(s, i);
+            if (r[i].first >= last)
+                s->cut[n_cut++] = s->fpos[i];
         }
+        qsort(s->cut, (size_t)n_cut, sizeof *s->cut, cmp_i32);
     }
+    t = (tag){ .r_at = last, .r_obj = o, .r_step = step, .l_at = 0, .l_obj = -1, .l_step = -1 };
+    update_around(s, search(s->firsts, n, last, 0), next >= 0 ? search(s->firsts, n, gap_to, 0) : n, s->cut, n_cut,
+                  &t);
 }
 
 pbl_status pbl__plan_greedy_by_size(const pbl__plan_in *in, pbl_assignment *out)
@@ -430,46 +615,57 @@ pbl_status pbl__plan_greedy_by_size(const pbl__plan_in *in, pbl_assignment *out)
         return PBL_OK;
 
     state s = { .r = r, .n = n, .leaves = 1 };
-    while (s.leaves < 2 * n) /* also covers the time segments (< 2n) of positions() */
+    while (s.leaves < 2 * n) { /* also covers the time segments (< 2n) of positions() */
         s.leaves *= 2;
-    size_t nn = (size_t)n, nl = (size_t)s.leaves;
-    size_t bytes = nl * 2 * sizeof(int64_t) * 5 + nn * (2 * sizeof(key2) + sizeof(node) + 4 * sizeof(int64_t)) +
-                   nl * 2 * sizeof(int32_t) + nn * 10 * sizeof(int32_t);
+        s.depth++;
+    }
+    size_t nn = (size_t)n, nodes = 2 * (size_t)s.leaves;
+    size_t bytes = nodes * (5 * sizeof(int64_t) + sizeof(tag) + 3 * sizeof(int32_t)) +
+                   nn * (3 * sizeof(key2) + sizeof(node) + 4 * sizeof(int64_t) + 11 * sizeof(int32_t) + 1);
     char *block = pbl__plan_alloc(al, bytes), *at = block;
     if (!block) {
         pbl_assignment_free(out);
         return PBL_ERR_NOMEM;
     }
-    mintree *trees[5] = { &s.after, &s.before, &s.after_none, &s.before_none, &s.live };
-    for (int t = 0; t < 5; t++) {
-        trees[t]->leaves = s.leaves;
-        trees[t]->v = (int64_t *)at;
-        at += nl * 2 * sizeof(int64_t);
+    mintree *trees[] = { &s.live, &s.gap_after, &s.gap_before };
+    for (size_t k = 0; k < 3; k++) {
+        trees[k]->leaves = s.leaves;
+        trees[k]->v = (int64_t *)at;
+        at += nodes * sizeof(int64_t);
     }
+    int64_t *scratch_a = (int64_t *)at; at += nodes * sizeof(int64_t);
+    s.next_d = (int64_t *)at;     at += nodes * sizeof *s.next_d;
+    s.pending = (tag *)at;        at += nodes * sizeof *s.pending;
     key2 *by_first = (key2 *)at;  at += nn * sizeof *by_first;
     key2 *by_last = (key2 *)at;   at += nn * sizeof *by_last;
+    key2 *by_pos = (key2 *)at;    at += nn * sizeof *by_pos;
+    s.placed.v = (node *)at;      at += nn * sizeof *s.placed.v;
     s.best = (int64_t *)at;       at += nn * sizeof *s.best;
     s.firsts = (int64_t *)at;     at += nn * sizeof *s.firsts;
     s.lasts = (int64_t *)at;      at += nn * sizeof *s.lasts;
     int64_t *pm = (int64_t *)at;  at += nn * sizeof *pm;
-    s.placed.v = (node *)at;      at += nn * sizeof *s.placed.v;
-    s.win = (int32_t *)at;        at += nl * 2 * sizeof *s.win;
-    int32_t **ints[] = { &s.position, &s.best_obj, &s.obj, &s.fpos, &s.lpos, &s.at_f, &s.at_l,
-                         &s.placed.root, &s.found };
+    s.next = (int32_t *)at;       at += nodes * sizeof *s.next;
+    s.early = (int32_t *)at;      at += nodes * sizeof *s.early;
+    s.late = (int32_t *)at;       at += nodes * sizeof *s.late;
+    int32_t **ints[] = { &s.position, &s.best_obj, &s.obj, &s.fpos, &s.lpos, &s.at_f, &s.at_l, &s.placed.root,
+                         &s.found, &s.cut, &s.ties };
     for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) {
         *ints[k] = (int32_t *)at;
         at += nn * sizeof(int32_t);
     }
+    s.active = (uint8_t *)at;
 
     /* positions, with the trees' memory as scratch (2n time points, 2·leaves nodes each) */
-    positions(&s, s.after.v, by_first, s.before.v, s.live.v, pm);
+    positions(&s, s.live.v, by_first, scratch_a, s.next_d, pm);
 
     for (int32_t i = 0; i < n; i++) {
         by_first[i] = (key2){ r[i].first, i };
         by_last[i] = (key2){ r[i].last, i };
+        by_pos[i] = (key2){ s.position[i], i };
     }
     qsort(by_first, nn, sizeof *by_first, cmp_key2);
     qsort(by_last, nn, sizeof *by_last, cmp_key2);
+    qsort(by_pos, nn, sizeof *by_pos, cmp_key2);
     for (int32_t p = 0; p < n; p++) {
         s.firsts[p] = by_first[p].k;
         s.at_f[p] = by_first[p].idx;
@@ -478,24 +674,39 @@ pbl_status pbl__plan_greedy_by_size(const pbl__plan_in *in, pbl_assignment *out)
         s.at_l[p] = by_last[p].idx;
         s.lpos[by_last[p].idx] = p;
     }
-    for (int t = 0; t < 5; t++)
-        for (size_t v = 0; v < 2 * nl; v++)
-            trees[t]->v[v] = FAR;
-    for (size_t v = 0; v < 2 * nl; v++)
-        s.win[v] = -1;
+    for (size_t v = 0; v < nodes; v++) {
+        s.live.v[v] = s.gap_after.v[v] = s.gap_before.v[v] = FAR;
+        s.pending[v] = no_tag;
+    }
     for (int32_t i = 0; i < n; i++) {
         s.best[i] = FAR;
         s.best_obj[i] = -1;
         s.obj[i] = -1;
+        s.active[i] = 0;
         s.placed.root[i] = -1;
         s.placed.v[i] = (node){ r[i].first, r[i].last, -1, -1 };
+        s.live.v[s.leaves + s.lpos[i]] = r[i].first;
     }
-    for (int32_t i = 0; i < n; i++)
-        refresh(&s, i);
+    for (int32_t v = s.leaves - 1; v >= 1; v--)
+        s.live.v[v] = s.live.v[2 * v] < s.live.v[2 * v + 1] ? s.live.v[2 * v] : s.live.v[2 * v + 1];
+    for (int32_t v = (int32_t)nodes - 1; v >= s.leaves; v--)
+        leaf_sync(&s, v);
+    for (int32_t v = s.leaves - 1; v >= 1; v--)
+        pull(&s, v);
 
-    int32_t n_obj = 0;
+    int32_t n_obj = 0, served = 0; /* by_pos[0, served): records whose position has come */
     for (int32_t step = 0; step < n; step++) {
-        int32_t a = s.win[1], o;
+        while (s.next[1] < 0 && served < n) { /* the next position's records become candidates */
+            int32_t p = s.position[by_pos[served].idx];
+            for (; served < n && s.position[by_pos[served].idx] == p; served++) {
+                int32_t i = by_pos[served].idx;
+                settle(&s, i);
+                s.active[i] = 1;
+                resync(&s, i);
+            }
+        }
+        int32_t a = s.next[1], o;
+        settle(&s, a);
         int fresh = s.best[a] == FAR;
         if (fresh) {
             o = n_obj++;
@@ -506,7 +717,7 @@ pbl_status pbl__plan_greedy_by_size(const pbl__plan_in *in, pbl_assignment *out)
                 out->object_size[o] = r[a].size;
         }
         out->object[a] = o;
-        place(&s, a, o, fresh, n_obj);
+        place(&s, a, o, fresh, step);
     }
     out->n_objects = n_obj;
     pbl__plan_free(al, block, bytes);
