@@ -18,12 +18,16 @@
  * canonical nodes; a node's list is emptied when read, since all its records get assigned
  * then. The objects sit in a treap keyed by (size, id) and are tried in preference order,
  * stopping at the first that fits; another treap keyed by (object, first) holds the assigned
- * records, so "does object o hold a record overlapping r" is two neighbour lookups.
+ * records, so "does object o hold a record overlapping r" is two neighbour lookups. When the
+ * first 16 tried all clash (many records live at once), the objects that can take the record
+ * are listed instead: those with a free gap holding it, from two segment trees that keep,
+ * for each assigned record, where the free gap after it ends (by last) and where the one
+ * before it starts (by first); the preferred of them is the answer either way.
  *
- * Complexity: O(n log n + Σ c_i log n) time, c_i the objects tried for record i before one
- * fits — only objects holding a record that overlaps i are passed over, so c_i is at most
- * the records live during i's lifetime; O(n log n) memory for the segment tree's lists.
- * (TFLite's profiles take O(Σ lifetimes) memory and every record scans every object.)
+ * Complexity: O(n log n + Σ min(c_i, 16 + g_i) log n) time, c_i the objects tried for
+ * record i before one fits (those passed over hold a record overlapping i) and g_i the
+ * objects that could take it; O(n log n) memory for the segment tree's lists. (TFLite's
+ * profiles take O(Σ lifetimes) memory and every record scans every object.)
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -150,15 +154,70 @@ static int32_t treap_below(const treap *t, int64_t a, int64_t b)
     return found;
 }
 
+/* ---- min segment trees over a fixed order of the records --------------------------------- */
+
+typedef struct mintree {
+    int32_t  leaves;
+    int64_t *v; /* [2·leaves] */
+} mintree;
+
+static void mt_set(mintree *t, int32_t p, int64_t x)
+{
+    int32_t v = t->leaves + p;
+    t->v[v] = x;
+    for (v /= 2; v >= 1; v /= 2) {
+        int64_t m = t->v[2 * v] < t->v[2 * v + 1] ? t->v[2 * v] : t->v[2 * v + 1];
+        if (t->v[v] == m)
+            break;
+        t->v[v] = m;
+    }
+}
+
+/* Appends to out[] the positions in [from, to) under node v = [lo, hi) whose value is < thr. */
+static void mt_collect(const mintree *t, int32_t v, int32_t lo, int32_t hi, int32_t from, int32_t to, int64_t thr,
+                       int32_t *out, int32_t *n_out)
+{
+    if (hi <= from || lo >= to || t->v[v] >= thr)
+        return;
+    if (hi - lo == 1) {
+        out[(*n_out)++] = lo;
+        return;
+    }
+    int32_t mid = lo + (hi - lo) / 2;
+    mt_collect(t, 2 * v, lo, mid, from, to, thr, out, n_out);
+    mt_collect(t, 2 * v + 1, mid, hi, from, to, thr, out, n_out);
+}
+
+/* The index of the first of sorted v[0, n) that is >= t (strict: > t). */
+static int32_t search(const int64_t *v, int32_t n, int64_t t, int strict)
+{
+    int32_t lo = 0, hi = n;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        if (v[mid] < t || (strict && v[mid] == t))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /* ---- the plan ------------------------------------------------------------------------------ */
 
 typedef struct breadth {
     const pbl_usage_record *r;
+    int32_t  n;
     treap    objs;      /* objects by (size, id) */
     treap    sched;     /* assigned records by (object, first) */
     int64_t *obj_size;  /* = out->object_size */
     int64_t *rec_obj;   /* per record: its object (int64 for the treap key), -1 before */
     int64_t *first;     /* per record */
+    int64_t *firsts, *lasts;  /* sorted */
+    int32_t *fpos, *lpos;     /* per record: position in the first / last order */
+    int32_t *at_f, *at_l;     /* per position: the record */
+    mintree  gap_after;  /* by last: -(end of the free gap after each assigned record) */
+    mintree  gap_before; /* by first: start of the free gap before each assigned record */
+    int32_t *found;      /* scratch, [n] */
 } breadth;
 
 /* Whether object o holds a record overlapping record i. */
@@ -172,24 +231,90 @@ static int clashes(const breadth *b, int32_t o, int32_t i)
     return before >= 0 && b->rec_obj[before] == o && b->r[before].last > first;
 }
 
-/* The object record i goes to, or -1 for a new one. */
-static int32_t choose(const breadth *b, int32_t i)
+/* Whether object x is preferred to object y (-1: none) for a record of size need: the smallest
+ * at least need, else the largest; the lowest id among equal sizes. */
+static int prefer(const breadth *b, int32_t x, int32_t y, int64_t need)
+{
+    if (y < 0)
+        return 1;
+    int64_t sx = b->obj_size[x], sy = b->obj_size[y];
+    if ((sx >= need) != (sy >= need))
+        return sx >= need;
+    if (sx != sy)
+        return sx >= need ? sx < sy : sx > sy;
+    return x < y;
+}
+
+/* The objects that can take record i are those with a free gap holding it: the gap after an
+ * assigned record ending by i.first that reaches i.last, or an object's leading gap (before
+ * its first record, which starts at or after i.last). */
+static int32_t choose_by_gaps(breadth *b, int32_t i)
+{
+    int64_t first = b->r[i].first, last = b->r[i].last;
+    int32_t n = b->n, n_found = 0, best = -1;
+    mt_collect(&b->gap_after, 1, 0, b->gap_after.leaves, 0, search(b->lasts, n, first, 1), -last + 1, b->found,
+               &n_found);
+    for (int32_t k = 0; k < n_found; k++) {
+        int32_t o = (int32_t)b->rec_obj[b->at_l[b->found[k]]];
+        if (prefer(b, o, best, b->r[i].size))
+            best = o;
+    }
+    n_found = 0;
+    mt_collect(&b->gap_before, 1, 0, b->gap_before.leaves, search(b->firsts, n, last, 0), n, INT64_MIN + 1, b->found,
+               &n_found);
+    for (int32_t k = 0; k < n_found; k++) {
+        int32_t o = (int32_t)b->rec_obj[b->at_f[b->found[k]]];
+        if (prefer(b, o, best, b->r[i].size))
+            best = o;
+    }
+    return best;
+}
+
+/* The object record i goes to, or -1 for a new one. The objects are tried in order of
+ * preference; when the first few all hold a record overlapping it (many records live at
+ * once), the ones that can take it are listed from the gap trees instead. */
+static int32_t choose(breadth *b, int32_t i)
 {
     int64_t need = b->r[i].size;
+    int budget = 16;
     /* the smallest that holds it, lowest id first */
     for (int32_t o = treap_at_least(&b->objs, need, INT64_MIN); o >= 0;
-         o = treap_at_least(&b->objs, b->obj_size[o], (int64_t)o + 1))
+         o = treap_at_least(&b->objs, b->obj_size[o], (int64_t)o + 1)) {
+        if (budget-- == 0)
+            return choose_by_gaps(b, i);
         if (!clashes(b, o, i))
             return o;
+    }
     /* else the largest below it; among equal sizes the lowest id */
     int32_t best = -1;
     for (int32_t o = treap_below(&b->objs, need, INT64_MIN); o >= 0; o = treap_below(&b->objs, b->obj_size[o], o)) {
         if (best >= 0 && b->obj_size[o] != b->obj_size[best])
             break;
+        if (budget-- == 0)
+            return choose_by_gaps(b, i);
         if (!clashes(b, o, i))
             best = o;
     }
     return best;
+}
+
+/* Record i joins object o: it splits o's free gap [prev.last, next.first) in two. */
+static void join(breadth *b, int32_t i, int32_t o)
+{
+    int64_t first = b->r[i].first, last = b->r[i].last;
+    int32_t next = treap_at_least(&b->sched, o, first), prev = treap_below(&b->sched, o, first);
+    if (next >= 0 && b->rec_obj[next] != o)
+        next = -1;
+    if (prev >= 0 && b->rec_obj[prev] != o)
+        prev = -1;
+    b->rec_obj[i] = o;
+    treap_insert(&b->sched, i);
+    mt_set(&b->gap_after, b->lpos[i], next >= 0 ? -b->r[next].first : -INT64_MAX);
+    mt_set(&b->gap_before, b->fpos[i], prev >= 0 ? b->r[prev].last : INT64_MIN);
+    if (prev >= 0)
+        mt_set(&b->gap_after, b->lpos[prev], -first);
+    if (next >= 0)
+        mt_set(&b->gap_before, b->fpos[next], last);
 }
 
 /* The index of t in the sorted distinct times pts[0, m). */
@@ -241,9 +366,12 @@ pbl_status pbl__plan_greedy_by_breadth(const pbl__plan_in *in, pbl_assignment *o
     }
 
     /* each record lies at <= 2·depth canonical nodes */
-    size_t nl = (size_t)leaves, ns = (size_t)n_seg, max_lists = nn * 2 * (size_t)depth;
-    size_t bytes = ns * (sizeof(int64_t) + sizeof(key2)) + nn * (sizeof(key2) + 2 * sizeof(int64_t) + 6 * sizeof(int32_t)) +
-                   (4 * nl + 1) * sizeof(int32_t) + max_lists * sizeof(int32_t);
+    int32_t gap_leaves = 1;
+    while (gap_leaves < n)
+        gap_leaves *= 2;
+    size_t nl = (size_t)leaves, ns = (size_t)n_seg, max_lists = nn * 2 * (size_t)depth, gl = (size_t)gap_leaves;
+    size_t bytes = ns * (sizeof(int64_t) + sizeof(key2)) + nn * (sizeof(key2) + 4 * sizeof(int64_t) + 11 * sizeof(int32_t)) +
+                   4 * gl * sizeof(int64_t) + (4 * nl + 1) * sizeof(int32_t) + max_lists * sizeof(int32_t);
     char *block = pbl__plan_alloc(al, bytes), *at = block;
     if (!block) {
         pbl__plan_free(al, pts, bytes0);
@@ -253,9 +381,18 @@ pbl_status pbl__plan_greedy_by_breadth(const pbl__plan_in *in, pbl_assignment *o
     int64_t *width = (int64_t *)at;  at += ns * sizeof *width;
     key2 *steps = (key2 *)at;        at += ns * sizeof *steps;
     key2 *batch = (key2 *)at;        at += nn * sizeof *batch;
-    breadth b = { .r = r, .obj_size = out->object_size };
+    breadth b = { .r = r, .n = n, .obj_size = out->object_size };
     b.rec_obj = (int64_t *)at;       at += nn * sizeof *b.rec_obj;
     b.first = (int64_t *)at;         at += nn * sizeof *b.first;
+    b.firsts = (int64_t *)at;        at += nn * sizeof *b.firsts;
+    b.lasts = (int64_t *)at;         at += nn * sizeof *b.lasts;
+    b.gap_after = (mintree){ gap_leaves, (int64_t *)at };  at += 2 * gl * sizeof(int64_t);
+    b.gap_before = (mintree){ gap_leaves, (int64_t *)at }; at += 2 * gl * sizeof(int64_t);
+    int32_t **ints[] = { &b.fpos, &b.lpos, &b.at_f, &b.at_l, &b.found };
+    for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) {
+        *ints[k] = (int32_t *)at;
+        at += nn * sizeof(int32_t);
+    }
     int32_t *seg_lo = (int32_t *)at; at += nn * sizeof *seg_lo;
     int32_t *seg_hi = (int32_t *)at; at += nn * sizeof *seg_hi;
     b.objs.left = (int32_t *)at;     at += nn * sizeof(int32_t);
@@ -271,6 +408,26 @@ pbl_status pbl__plan_greedy_by_breadth(const pbl__plan_in *in, pbl_assignment *o
     b.sched.k1 = b.rec_obj;
     b.sched.k2 = b.first;
     b.sched.root = -1;
+
+    /* the records by first and by last, for the gap trees */
+    for (size_t v = 0; v < 2 * gl; v++)
+        b.gap_after.v[v] = b.gap_before.v[v] = INT64_MAX;
+    for (int32_t i = 0; i < n; i++)
+        batch[i] = (key2){ r[i].first, i };
+    qsort(batch, nn, sizeof *batch, cmp_key2);
+    for (int32_t p = 0; p < n; p++) {
+        b.firsts[p] = batch[p].k;
+        b.at_f[p] = batch[p].idx;
+        b.fpos[batch[p].idx] = p;
+    }
+    for (int32_t i = 0; i < n; i++)
+        batch[i] = (key2){ r[i].last, i };
+    qsort(batch, nn, sizeof *batch, cmp_key2);
+    for (int32_t p = 0; p < n; p++) {
+        b.lasts[p] = batch[p].k;
+        b.at_l[p] = batch[p].idx;
+        b.lpos[batch[p].idx] = p;
+    }
 
     /* breadth per segment (a difference array), and the canonical node lists (CSR) */
     memset(width, 0, ns * sizeof *width);
@@ -335,8 +492,7 @@ pbl_status pbl__plan_greedy_by_breadth(const pbl__plan_in *in, pbl_assignment *o
                 treap_insert(&b.objs, o);
             }
             out->object[i] = o;
-            b.rec_obj[i] = o;
-            treap_insert(&b.sched, i);
+            join(&b, i, o);
         }
     }
     out->n_objects = n_obj;
