@@ -16,10 +16,11 @@
  * overlapping ones are found directly: the records are sorted by `last`, and a segment tree
  * over that order holds the smallest `first` of the placed records under each node, so a
  * query visits only subtrees holding a placed record with first < this.last among those with
- * last > this.first.
+ * last > this.first. They are then sorted by offset alone (radix sort when many): records at
+ * the same offset leave the walk's result the same in either order.
  *
- * Complexity: O(n log n + Σ k_i log n), k_i the placed records overlapping record i (at most
- * those live during its lifetime; n in the worst case); O(n) memory.
+ * Complexity: O(n log n + Σ k_i log n) time, k_i the placed records overlapping record i (at
+ * most those live during its lifetime; n in the worst case); O(n) memory.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -40,27 +41,53 @@ static int cmp_key2(const void *a, const void *b)
     return (x->idx > y->idx) - (x->idx < y->idx);
 }
 
-typedef struct placed {
-    int64_t offset;
-    int32_t seq; /* when it was placed */
-    int32_t rec;
-} placed;
+/* A placed record as the walk sees it: where it starts and its end rounded up to the
+ * alignment. The walk's result does not depend on the order of equal offsets. */
+typedef struct span {
+    int64_t offset, end;
+} span;
 
-static int cmp_placed(const void *a, const void *b)
+/* Sorts spans by offset: insertion sort when few, else LSD radix on the offset's bytes. */
+static void sort_spans(span *a, span *tmp, int32_t k)
 {
-    const placed *x = a, *y = b;
-    if (x->offset != y->offset)
-        return (x->offset > y->offset) - (x->offset < y->offset);
-    return (x->seq > y->seq) - (x->seq < y->seq);
+    if (k < 64) {
+        for (int32_t i = 1; i < k; i++) {
+            span x = a[i];
+            int32_t j = i;
+            for (; j > 0 && a[j - 1].offset > x.offset; j--)
+                a[j] = a[j - 1];
+            a[j] = x;
+        }
+        return;
+    }
+    uint64_t top = 0;
+    for (int32_t i = 0; i < k; i++)
+        top |= (uint64_t)a[i].offset;
+    span *from = a, *to = tmp;
+    for (int shift = 0; shift < 64 && (top >> shift) != 0; shift += 8) {
+        int32_t count[257] = { 0 };
+        for (int32_t i = 0; i < k; i++)
+            count[(((uint64_t)from[i].offset >> shift) & 255) + 1]++;
+        for (int d = 0; d < 256; d++)
+            count[d + 1] += count[d];
+        for (int32_t i = 0; i < k; i++)
+            to[count[((uint64_t)from[i].offset >> shift) & 255]++] = from[i];
+        span *t = from;
+        from = to;
+        to = t;
+    }
+    if (from != a)
+        memcpy(a, from, (size_t)k * sizeof *a);
 }
 
 typedef struct finder {
     int32_t  leaves;
     int64_t *min_first; /* [2·leaves] smallest first of a placed record below each node */
     int32_t *at_pos;    /* [n] the record at each position of the `last` order */
-    int32_t *seq;       /* [n] per record: when it was placed */
+    const pbl_usage_record *r;
+    int64_t  align;
     int64_t *offset;    /* [n] per record */
-    placed  *found;
+    span    *found, *tmp;
     int32_t  n_found;
 } finder;
 
@@ -71,7 +98,7 @@ static void collect(finder *f, int32_t v, int32_t lo, int32_t hi, int32_t from, 
         return;
     if (hi - lo == 1) {
         int32_t i = f->at_pos[lo];
-        f->found[f->n_found++] = (placed){ f->offset[i], f->seq[i], i };
+        f->found[f->n_found++] = (span){ f->offset[i], pbl__align_up(f->offset[i] + f->r[i].size, f->align) };
         return;
     }
     int32_t mid = lo + (hi - lo) / 2;
@@ -91,12 +118,12 @@ pbl_status pbl__plan_offset_greedy_by_size(const pbl__plan_in *in, pbl_assignmen
     if (n == 0)
         return PBL_OK;
 
-    finder f = { .leaves = 1, .offset = out->offset };
+    finder f = { .leaves = 1, .offset = out->offset, .r = r, .align = align };
     while (f.leaves < n)
         f.leaves *= 2;
     size_t nn = (size_t)n, nl = (size_t)f.leaves;
-    size_t bytes = 2 * nl * sizeof(int64_t) + nn * (2 * sizeof(key2) + sizeof(placed) + sizeof(int64_t) +
-                                                    3 * sizeof(int32_t));
+    size_t bytes = 2 * nl * sizeof(int64_t) + nn * (2 * sizeof(key2) + 2 * sizeof(span) + sizeof(int64_t) +
+                                                    2 * sizeof(int32_t));
     char *block = pbl__plan_alloc(al, bytes), *at = block;
     if (!block) {
         pbl_assignment_free(out);
@@ -105,10 +132,10 @@ pbl_status pbl__plan_offset_greedy_by_size(const pbl__plan_in *in, pbl_assignmen
     f.min_first = (int64_t *)at;    at += 2 * nl * sizeof *f.min_first;
     key2 *by_size = (key2 *)at;     at += nn * sizeof *by_size;
     key2 *by_last = (key2 *)at;     at += nn * sizeof *by_last;
-    f.found = (placed *)at;         at += nn * sizeof *f.found;
+    f.found = (span *)at;           at += nn * sizeof *f.found;
+    f.tmp = (span *)at;             at += nn * sizeof *f.tmp;
     int64_t *lasts = (int64_t *)at; at += nn * sizeof *lasts;    /* ascending */
     f.at_pos = (int32_t *)at;       at += nn * sizeof *f.at_pos;
-    f.seq = (int32_t *)at;          at += nn * sizeof *f.seq;
     int32_t *pos = (int32_t *)at;                                /* per record: its position */
 
     for (int32_t i = 0; i < n; i++) {
@@ -139,7 +166,7 @@ pbl_status pbl__plan_offset_greedy_by_size(const pbl__plan_in *in, pbl_assignmen
         }
         f.n_found = 0;
         collect(&f, 1, 0, f.leaves, lo, last);
-        qsort(f.found, (size_t)f.n_found, sizeof *f.found, cmp_placed);
+        sort_spans(f.found, f.tmp, f.n_found);
 
         /* found: the placed records live with this one, by offset */
         int64_t end = 0, best = -1, best_gap = INT64_MAX;
@@ -149,12 +176,10 @@ pbl_status pbl__plan_offset_greedy_by_size(const pbl__plan_in *in, pbl_assignmen
                 best_gap = off - end;
                 best = end;
             }
-            int64_t e = pbl__align_up(off + r[f.found[k].rec].size, align);
-            if (e > end)
-                end = e;
+            if (f.found[k].end > end)
+                end = f.found[k].end;
         }
         out->offset[i] = best >= 0 ? best : end;
-        f.seq[i] = s;
         int32_t v = f.leaves + pos[i];
         f.min_first[v] = first;
         for (v /= 2; v >= 1; v /= 2)
