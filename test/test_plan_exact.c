@@ -300,6 +300,104 @@ static void test_capacity_decisions(void **state)
     }
 }
 
+/* Guillotine instances: a [0, T) x [0, C) rectangle cut at random into pieces, each piece a
+ * record (its height the size, its width the lifetime). Every step is covered by pieces
+ * summing to C, so the lower bound is C and the cut positions are a packing: the optimum is C,
+ * with no byte to spare — the kind of instance MiniMalloc's challenging suite is made of. */
+typedef struct piece {
+    int64_t t0, t1, y0, y1;
+} piece;
+
+static int32_t guillotine(rng *g, int64_t horizon, int64_t cap, int32_t max_n, pbl_usage_record *r)
+{
+    piece todo[256];
+    int32_t n_todo = 0, n = 0;
+    todo[n_todo++] = (piece){ 0, horizon, 0, cap };
+    while (n_todo > 0) {
+        piece p = todo[--n_todo];
+        int64_t w = p.t1 - p.t0, h = p.y1 - p.y0;
+        int can_t = w >= 2, can_y = h >= 2;
+        if ((!can_t && !can_y) || n + n_todo + 2 > max_n || rng_range(g, 0, 3) == 0) {
+            r[n++] = (pbl_usage_record){ h, p.t0, p.t1 };
+            continue;
+        }
+        if (can_t && (!can_y || rng_range(g, 0, 1))) {
+            int64_t c = p.t0 + rng_range(g, 1, w - 1);
+            todo[n_todo++] = (piece){ p.t0, c, p.y0, p.y1 };
+            todo[n_todo++] = (piece){ c, p.t1, p.y0, p.y1 };
+        } else {
+            int64_t c = p.y0 + rng_range(g, 1, h - 1);
+            todo[n_todo++] = (piece){ p.t0, p.t1, p.y0, c };
+            todo[n_todo++] = (piece){ p.t0, p.t1, c, p.y1 };
+        }
+    }
+    return n;
+}
+
+static void test_guillotine_decisions(void **state)
+{
+    (void)state;
+    rng g = { 2024 };
+    int found = 0;
+    for (int it = 0; it < 30; it++) {
+        pbl_usage_record r[64];
+        int64_t cap = 64 * rng_range(&g, 8, 64);
+        int32_t n = guillotine(&g, rng_range(&g, 8, 40), cap, 40, r);
+        assert_int_equal(pbl_records_lower_bound(r, n), cap);
+        pbl_plan_options o = pbl_plan_options_default();
+        o.capacity = cap;
+        o.time_limit = 10; /* milliseconds in practice; a net, not an expectation */
+        pbl_assignment a;
+        char err[256];
+        pbl_status s = pbl_plan_records(r, n, "exact", &o, &a, err, sizeof err);
+        if (s != PBL_OK) {
+            print_error("guillotine %d (%d records, capacity %" PRId64 "): %s\n", it, (int)n, cap, err);
+            print_records(r, n);
+            fail();
+        }
+        assert_int_equal(pbl_plan_verify(r, n, &a, 1, cap, err, sizeof err), PBL_OK);
+        assert_int_equal(a.arena, cap);
+        assert_true(a.optimal);
+        pbl_assignment_free(&a);
+        /* one byte less is proven impossible at once (the lower bound) */
+        o.capacity = cap - 1;
+        assert_int_equal(pbl_plan_records(r, n, "exact", &o, &a, err, sizeof err), PBL_ERR_INFEASIBLE);
+        /* with almost no time, the answer is a packing or a time-out, never "infeasible" */
+        o.capacity = cap;
+        o.time_limit = 1e-9;
+        s = pbl_plan_records(r, n, "exact", &o, &a, err, sizeof err);
+        assert_true(s == PBL_OK || s == PBL_ERR_TIMEOUT);
+        if (s == PBL_OK) {
+            assert_int_equal(pbl_plan_verify(r, n, &a, 1, cap, err, sizeof err), PBL_OK);
+            pbl_assignment_free(&a);
+        }
+        found++;
+    }
+    printf("guillotine: %d zero-waste instances packed at their capacity\n", found);
+}
+
+/* More records than exact consults the other strategies for: still a verified packing. */
+static void test_many_records(void **state)
+{
+    (void)state;
+    enum { N = 6000 };
+    static pbl_usage_record r[N];
+    rng g = { 77 };
+    for (int32_t i = 0; i < N; i++) { /* a chain of layers: each record lives a few steps */
+        int64_t first = i / 4 + rng_range(&g, 0, 3);
+        r[i] = (pbl_usage_record){ rng_range(&g, 1, 1 << 20), first, first + rng_range(&g, 1, 6) };
+    }
+    pbl_plan_options o = pbl_plan_options_default();
+    o.align = 64;
+    pbl_assignment a;
+    char err[256];
+    assert_int_equal(pbl_plan_records(r, N, "exact", &o, &a, err, sizeof err), PBL_OK);
+    assert_int_equal(pbl_plan_verify(r, N, &a, 64, 0, err, sizeof err), PBL_OK);
+    printf("%d records: arena %" PRId64 ", lower bound %" PRId64 "%s\n", (int)N, a.arena,
+           pbl_records_lower_bound(r, N), a.optimal ? " (optimal)" : "");
+    pbl_assignment_free(&a);
+}
+
 static void test_edges(void **state)
 {
     (void)state;
@@ -336,6 +434,8 @@ int main(void)
         cmocka_unit_test(test_tiny_time_limit),
         cmocka_unit_test(test_capacity_decisions),
         cmocka_unit_test(test_never_worse_and_deterministic),
+        cmocka_unit_test(test_guillotine_decisions),
+        cmocka_unit_test(test_many_records),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
