@@ -3,14 +3,16 @@
  * MiniMalloc's published solve times.
  *
  *   exact_vs_minimalloc [--dir DIR] [--capacity C] [--time-limit S] [--minimise]
- *                       [--only A,B,...] [--format table|json]
+ *                       [--only A,B,...] [--out DIR] [--format table|json]
  *
  * Default: every instance at capacity 1048576 (the suite's decision problem), 10 s each. Per
  * instance it prints the time exact took, whether pbl_plan_verify accepted the packing at
  * that capacity, the arena, and MiniMalloc's time from its ASPLOS '23 talk slides (the table
  * in shared/minimalloc_benchmarks/README.md). --minimise drops the capacity: exact then
  * minimises the arena within the time limit and the table shows the lower bound and whether
- * the result was proven optimal. Times are wall-clock on the machine this runs on.
+ * the result was proven optimal. --out writes each packing to DIR/NAME.exact.csv (records
+ * plus an offset column; `pebble check` reads it back). Times are wall-clock and thread CPU
+ * time on the machine this runs on.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,7 +62,7 @@ static int wanted(const char *only, const char *name)
 
 int main(int argc, char **argv)
 {
-    const char *dir = PBL_MINIMALLOC_DIR, *only = NULL, *format = "table";
+    const char *dir = PBL_MINIMALLOC_DIR, *only = NULL, *format = "table", *out_dir = NULL;
     long long capacity = 1048576;
     double limit = 10.0;
     int minimise = 0;
@@ -73,13 +75,15 @@ int main(int argc, char **argv)
             limit = atof(argv[++i]);
         else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
             only = argv[++i];
+        else if (strcmp(argv[i], "--out") == 0 && i + 1 < argc)
+            out_dir = argv[++i];
         else if (strcmp(argv[i], "--format") == 0 && i + 1 < argc)
             format = argv[++i];
         else if (strcmp(argv[i], "--minimise") == 0)
             minimise = 1;
         else {
             fprintf(stderr, "usage: exact_vs_minimalloc [--dir DIR] [--capacity C] [--time-limit S] [--minimise]"
-                            " [--only A,B,...] [--format table|json]\n");
+                            " [--only A,B,...] [--out DIR] [--format table|json]\n");
             return 2;
         }
     }
@@ -118,6 +122,14 @@ int main(int argc, char **argv)
         int optimal = s == PBL_OK && a.optimal;
         long long lb = (long long)pbl_records_lower_bound(f.records, f.n);
         failures += !verified;
+        if (verified && out_dir) {
+            char out_path[4096];
+            snprintf(out_path, sizeof out_path, "%s/%s.exact.csv", out_dir, suite[k].name);
+            if (pbl_assignment_write_csv(out_path, &f, &a, err, sizeof err) != PBL_OK) {
+                fprintf(stderr, "exact_vs_minimalloc: %s\n", err);
+                failures++;
+            }
+        }
         if (json) {
             printf("%s\n  {\"name\": \"%s\", \"n\": %d, \"ms\": %.1f, \"cpu_ms\": %.1f, \"status\": \"%s\", "
                    "\"verified\": %s, \"arena\": %lld, \"optimal\": %s, \"lower_bound\": %lld, "

@@ -107,7 +107,10 @@ struct pbl__exact {
     int64_t *minoff, *offset, *rem, *ucnt, *cuts; /* rem: unplaced asizes per section; ucnt:
                                                      unplaced members, at the front of its list */
     int64_t *udeg;      /* unplaced buffers each buffer overlaps */
+    uint64_t *salt;     /* per buffer, for hashing states */
     /* scratch */
+    int64_t  cap;       /* the capacity of the current run */
+    int32_t *tight;     /* n_sec: scratch for push_or */
     int32_t *order;     /* n: for building preorders */
     order_key *keys;    /* n: the same */
     int      h;         /* the preorder heuristic of the current run */
@@ -153,6 +156,13 @@ static int grow(const pbl_allocator *al, void **p, size_t *cap, size_t need, siz
     *p = q;
     *cap = nc;
     return 1;
+}
+
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
 }
 
 /* ---- preparation ------------------------------------------------------------------------- */
@@ -226,6 +236,8 @@ static void carve_all(pbl__exact *e, char *base, size_t *at, int64_t n_adj, int6
     e->ucnt = carve(base, at, ns * sizeof(int64_t));
     e->cuts = carve(base, at, ns * sizeof(int64_t));
     e->udeg = carve(base, at, n * sizeof(int64_t));
+    e->tight = carve(base, at, ns * sizeof(int32_t));
+    e->salt = carve(base, at, n * sizeof(uint64_t));
     e->order = carve(base, at, n * sizeof(int32_t));
     e->keys = carve(base, at, n * sizeof(order_key));
     e->frames = carve(base, at, (2 * n + 4) * sizeof(frame));
@@ -340,6 +352,7 @@ pbl_status pbl__exact_create(const pbl_usage_record *r, int32_t n, int64_t align
         e->shi[k] = (int32_t)keys[k].k2;
         e->area[k] = (double)rec->size * (double)(rec->last - rec->first);
         e->width[k] = rec->last - rec->first;
+        e->salt[k] = mix64((uint64_t)k + UINT64_C(0xD6E8FEB86659FD93));
         e->asize[k] = (rec->size + e->align - 1) / e->align * e->align;
     }
     /* twins: buffers with the same size and sections are interchangeable, so they are placed
@@ -577,11 +590,6 @@ static int place(pbl__exact *e, int32_t b, int64_t x, int64_t cap, int32_t sa, i
         e->cuts[s]--;
     if (!fits)
         return 0;
-    /* every remaining buffer of the component lies at or above x; a column of aligned
-     * buffers wastes each one's padding but the top one's */
-    for (int32_t s = sa; s < sb; s++)
-        if (e->rem[s] > 0 && x + e->rem[s] - e->maxpad[s] > cap)
-            return 0;
     for (int32_t s = lo; s < hi; s++)
         if (section_bound(e, s, top) > cap)
             return 0;
@@ -648,12 +656,6 @@ static int rank_component(pbl__exact *e, int32_t sa, int32_t sb)
  * fails at once. Failing at capacity C means failing below C as well, so the memo survives
  * decisions for smaller capacities and restarts with other preorders. */
 
-static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-    return z ^ (z >> 31);
-}
 
 static memo_entry *memo_slot(const pbl__exact *e, const uint64_t key[2], int *found)
 {
@@ -738,9 +740,11 @@ static int push_or(pbl__exact *e, int32_t sa, int32_t sb, int64_t x, int64_t las
         if (m + e->size[u] < min_h)
             min_h = m + e->size[u];
         int behind = !(m > x || (m == x && e->pre[u] > last_pre));
-        uint64_t hu = mix64(((uint64_t)u << 1 | (uint64_t)behind) ^ mix64((uint64_t)m + UINT64_C(0x9E3779B97F4A7C15)));
+        /* two symmetric sums of one mixed value per buffer: a different pair of states has
+         * to collide in both */
+        uint64_t hu = mix64(((uint64_t)m * UINT64_C(0x9E3779B97F4A7C15) + (uint64_t)behind) ^ e->salt[u]);
         h0 += hu;
-        h1 += mix64(hu ^ UINT64_C(0xD6E8FEB86659FD93));
+        h1 += hu * (hu | 1);
         if (!behind) {
             if (e->twin[u] < 0 || e->offset[e->twin[u]] >= 0)
                 c[k++] = u;
@@ -762,13 +766,34 @@ static int push_or(pbl__exact *e, int32_t sa, int32_t sb, int64_t x, int64_t las
         if (e->minoff[c[i]] < min_h)
             c[kept++] = c[i];
     sort_candidates(e, c, kept);
-    /* a candidate that overlaps no unplaced buffer ("hatless") goes now or never: once
-     * something above its minoff is placed, nothing could lift it into the canonical order */
-    for (int32_t i = 0; i < kept; i++)
-        if (e->udeg[c[i]] == 0) {
-            kept = i + 1;
-            break;
+    /* Every buffer left after a candidate b goes at or above b's offset, so each section's
+     * remaining column (b taken out) must fit above it: b at y needs y <= room[s] for every
+     * section s, room[s] = cap - rem[s] + maxpad[s], plus asize[b] where b lives in s. The
+     * candidates come in increasing y: those below the smallest room pass at once. */
+    int64_t y_max = kept ? e->minoff[c[kept - 1]] : 0;
+    int32_t n_tight = 0;
+    for (int32_t s = sa; s < sb; s++) /* the sections some candidate could overflow */
+        if (e->rem[s] > 0 && e->cap - e->rem[s] + e->maxpad[s] < y_max)
+            e->tight[n_tight++] = s;
+    int32_t n_ok = 0;
+    for (int32_t i = 0; i < kept; i++) {
+        int32_t b = c[i];
+        int64_t y = e->minoff[b];
+        int ok = 1;
+        for (int32_t j = 0; j < n_tight && ok; j++) {
+            int32_t s = e->tight[j];
+            int64_t rem = e->rem[s] - (s >= e->slo[b] && s < e->shi[b] ? e->asize[b] : 0);
+            ok = rem <= 0 || y + rem - e->maxpad[s] <= e->cap;
         }
+        if (ok)
+            c[n_ok++] = b;
+        /* a candidate that overlaps no unplaced buffer ("hatless") goes now or never: once
+         * something above its minoff is placed, nothing could lift it into the canonical
+         * order */
+        if (e->udeg[b] == 0)
+            break;
+    }
+    kept = n_ok;
     f->cand_n = kept;
     e->cand_n += (size_t)kept;
     return 1;
@@ -780,6 +805,7 @@ enum { R_NONE, R_OK, R_FAIL, R_ABORT, R_NOMEM };
 static int run(pbl__exact *e, int64_t cap, int64_t limit, pbl__exact_budget *b)
 {
     int32_t n = e->n, ns = e->n_sec;
+    e->cap = cap;
     for (int32_t k = 0; k < n; k++) {
         e->offset[k] = -1;
         e->minoff[k] = 0;
