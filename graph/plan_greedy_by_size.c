@@ -45,8 +45,14 @@
  *     ties (the lowest object id wins) are the other gaps ending or starting at that step.
  *     A treap per object, keyed by first, finds a new member's neighbours.
  *
- * Complexity: O((n + K) log n) time, K the pairs of overlapping records (what any overlap-
- * aware planner pays; n·w for w records live at once), plus the ties; O(n) memory.
+ * When most records overlap many others (the overlapping pairs K exceed n^2 / 16, as in
+ * training graphs), the K log n above loses to TFLite's own plain pass over the unassigned
+ * records per step; that pass is used then, over packed records, with the gap trees for the
+ * recomputations and the observation that a joining member can only improve the records in
+ * the gap it went into (elsewhere one of its object's records is nearer).
+ *
+ * Complexity: O((n + K) log n) time, K the pairs of overlapping records (n·w for w records
+ * live at once), plus the ties; O(n^2) when K > n^2 / 16; O(n) memory.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -55,6 +61,9 @@
 #include "graph/plan_internal.h"
 
 #define FAR INT64_MAX /* an infinite distance */
+
+/* Records overlapping more than n / PBL__DENSE others on average: run the plain loop. */
+#define PBL__DENSE 16
 
 typedef struct key2 {
     int64_t k;
@@ -530,6 +539,27 @@ static void recompute(state *s, int32_t i)
     s->best_obj[i] = best_obj;
 }
 
+/* Record a joins object o: o's free gap [prev.last, next.first) around it becomes
+ * [prev.last, a.first) and [a.last, next.first) (prev, next: o's neighbours of a, or -1). */
+static void split_gap(state *s, int32_t a, int32_t o, int fresh, int32_t *prev, int32_t *next)
+{
+    int64_t first = s->r[a].first, last = s->r[a].last;
+    int32_t dummy;
+    s->obj[a] = o;
+    treap_insert(&s->placed, o, a);
+    *prev = *next = -1;
+    if (!fresh) {
+        neighbours(&s->placed, o, first, prev, &dummy);
+        neighbours(&s->placed, o, last, &dummy, next);
+    }
+    mt_set(&s->gap_after, s->lpos[a], *next >= 0 ? -s->r[*next].first : -INT64_MAX);
+    mt_set(&s->gap_before, s->fpos[a], *prev >= 0 ? s->r[*prev].last : INT64_MIN);
+    if (*prev >= 0)
+        mt_set(&s->gap_after, s->lpos[*prev], -first);
+    if (*next >= 0)
+        mt_set(&s->gap_before, s->fpos[*next], last);
+}
+
 /* Record a joins object o (fresh: a new one) at this step; the others' bests follow. */
 static void place(state *s, int32_t a, int32_t o, int fresh, int32_t step)
 {
@@ -541,23 +571,11 @@ static void place(state *s, int32_t a, int32_t o, int fresh, int32_t step)
     s->active[a] = 0;
     resync(s, a);
     mt_set(&s->live, s->lpos[a], FAR);
-    treap_insert(&s->placed, o, a);
 
-    /* o's records around a, and the free gaps: [prev.last, next.first) becomes
-     * [prev.last, a.first) and [a.last, next.first) */
-    int32_t prev = -1, next = -1, dummy;
-    if (!fresh) {
-        neighbours(&s->placed, o, first, &prev, &dummy);
-        neighbours(&s->placed, o, last, &dummy, &next);
-    }
+    int32_t prev, next;
+    split_gap(s, a, o, fresh, &prev, &next);
     int64_t gap_from = prev >= 0 ? r[prev].last : INT64_MIN;
     int64_t gap_to = next >= 0 ? r[next].first : INT64_MAX;
-    mt_set(&s->gap_after, s->lpos[a], -gap_to);
-    mt_set(&s->gap_before, s->fpos[a], gap_from);
-    if (prev >= 0)
-        mt_set(&s->gap_after, s->lpos[prev], -first);
-    if (next >= 0)
-        mt_set(&s->gap_before, s->fpos[next], last);
 
     /* the unassigned records overlapping a (last > a.first, first < a.last); those that had o
      * as their best look again — they fit in the gap a went into, or o was never possible */
@@ -601,6 +619,118 @@ static void place(state *s, int32_t a, int32_t o, int fresh, int32_t step)
     t = (tag){ .r_at = last, .r_obj = o, .r_step = step, .l_at = 0, .l_obj = -1, .l_step = -1 };
     update_around(s, search(s->firsts, n, last, 0), next >= 0 ? search(s->firsts, n, gap_to, 0) : n, s->cut, n_cut,
                   &t);
+}
+
+/* TFLite's loop with the lazy tree: O((n + K) log n). */
+static int32_t run_sparse(state *s, const key2 *by_pos, pbl_assignment *out)
+{
+    const pbl_usage_record *r = s->r;
+    int32_t n = s->n, n_obj = 0, served = 0; /* by_pos[0, served): records whose position has come */
+    for (int32_t step = 0; step < n; step++) {
+        while (s->next[1] < 0 && served < n) { /* the next position's records become candidates */
+            int32_t p = s->position[by_pos[served].idx];
+            for (; served < n && s->position[by_pos[served].idx] == p; served++) {
+                int32_t i = by_pos[served].idx;
+                settle(s, i);
+                s->active[i] = 1;
+                resync(s, i);
+            }
+        }
+        int32_t a = s->next[1], o;
+        settle(s, a);
+        int fresh = s->best[a] == FAR;
+        if (fresh) {
+            o = n_obj++;
+            out->object_size[o] = r[a].size;
+        } else {
+            o = s->best_obj[a];
+            if (out->object_size[o] < r[a].size)
+                out->object_size[o] = r[a].size;
+        }
+        out->object[a] = o;
+        place(s, a, o, fresh, step);
+    }
+    return n_obj;
+}
+
+/* An unassigned record as run_dense keeps it: packed, so a pass streams through memory. */
+typedef struct open_rec {
+    int64_t first, last, best;
+    int32_t best_obj, idx, position;
+} open_rec;
+
+/* Whether open record x is taken before open record y (-1: none). */
+static int open_first(const state *s, const open_rec *x, const open_rec *y)
+{
+    return !y || takes_first(s, x->idx, x->best, y->idx, y->best);
+}
+
+/* The open record to take next: of the smallest position, by (best, -size, index). */
+static int32_t open_next(const state *s, const open_rec *open, int32_t n_open)
+{
+    int32_t p = INT32_MAX, pick = -1;
+    for (int32_t k = 0; k < n_open; k++)
+        if (open[k].position < p)
+            p = open[k].position;
+    for (int32_t k = 0; k < n_open; k++)
+        if (open[k].position == p && open_first(s, &open[k], pick >= 0 ? &open[pick] : NULL))
+            pick = k;
+    return pick;
+}
+
+/* TFLite's loop as it reads, a pass over the unassigned records per step, with two shortcuts:
+ * a record's distance to a joining object's existing one can only improve if it lies in the
+ * gap the new member went into (elsewhere one of o's records is closer), and recomputations
+ * use the gap trees. The pass also finds the next record. O(n^2) with a small constant:
+ * faster than the lazy tree when most records overlap many others. */
+static int32_t run_dense(state *s, open_rec *open, pbl_assignment *out)
+{
+    const pbl_usage_record *r = s->r;
+    int32_t n = s->n, n_obj = 0, n_open = n;
+    for (int32_t i = 0; i < n; i++)
+        open[i] = (open_rec){ r[i].first, r[i].last, FAR, -1, i, s->position[i] };
+    int32_t pick = open_next(s, open, n_open);
+    for (int32_t step = 0; step < n; step++) {
+        open_rec ar = open[pick];
+        open[pick] = open[--n_open];
+        int32_t a = ar.idx, o, prev, next;
+        int fresh = ar.best == FAR;
+        if (fresh) {
+            o = n_obj++;
+            out->object_size[o] = r[a].size;
+        } else {
+            o = ar.best_obj;
+            if (out->object_size[o] < r[a].size)
+                out->object_size[o] = r[a].size;
+        }
+        out->object[a] = o;
+        split_gap(s, a, o, fresh, &prev, &next);
+        int64_t first = ar.first, last = ar.last;
+        int64_t gap_from = prev >= 0 ? r[prev].last : INT64_MIN, gap_to = next >= 0 ? r[next].first : INT64_MAX;
+        pick = -1;
+        for (int32_t k = 0; k < n_open; k++) {
+            open_rec *q = &open[k];
+            if (q->first < last && first < q->last) { /* overlaps a */
+                if (!fresh && q->best != FAR && q->best_obj == o) {
+                    s->best_obj[q->idx] = q->best_obj;
+                    recompute(s, q->idx);
+                    q->best = s->best[q->idx];
+                    q->best_obj = s->best_obj[q->idx];
+                }
+            } else if (fresh || (q->first >= gap_from && q->last <= gap_to)) {
+                int64_t d = q->last <= first ? first - q->last : q->first - last;
+                if (d < q->best) {
+                    q->best = d;
+                    q->best_obj = o;
+                }
+            }
+            if (q->position == ar.position && open_first(s, q, pick >= 0 ? &open[pick] : NULL))
+                pick = k;
+        }
+        if (pick < 0 && n_open > 0) /* this position is done: the next one's first record */
+            pick = open_next(s, open, n_open);
+    }
+    return n_obj;
 }
 
 pbl_status pbl__plan_greedy_by_size(const pbl__plan_in *in, pbl_assignment *out)
@@ -694,30 +824,22 @@ pbl_status pbl__plan_greedy_by_size(const pbl__plan_in *in, pbl_assignment *out)
     for (int32_t v = s.leaves - 1; v >= 1; v--)
         pull(&s, v);
 
-    int32_t n_obj = 0, served = 0; /* by_pos[0, served): records whose position has come */
-    for (int32_t step = 0; step < n; step++) {
-        while (s.next[1] < 0 && served < n) { /* the next position's records become candidates */
-            int32_t p = s.position[by_pos[served].idx];
-            for (; served < n && s.position[by_pos[served].idx] == p; served++) {
-                int32_t i = by_pos[served].idx;
-                settle(&s, i);
-                s.active[i] = 1;
-                resync(&s, i);
-            }
+    /* the overlapping pairs decide between the two ways of running TFLite's loop */
+    int64_t pairs = 0;
+    for (int32_t i = 0; i < n; i++)
+        pairs += search(s.firsts, n, r[i].last, 0) - search(s.lasts, n, r[i].first, 1) - 1;
+    int32_t n_obj;
+    if (pairs > (int64_t)n * n / PBL__DENSE) {
+        open_rec *open = pbl__plan_alloc(al, nn * sizeof *open);
+        if (!open) {
+            pbl__plan_free(al, block, bytes);
+            pbl_assignment_free(out);
+            return PBL_ERR_NOMEM;
         }
-        int32_t a = s.next[1], o;
-        settle(&s, a);
-        int fresh = s.best[a] == FAR;
-        if (fresh) {
-            o = n_obj++;
-            out->object_size[o] = r[a].size;
-        } else {
-            o = s.best_obj[a];
-            if (out->object_size[o] < r[a].size)
-                out->object_size[o] = r[a].size;
-        }
-        out->object[a] = o;
-        place(&s, a, o, fresh, step);
+        n_obj = run_dense(&s, open, out);
+        pbl__plan_free(al, open, nn * sizeof *open);
+    } else {
+        n_obj = run_sparse(&s, by_pos, out);
     }
     out->n_objects = n_obj;
     pbl__plan_free(al, block, bytes);
