@@ -18,11 +18,11 @@
  * saturated L_j -> R_k edges from record to record; its size is the largest record on it.
  * Costs are int64 (TFLite's are int).
  *
- * Complexity: the network has O(n^2) edges (every record may link to every earlier one);
- * each of the n + 1 searches is O(V·E) in the worst case, typically a few passes over the
- * edges, so O(n^3) in practice and O(n^5) in the worst case; O(n^2) memory. Above
- * PBL__MCF_MAX_RECORDS records the strategy refuses with PBL_ERR_UNSUPPORTED and no
- * assignment (`best` then skips it).
+ * Complexity: the network has V = O(n) vertices and E = O(n^2) edges (every record may link
+ * to every earlier one); each of the n + 1 searches is O(V·E) = O(n^3) in the worst case and
+ * typically a few passes over the edges, so O(n^3) in practice and O(n^4) at worst; O(n^2)
+ * memory (about 1 s for 1024 random records). Above PBL__MCF_MAX_RECORDS (1024) records the
+ * strategy refuses with PBL_ERR_UNSUPPORTED and no assignment (`best` then skips it).
  */
 #include <stdint.h>
 #include <stdlib.h>
