@@ -3,19 +3,30 @@
  *
  * With a capacity C (opt.capacity > 0) it answers the decision problem: a packing within C
  * (PBL_OK), PBL_ERR_INFEASIBLE when it proves that none exists, PBL_ERR_TIMEOUT when the
- * budget runs out first. Without a capacity it minimises the arena: it starts from the best
- * greedy packing (its own lowest-fit passes and every other listed strategy), tries the lower
- * bound, then asks for ever smaller capacities, each a decision search
- * (graph/plan_exact_search.c), until one is proven infeasible (the result is optimal), the
- * lower bound is reached (optimal too), or the budget runs out (the best packing so far).
- * Every packing it returns has passed pbl_plan_verify.
+ * budget runs out first. It tries its greedy packings, then a short search at the lower bound
+ * (a packing there fits C too, and the tighter capacity prunes harder), then the search at C;
+ * the other strategies' packings are consulted when that search has used half its budget.
+ *
+ * Without a capacity it minimises the arena: from the best greedy packing it tries the lower
+ * bound, then (consulting the other strategies, so as never to be worse than any of them)
+ * asks for ever smaller capacities, each a decision search (graph/plan_exact_search.c), until
+ * one is proven infeasible (the result is optimal), the lower bound is reached (optimal too),
+ * or the budget runs out (the best packing so far, optimal = 0).
+ *
+ * The lower bound is the peak of live bytes, raised for alignment: the records of a section
+ * stack with every one but the top padded to the alignment. Every packing returned has passed
+ * pbl_plan_verify.
  *
  * Budget. opt.time_limit = 0 (the default, and what `best` and the property tests use) gives
- * a fixed budget of search nodes, so the result is the same on every machine, with a wall-clock
- * safety net (DEFAULT_SECONDS) that a pathological instance on a slow machine can reach —
- * only then does the result depend on the machine. opt.time_limit > 0 (`pebble plan
- * --time-limit S`) searches for that many seconds: results then depend on machine speed.
- * The search itself uses no randomness.
+ * a fixed budget of DEFAULT_NODES search nodes, so the result is the same on every machine,
+ * with a wall-clock safety net (DEFAULT_SECONDS) that only a pathological instance on a slow
+ * machine reaches — only then does the result depend on the machine. It stops at once when a
+ * greedy packing reaches the lower bound. opt.time_limit > 0 (`pebble plan --time-limit S`)
+ * searches for that many seconds instead: results then depend on the machine's speed. The
+ * greedy passes and the other strategies run outside the limit. No randomness is used.
+ *
+ * The other strategies are consulted for up to OTHERS_MAX_N records (see offer_others); above
+ * that exact relies on its own greedy passes and search.
  *
  * Granularity. Every canonical packing (see the search) puts each buffer on 0 or on the
  * aligned top of another, so when g divides every size and the alignment, optimal arenas are

@@ -6,12 +6,14 @@
  *   - M. D. Moffitt, "MiniMalloc: A Lightweight Memory Allocator for Hardware-Accelerated
  *     Machine Learning", ASPLOS '23, doi 10.1145/3623278.3624752, and its public repository
  *     github.com/google/minimalloc (Apache-2.0): canonical solutions, dominance by gaps,
- *     section inference, temporal decomposition, round-robin preorders with growing node
- *     limits.
+ *     section inference, temporal decomposition, "hatless" buffers, round-robin preorders
+ *     with growing node limits.
  *   - M. Maas et al., "TelaMalloc: Efficient On-Chip Memory Allocation for Production Machine
  *     Learning Accelerators", ASPLOS '23: place the most contended buffers first.
- *   - The single-machine bound with release dates (1|r_j|C_max, solved by ordering jobs by
- *     release date), used here as a per-section lower bound.
+ *   - The single-machine bound with release dates (1|r_j|C_max: order jobs by release date),
+ *     used here, at two of its points, as a per-section lower bound.
+ *   - Transposition tables (memoised search states), as in game-tree search and in skyline
+ *     methods for rectangle packing.
  *
  * The argument, in the terms used below. Any packing can be pushed down, one buffer at a time,
  * until no buffer can move to a lower free (aligned) offset; call such a packing stable. List
@@ -20,23 +22,33 @@
  * So the search places, one after another, some unplaced buffer at its minoff, with (offset,
  * rank) increasing along the path. Pruning, each sound for stable packings:
  *
- *   - canonical order: a buffer whose minoff is below the last placement's offset x cannot be
- *     placed until something raises its minoff; every remaining buffer ends at >= x;
+ *   - canonical order: a buffer whose minoff is below the last placement's offset x (or at x,
+ *     ranked before it) is "behind": it cannot be placed until something raises its minoff,
+ *     and if nothing unplaced overlaps it, never — the branch fails ("stuck"); a candidate
+ *     that overlaps nothing unplaced must go first or never ("hatless");
  *   - dominance: if some unplaced buffer u fits under its own minoff + size, no buffer may be
  *     placed at or above that height (u could be moved down into the gap) — so candidates lie
  *     strictly below min(minoff[u] + size[u]);
  *   - sections: time is cut into the maximal sets of buffers live together (the maximal
  *     cliques of the interval graph). The unplaced buffers of a section stack in one column,
- *     each at or above its minoff and at or above x; the column's height is at least
- *     max over t of t + (sizes of those released at or after t) — the release-date bound;
+ *     each at or above its minoff, and all at or above the next placement's offset: a
+ *     candidate whose offset leaves some section's column no room is never tried, and after a
+ *     placement the sections it touched are checked against the release-date bound;
+ *   - twins: buffers with the same size and sections are interchangeable; they go in index
+ *     order;
  *   - decomposition: when no unplaced buffer crosses the boundary between two sections, the
  *     two sides are independent and are solved one after the other; a failure on one side
- *     fails the placement that split them, without retrying the other side.
+ *     fails the placement that split them, without retrying the other side;
+ *   - memo: a component whose search failed is remembered by its state (which buffers are
+ *     left, their minoffs, which are behind, x); meeting the same state again — reached through
+ *     a different arrangement underneath — fails at once.
  *
  * The search is iterative (an explicit stack of OR frames, "which buffer next", and AND
  * frames, "every component in turn") with a trail that undoes every change on backtrack.
  * A run stops at a node limit; the caller's budget restarts it with each preorder in turn and
- * a doubled limit, as MiniMalloc does, so the result depends only on the budget.
+ * a doubled limit, as MiniMalloc does; the memo carries over, so a restart resumes rather than
+ * repeats. Nothing depends on the clock but the deadline, so for a given node budget the
+ * result is always the same.
  */
 #include <stdlib.h>
 #include <string.h>
