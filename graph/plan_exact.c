@@ -38,7 +38,7 @@
 #include "graph/plan_exact.h"
 
 #define DEFAULT_NODES   20000 /* search nodes when no time limit is given */
-#define DEFAULT_SECONDS 0.2   /* the safety net for that case */
+#define DEFAULT_SECONDS 1.0   /* the safety net for that case: far above what DEFAULT_NODES take */
 #define LB_SHARE        0.1   /* of the budget, for trying the lower bound when minimising */
 #define OTHERS_MAX_N    5000  /* records; see offer_others */
 #define PROBE_NODES(n)  (20 * (int64_t)(n) + 1000) /* a decision's probe at the lower bound */
