@@ -174,6 +174,15 @@ pbl_status pbl__plan_exact(const pbl__plan_in *in, pbl_assignment *out)
         offer(in, &best, trial);
     }
     s = PBL_OK;
+    if (best.arena < 0) {
+        /* sizes too large to add up in 64 bits (no packing verified): let the others try */
+        if ((s = offer_others(in, &best)) != PBL_OK)
+            goto done;
+        if (best.arena < 0) {
+            s = PBL_ERR_UNSUPPORTED;
+            goto done;
+        }
+    }
     if (e && pbl__exact_lower_bound(e) > lb)
         lb = (pbl__exact_lower_bound(e) + g - 1) / g * g;
     optimal = best.arena == lb;

@@ -422,6 +422,15 @@ static void test_edges(void **state)
     pbl_assignment_free(&a);
     o.capacity = 320;
     assert_int_equal(pbl_plan_records(three, 3, "exact", &o, &a, err, sizeof err), PBL_ERR_INFEASIBLE);
+
+    /* sizes too large for the search to add up safely (over 2^60 in all): it steps aside,
+     * and the packing still verifies */
+    pbl_usage_record huge[3];
+    for (int i = 0; i < 3; i++)
+        huge[i] = (pbl_usage_record){ (INT64_C(1) << 60) + i, 0, 1 + i };
+    assert_int_equal(pbl_plan_records(huge, 3, "exact", NULL, &a, err, sizeof err), PBL_OK);
+    assert_int_equal(pbl_plan_verify(huge, 3, &a, 1, 0, err, sizeof err), PBL_OK);
+    pbl_assignment_free(&a);
 }
 
 int main(void)
