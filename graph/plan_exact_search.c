@@ -123,6 +123,7 @@ struct pbl__exact {
     /* scratch */
     int64_t  cap;       /* the capacity of the current run */
     int32_t *tight;     /* n_sec: scratch for push_or */
+    int32_t *low_hint;  /* n_sec: a member of the section with a low minoff (see section_bound) */
     int32_t *order;     /* n: for building preorders */
     order_key *keys;    /* n: the same */
     int      h;         /* the preorder heuristic of the current run */
@@ -249,6 +250,7 @@ static void carve_all(pbl__exact *e, char *base, size_t *at, int64_t n_adj, int6
     e->cuts = carve(base, at, ns * sizeof(int64_t));
     e->udeg = carve(base, at, n * sizeof(int64_t));
     e->tight = carve(base, at, ns * sizeof(int32_t));
+    e->low_hint = carve(base, at, ns * sizeof(int32_t));
     e->salt = carve(base, at, n * sizeof(uint64_t));
     e->order = carve(base, at, n * sizeof(int32_t));
     e->keys = carve(base, at, n * sizeof(order_key));
@@ -521,23 +523,34 @@ static void undo(pbl__exact *e, size_t mark)
     }
 }
 
-/* A lower bound on the height of section s's column. Its unplaced buffers stack, each at or
+/* A lower bound on the height of section s's column (or cap, when it is known to be no more). Its unplaced buffers stack, each at or
  * above its minoff, so the column reaches at least (lowest minoff + all their sizes) and at
  * least (t + sizes of those whose minoff is t or more), t the top just placed: two points of
  * the single-machine release-date bound max over r of (r + sizes released at r or later),
  * without its sort. A column of aligned buffers wastes each one's padding but the top one's. */
-static int64_t section_bound(const pbl__exact *e, int32_t s, int64_t t)
+static int64_t section_bound(pbl__exact *e, int32_t s, int64_t t)
 {
+    if (e->ucnt[s] == 0)
+        return 0;
+    /* Both points are at most (a member's minoff, or t) + rem: when a remembered member with a
+     * low minoff (a hint, not undone on backtrack) is still unplaced and low enough, the
+     * bound is within the capacity without looking at the rest. */
+    int32_t w = e->low_hint[s];
+    int64_t rem = e->rem[s] - e->maxpad[s];
+    if (t + rem <= e->cap && e->offset[w] < 0 && e->minoff[w] + rem <= e->cap)
+        return e->cap;
     const int32_t *mem = e->sec_mem + e->sec_at[s];
     int64_t lowest = INT64_MAX, above = 0;
     for (int64_t m = 0; m < e->ucnt[s]; m++) {
         int32_t u = mem[m];
         int64_t v = e->minoff[u];
-        lowest = v < lowest ? v : lowest;
+        if (v < lowest) {
+            lowest = v;
+            w = u;
+        }
         above += v >= t ? e->asize[u] : 0;
     }
-    if (e->ucnt[s] == 0)
-        return 0;
+    e->low_hint[s] = w;
     int64_t lb = lowest + e->rem[s] > t + above ? lowest + e->rem[s] : t + above;
     return lb - e->maxpad[s];
 }
@@ -826,6 +839,7 @@ static int run(pbl__exact *e, int64_t cap, int64_t limit, pbl__exact_budget *b)
     for (int32_t s = 0; s < ns; s++) {
         e->rem[s] = e->atotal0[s];
         e->ucnt[s] = e->sec_at[s + 1] - e->sec_at[s];
+        e->low_hint[s] = e->sec_mem[e->sec_at[s]];
         e->cuts[s] = e->cuts0[s];
         if (e->rem[s] - e->maxpad[s] > cap)
             return R_FAIL;
