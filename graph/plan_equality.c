@@ -19,58 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph/plan_busy_heap.h"
 #include "graph/plan_internal.h"
-
-typedef struct key2 {
-    int64_t k;
-    int32_t idx;
-} key2;
-
-static int cmp_key2(const void *a, const void *b)
-{
-    const key2 *x = a, *y = b;
-    if (x->k != y->k)
-        return (x->k > y->k) - (x->k < y->k);
-    return (x->idx > y->idx) - (x->idx < y->idx);
-}
-
-typedef struct busy {
-    int64_t last;   /* the holder's last step */
-    int32_t object;
-} busy;
-
-static int busy_before(busy a, busy b)
-{
-    return a.last < b.last || (a.last == b.last && a.object < b.object);
-}
-
-static void heap_push(busy *h, int32_t *n, busy x)
-{
-    int32_t i = (*n)++;
-    while (i > 0 && busy_before(x, h[(i - 1) / 2])) {
-        h[i] = h[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    h[i] = x;
-}
-
-static void heap_pop(busy *h, int32_t *n)
-{
-    busy x = h[--(*n)];
-    int32_t i = 0;
-    for (;;) {
-        int32_t c = 2 * i + 1;
-        if (c >= *n)
-            break;
-        if (c + 1 < *n && busy_before(h[c + 1], h[c]))
-            c++;
-        if (!busy_before(h[c], x))
-            break;
-        h[i] = h[c];
-        i = c;
-    }
-    h[i] = x;
-}
+#include "graph/plan_sort.h"
 
 pbl_status pbl__plan_equality(const pbl__plan_in *in, pbl_assignment *out)
 {
@@ -84,26 +35,26 @@ pbl_status pbl__plan_equality(const pbl__plan_in *in, pbl_assignment *out)
         return PBL_OK;
 
     size_t nn = (size_t)n;
-    size_t bytes = nn * (2 * sizeof(key2) + sizeof(busy) + 4 * sizeof(int32_t));
+    size_t bytes = nn * (2 * sizeof(pbl__key2) + sizeof(pbl__busy) + 4 * sizeof(int32_t));
     char *block = pbl__plan_alloc(al, bytes), *at = block;
     if (!block) {
         pbl_assignment_free(out);
         return PBL_ERR_NOMEM;
     }
-    key2 *order = (key2 *)at;     at += nn * sizeof *order;   /* by first */
-    key2 *by_size = (key2 *)at;   at += nn * sizeof *by_size;
-    busy *heap = (busy *)at;      at += nn * sizeof *heap;
+    pbl__key2 *order = (pbl__key2 *)at;     at += nn * sizeof *order;   /* by first */
+    pbl__key2 *by_size = (pbl__key2 *)at;   at += nn * sizeof *by_size;
+    pbl__busy *heap = (pbl__busy *)at;      at += nn * sizeof *heap;
     int32_t *rank = (int32_t *)at; at += nn * sizeof *rank;    /* per record: its size's rank */
     int32_t *obj_rank = (int32_t *)at; at += nn * sizeof *obj_rank;
     int32_t *top = (int32_t *)at; at += nn * sizeof *top;      /* per rank: last freed object, or -1 */
     int32_t *below = (int32_t *)at;                            /* per object: next in its free stack */
 
     for (int32_t i = 0; i < n; i++) {
-        order[i] = (key2){ r[i].first, i };
-        by_size[i] = (key2){ r[i].size, i };
+        order[i] = (pbl__key2){ r[i].first, i };
+        by_size[i] = (pbl__key2){ r[i].size, i };
     }
-    qsort(order, nn, sizeof *order, cmp_key2);
-    qsort(by_size, nn, sizeof *by_size, cmp_key2);
+    qsort(order, nn, sizeof *order, pbl__key2_cmp);
+    qsort(by_size, nn, sizeof *by_size, pbl__key2_cmp);
     int32_t n_ranks = 0;
     for (int32_t k = 0; k < n; k++) {
         if (k > 0 && by_size[k].k != by_size[k - 1].k)
@@ -117,8 +68,8 @@ pbl_status pbl__plan_equality(const pbl__plan_in *in, pbl_assignment *out)
     for (int32_t o = 0; o < n; o++) {
         int32_t i = order[o].idx;
         while (n_busy > 0 && heap[0].last <= r[i].first) {
-            int32_t ob = heap[0].object;
-            heap_pop(heap, &n_busy);
+            int32_t ob = heap[0].id;
+            pbl__busy_pop(heap, &n_busy);
             below[ob] = top[obj_rank[ob]];
             top[obj_rank[ob]] = ob;
         }
@@ -131,7 +82,7 @@ pbl_status pbl__plan_equality(const pbl__plan_in *in, pbl_assignment *out)
             out->object_size[ob] = r[i].size;
         }
         out->object[i] = ob;
-        heap_push(heap, &n_busy, (busy){ r[i].last, ob });
+        pbl__busy_push(heap, &n_busy, (pbl__busy){ r[i].last, ob });
     }
     out->n_objects = n_obj;
     pbl__plan_free(al, block, bytes);

@@ -34,189 +34,25 @@
 #include <string.h>
 
 #include "graph/plan_internal.h"
-
-typedef struct key2 {
-    int64_t k;
-    int32_t idx;
-} key2;
-
-static int cmp_key2(const void *a, const void *b)
-{
-    const key2 *x = a, *y = b;
-    if (x->k != y->k)
-        return (x->k > y->k) - (x->k < y->k);
-    return (x->idx > y->idx) - (x->idx < y->idx);
-}
-
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* ---- a treap keyed by (k1[v], k2[v]), or (k1[v], v) when k2 is NULL ---------------------- */
-
-typedef struct treap {
-    const int64_t *k1, *k2;
-    int32_t       *left, *right;
-    int32_t        root;
-} treap;
-
-static uint32_t prio(int32_t v)
-{
-    uint32_t x = (uint32_t)v * 2654435761u;
-    x ^= x >> 15;
-    x *= 2246822519u;
-    return x ^ (x >> 13);
-}
-
-static int64_t key_b(const treap *t, int32_t v) { return t->k2 ? t->k2[v] : v; }
-
-/* key(v) < (a, b) */
-static int key_below(const treap *t, int32_t v, int64_t a, int64_t b)
-{
-    return t->k1[v] < a || (t->k1[v] == a && key_b(t, v) < b);
-}
-
-static int32_t merge(treap *t, int32_t a, int32_t b)
-{
-    if (a < 0)
-        return b;
-    if (b < 0)
-        return a;
-    if (prio(a) > prio(b)) {
-        t->right[a] = merge(t, t->right[a], b);
-        return a;
-    }
-    t->left[b] = merge(t, a, t->left[b]);
-    return b;
-}
-
-static void split(treap *t, int32_t v, int64_t a, int64_t b, int32_t *lo, int32_t *hi)
-{
-    if (v < 0) {
-        *lo = *hi = -1;
-    } else if (key_below(t, v, a, b)) {
-        split(t, t->right[v], a, b, &t->right[v], hi);
-        *lo = v;
-    } else {
-        split(t, t->left[v], a, b, lo, &t->left[v]);
-        *hi = v;
-    }
-}
-
-static void treap_insert(treap *t, int32_t x)
-{
-    int32_t lo, hi;
-    t->left[x] = t->right[x] = -1;
-    split(t, t->root, t->k1[x], key_b(t, x), &lo, &hi);
-    t->root = merge(t, merge(t, lo, x), hi);
-}
-
-static int32_t erase_at(treap *t, int32_t v, int32_t x)
-{
-    if (v == x)
-        return merge(t, t->left[v], t->right[v]);
-    if (key_below(t, x, t->k1[v], key_b(t, v)))
-        t->left[v] = erase_at(t, t->left[v], x);
-    else
-        t->right[v] = erase_at(t, t->right[v], x);
-    return v;
-}
-
-/* The first node with key >= (a, b), or -1. */
-static int32_t treap_at_least(const treap *t, int64_t a, int64_t b)
-{
-    int32_t v = t->root, found = -1;
-    while (v >= 0) {
-        if (!key_below(t, v, a, b)) {
-            found = v;
-            v = t->left[v];
-        } else {
-            v = t->right[v];
-        }
-    }
-    return found;
-}
-
-/* The last node with key < (a, b), or -1. */
-static int32_t treap_below(const treap *t, int64_t a, int64_t b)
-{
-    int32_t v = t->root, found = -1;
-    while (v >= 0) {
-        if (key_below(t, v, a, b)) {
-            found = v;
-            v = t->right[v];
-        } else {
-            v = t->left[v];
-        }
-    }
-    return found;
-}
-
-/* ---- min segment trees over a fixed order of the records --------------------------------- */
-
-typedef struct mintree {
-    int32_t  leaves;
-    int64_t *v; /* [2·leaves] */
-} mintree;
-
-static void mt_set(mintree *t, int32_t p, int64_t x)
-{
-    int32_t v = t->leaves + p;
-    t->v[v] = x;
-    for (v /= 2; v >= 1; v /= 2) {
-        int64_t m = t->v[2 * v] < t->v[2 * v + 1] ? t->v[2 * v] : t->v[2 * v + 1];
-        if (t->v[v] == m)
-            break;
-        t->v[v] = m;
-    }
-}
-
-/* Appends to out[] the positions in [from, to) under node v = [lo, hi) whose value is < thr. */
-static void mt_collect(const mintree *t, int32_t v, int32_t lo, int32_t hi, int32_t from, int32_t to, int64_t thr,
-                       int32_t *out, int32_t *n_out)
-{
-    if (hi <= from || lo >= to || t->v[v] >= thr)
-        return;
-    if (hi - lo == 1) {
-        out[(*n_out)++] = lo;
-        return;
-    }
-    int32_t mid = lo + (hi - lo) / 2;
-    mt_collect(t, 2 * v, lo, mid, from, to, thr, out, n_out);
-    mt_collect(t, 2 * v + 1, mid, hi, from, to, thr, out, n_out);
-}
-
-/* The index of the first of sorted v[0, n) that is >= t (strict: > t). */
-static int32_t search(const int64_t *v, int32_t n, int64_t t, int strict)
-{
-    int32_t lo = 0, hi = n;
-    while (lo < hi) {
-        int32_t mid = lo + (hi - lo) / 2;
-        if (v[mid] < t || (strict && v[mid] == t))
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
+#include "graph/plan_mintree.h"
+#include "graph/plan_sort.h"
+#include "graph/plan_treap.h"
 
 /* ---- the plan ------------------------------------------------------------------------------ */
 
 typedef struct breadth {
     const pbl_usage_record *r;
     int32_t  n;
-    treap    objs;      /* objects by (size, id) */
-    treap    sched;     /* assigned records by (object, first) */
+    pbl__treap objs;    /* objects by (size, id) */
+    pbl__treap sched;   /* assigned records by (object, first) */
     int64_t *obj_size;  /* = out->object_size */
     int64_t *rec_obj;   /* per record: its object (int64 for the treap key), -1 before */
     int64_t *first;     /* per record */
     int64_t *firsts, *lasts;  /* sorted */
     int32_t *fpos, *lpos;     /* per record: position in the first / last order */
     int32_t *at_f, *at_l;     /* per position: the record */
-    mintree  gap_after;  /* by last: -(end of the free gap after each assigned record) */
-    mintree  gap_before; /* by first: start of the free gap before each assigned record */
+    pbl__mintree gap_after;  /* by last: -(end of the free gap after each assigned record) */
+    pbl__mintree gap_before; /* by first: start of the free gap before each assigned record */
     int32_t *found;      /* scratch, [n] */
 } breadth;
 
@@ -224,10 +60,10 @@ typedef struct breadth {
 static int clashes(const breadth *b, int32_t o, int32_t i)
 {
     int64_t first = b->r[i].first;
-    int32_t after = treap_at_least(&b->sched, o, first);
+    int32_t after = pbl__treap_at_least(&b->sched, o, first);
     if (after >= 0 && b->rec_obj[after] == o && b->r[after].first < b->r[i].last)
         return 1;
-    int32_t before = treap_below(&b->sched, o, first);
+    int32_t before = pbl__treap_below(&b->sched, o, first);
     return before >= 0 && b->rec_obj[before] == o && b->r[before].last > first;
 }
 
@@ -252,16 +88,16 @@ static int32_t choose_by_gaps(breadth *b, int32_t i)
 {
     int64_t first = b->r[i].first, last = b->r[i].last;
     int32_t n = b->n, n_found = 0, best = -1;
-    mt_collect(&b->gap_after, 1, 0, b->gap_after.leaves, 0, search(b->lasts, n, first, 1), -last + 1, b->found,
-               &n_found);
+    pbl__mintree_collect(&b->gap_after, 1, 0, b->gap_after.leaves, 0, pbl__search_i64(b->lasts, n, first, 1),
+                         -last + 1, b->found, &n_found);
     for (int32_t k = 0; k < n_found; k++) {
         int32_t o = (int32_t)b->rec_obj[b->at_l[b->found[k]]];
         if (prefer(b, o, best, b->r[i].size))
             best = o;
     }
     n_found = 0;
-    mt_collect(&b->gap_before, 1, 0, b->gap_before.leaves, search(b->firsts, n, last, 0), n, INT64_MIN + 1, b->found,
-               &n_found);
+    pbl__mintree_collect(&b->gap_before, 1, 0, b->gap_before.leaves, pbl__search_i64(b->firsts, n, last, 0), n,
+                         INT64_MIN + 1, b->found, &n_found);
     for (int32_t k = 0; k < n_found; k++) {
         int32_t o = (int32_t)b->rec_obj[b->at_f[b->found[k]]];
         if (prefer(b, o, best, b->r[i].size))
@@ -278,8 +114,8 @@ static int32_t choose(breadth *b, int32_t i)
     int64_t need = b->r[i].size;
     int budget = 16;
     /* the smallest that holds it, lowest id first */
-    for (int32_t o = treap_at_least(&b->objs, need, INT64_MIN); o >= 0;
-         o = treap_at_least(&b->objs, b->obj_size[o], (int64_t)o + 1)) {
+    for (int32_t o = pbl__treap_at_least(&b->objs, need, INT64_MIN); o >= 0;
+         o = pbl__treap_at_least(&b->objs, b->obj_size[o], (int64_t)o + 1)) {
         if (budget-- == 0)
             return choose_by_gaps(b, i);
         if (!clashes(b, o, i))
@@ -287,7 +123,8 @@ static int32_t choose(breadth *b, int32_t i)
     }
     /* else the largest below it; among equal sizes the lowest id */
     int32_t best = -1;
-    for (int32_t o = treap_below(&b->objs, need, INT64_MIN); o >= 0; o = treap_below(&b->objs, b->obj_size[o], o)) {
+    for (int32_t o = pbl__treap_below(&b->objs, need, INT64_MIN); o >= 0;
+         o = pbl__treap_below(&b->objs, b->obj_size[o], o)) {
         if (best >= 0 && b->obj_size[o] != b->obj_size[best])
             break;
         if (budget-- == 0)
@@ -302,33 +139,19 @@ static int32_t choose(breadth *b, int32_t i)
 static void join(breadth *b, int32_t i, int32_t o)
 {
     int64_t first = b->r[i].first, last = b->r[i].last;
-    int32_t next = treap_at_least(&b->sched, o, first), prev = treap_below(&b->sched, o, first);
+    int32_t next = pbl__treap_at_least(&b->sched, o, first), prev = pbl__treap_below(&b->sched, o, first);
     if (next >= 0 && b->rec_obj[next] != o)
         next = -1;
     if (prev >= 0 && b->rec_obj[prev] != o)
         prev = -1;
     b->rec_obj[i] = o;
-    treap_insert(&b->sched, i);
-    mt_set(&b->gap_after, b->lpos[i], next >= 0 ? -b->r[next].first : -INT64_MAX);
-    mt_set(&b->gap_before, b->fpos[i], prev >= 0 ? b->r[prev].last : INT64_MIN);
+    pbl__treap_insert(&b->sched, i);
+    pbl__mintree_set(&b->gap_after, b->lpos[i], next >= 0 ? -b->r[next].first : -INT64_MAX);
+    pbl__mintree_set(&b->gap_before, b->fpos[i], prev >= 0 ? b->r[prev].last : INT64_MIN);
     if (prev >= 0)
-        mt_set(&b->gap_after, b->lpos[prev], -first);
+        pbl__mintree_set(&b->gap_after, b->lpos[prev], -first);
     if (next >= 0)
-        mt_set(&b->gap_before, b->fpos[next], last);
-}
-
-/* The index of t in the sorted distinct times pts[0, m). */
-static int32_t time_index(const int64_t *pts, int32_t m, int64_t t)
-{
-    int32_t lo = 0, hi = m;
-    while (lo < hi) {
-        int32_t mid = lo + (hi - lo) / 2;
-        if (pts[mid] < t)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+        pbl__mintree_set(&b->gap_before, b->fpos[next], last);
 }
 
 pbl_status pbl__plan_greedy_by_breadth(const pbl__plan_in *in, pbl_assignment *out)
@@ -350,15 +173,7 @@ pbl_status pbl__plan_greedy_by_breadth(const pbl__plan_in *in, pbl_assignment *o
         pbl_assignment_free(out);
         return PBL_ERR_NOMEM;
     }
-    for (int32_t i = 0; i < n; i++) {
-        pts[2 * i] = r[i].first;
-        pts[2 * i + 1] = r[i].last;
-    }
-    qsort(pts, 2 * nn, sizeof *pts, cmp_i64);
-    int32_t m = 1;
-    for (int32_t k = 1; k < 2 * n; k++)
-        if (pts[k] != pts[m - 1])
-            pts[m++] = pts[k];
+    int32_t m = pbl__distinct_times(r, n, pts);
     int32_t n_seg = m - 1, leaves = 1, depth = 1;
     while (leaves < n_seg) {
         leaves *= 2;
@@ -370,7 +185,8 @@ pbl_status pbl__plan_greedy_by_breadth(const pbl__plan_in *in, pbl_assignment *o
     while (gap_leaves < n)
         gap_leaves *= 2;
     size_t nl = (size_t)leaves, ns = (size_t)n_seg, max_lists = nn * 2 * (size_t)depth, gl = (size_t)gap_leaves;
-    size_t bytes = ns * (sizeof(int64_t) + sizeof(key2)) + nn * (sizeof(key2) + 4 * sizeof(int64_t) + 11 * sizeof(int32_t)) +
+    size_t bytes = ns * (sizeof(int64_t) + sizeof(pbl__key2)) +
+                   nn * (sizeof(pbl__key2) + 4 * sizeof(int64_t) + 11 * sizeof(int32_t)) +
                    4 * gl * sizeof(int64_t) + (4 * nl + 1) * sizeof(int32_t) + max_lists * sizeof(int32_t);
     char *block = pbl__plan_alloc(al, bytes), *at = block;
     if (!block) {
@@ -379,15 +195,15 @@ pbl_status pbl__plan_greedy_by_breadth(const pbl__plan_in *in, pbl_assignment *o
         return PBL_ERR_NOMEM;
     }
     int64_t *width = (int64_t *)at;  at += ns * sizeof *width;
-    key2 *steps = (key2 *)at;        at += ns * sizeof *steps;
-    key2 *batch = (key2 *)at;        at += nn * sizeof *batch;
+    pbl__key2 *steps = (pbl__key2 *)at; at += ns * sizeof *steps;
+    pbl__key2 *batch = (pbl__key2 *)at; at += nn * sizeof *batch;
     breadth b = { .r = r, .n = n, .obj_size = out->object_size };
     b.rec_obj = (int64_t *)at;       at += nn * sizeof *b.rec_obj;
     b.first = (int64_t *)at;         at += nn * sizeof *b.first;
     b.firsts = (int64_t *)at;        at += nn * sizeof *b.firsts;
     b.lasts = (int64_t *)at;         at += nn * sizeof *b.lasts;
-    b.gap_after = (mintree){ gap_leaves, (int64_t *)at };  at += 2 * gl * sizeof(int64_t);
-    b.gap_before = (mintree){ gap_leaves, (int64_t *)at }; at += 2 * gl * sizeof(int64_t);
+    b.gap_after = (pbl__mintree){ gap_leaves, (int64_t *)at };  at += 2 * gl * sizeof(int64_t);
+    b.gap_before = (pbl__mintree){ gap_leaves, (int64_t *)at }; at += 2 * gl * sizeof(int64_t);
     int32_t **ints[] = { &b.fpos, &b.lpos, &b.at_f, &b.at_l, &b.found };
     for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) {
         *ints[k] = (int32_t *)at;
@@ -413,16 +229,16 @@ pbl_status pbl__plan_greedy_by_breadth(const pbl__plan_in *in, pbl_assignment *o
     for (size_t v = 0; v < 2 * gl; v++)
         b.gap_after.v[v] = b.gap_before.v[v] = INT64_MAX;
     for (int32_t i = 0; i < n; i++)
-        batch[i] = (key2){ r[i].first, i };
-    qsort(batch, nn, sizeof *batch, cmp_key2);
+        batch[i] = (pbl__key2){ r[i].first, i };
+    qsort(batch, nn, sizeof *batch, pbl__key2_cmp);
     for (int32_t p = 0; p < n; p++) {
         b.firsts[p] = batch[p].k;
         b.at_f[p] = batch[p].idx;
         b.fpos[batch[p].idx] = p;
     }
     for (int32_t i = 0; i < n; i++)
-        batch[i] = (key2){ r[i].last, i };
-    qsort(batch, nn, sizeof *batch, cmp_key2);
+        batch[i] = (pbl__key2){ r[i].last, i };
+    qsort(batch, nn, sizeof *batch, pbl__key2_cmp);
     for (int32_t p = 0; p < n; p++) {
         b.lasts[p] = batch[p].k;
         b.at_l[p] = batch[p].idx;
@@ -435,8 +251,8 @@ pbl_status pbl__plan_greedy_by_breadth(const pbl__plan_in *in, pbl_assignment *o
     for (int32_t i = 0; i < n; i++) {
         b.rec_obj[i] = -1;
         b.first[i] = r[i].first;
-        seg_lo[i] = time_index(pts, m, r[i].first);
-        seg_hi[i] = time_index(pts, m, r[i].last);
+        seg_lo[i] = pbl__search_i64(pts, m, r[i].first, 0);
+        seg_hi[i] = pbl__search_i64(pts, m, r[i].last, 0);
         width[seg_lo[i]] += r[i].size;
         if (seg_hi[i] < n_seg)
             width[seg_hi[i]] -= r[i].size;
@@ -465,9 +281,9 @@ pbl_status pbl__plan_greedy_by_breadth(const pbl__plan_in *in, pbl_assignment *o
     for (int32_t k = 0; k < n_seg; k++) {
         live += width[k];
         if (live > 0)
-            steps[n_steps++] = (key2){ -live, k };
+            steps[n_steps++] = (pbl__key2){ -live, k };
     }
-    qsort(steps, (size_t)n_steps, sizeof *steps, cmp_key2);
+    qsort(steps, (size_t)n_steps, sizeof *steps, pbl__key2_cmp);
 
     int32_t n_obj = 0;
     for (int32_t s = 0; s < n_steps; s++) {
@@ -476,20 +292,20 @@ pbl_status pbl__plan_greedy_by_breadth(const pbl__plan_in *in, pbl_assignment *o
         for (int32_t v = steps[s].idx + leaves; v >= 1; v /= 2) {
             for (int32_t k = list_at[v]; k < list_end[v]; k++)
                 if (b.rec_obj[lists[k]] < 0)
-                    batch[n_batch++] = (key2){ -r[lists[k]].size, lists[k] };
+                    batch[n_batch++] = (pbl__key2){ -r[lists[k]].size, lists[k] };
             list_end[v] = list_at[v]; /* all of them are assigned below */
         }
-        qsort(batch, (size_t)n_batch, sizeof *batch, cmp_key2);
+        qsort(batch, (size_t)n_batch, sizeof *batch, pbl__key2_cmp);
         for (int32_t k = 0; k < n_batch; k++) {
             int32_t i = batch[k].idx, o = choose(&b, i);
             if (o < 0) {
                 o = n_obj++;
                 out->object_size[o] = r[i].size;
-                treap_insert(&b.objs, o);
+                pbl__treap_insert(&b.objs, o);
             } else if (out->object_size[o] < r[i].size) {
-                b.objs.root = erase_at(&b.objs, b.objs.root, o);
+                pbl__treap_erase(&b.objs, o);
                 out->object_size[o] = r[i].size;
-                treap_insert(&b.objs, o);
+                pbl__treap_insert(&b.objs, o);
             }
             out->object[i] = o;
             join(&b, i, o);

@@ -59,106 +59,14 @@
 #include <string.h>
 
 #include "graph/plan_internal.h"
+#include "graph/plan_mintree.h"
+#include "graph/plan_sort.h"
+#include "graph/plan_treap.h"
 
 #define FAR INT64_MAX /* an infinite distance */
 
 /* Records overlapping more than n / PBL__DENSE others on average: run the plain loop. */
 #define PBL__DENSE 16
-
-typedef struct key2 {
-    int64_t k;
-    int32_t idx;
-} key2;
-
-static int cmp_key2(const void *a, const void *b)
-{
-    const key2 *x = a, *y = b;
-    if (x->k != y->k)
-        return (x->k > y->k) - (x->k < y->k);
-    return (x->idx > y->idx) - (x->idx < y->idx);
-}
-
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-static int cmp_i32(const void *a, const void *b)
-{
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* The index of the first of sorted v[0, n) that is >= t (strict: > t). */
-static int32_t search(const int64_t *v, int32_t n, int64_t t, int strict)
-{
-    int32_t lo = 0, hi = n;
-    while (lo < hi) {
-        int32_t mid = lo + (hi - lo) / 2;
-        if (v[mid] < t || (strict && v[mid] == t))
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-/* ---- min segment trees over a fixed order of the records --------------------------------- */
-
-typedef struct mintree {
-    int32_t  leaves;
-    int64_t *v; /* [2·leaves] */
-} mintree;
-
-static void mt_set(mintree *t, int32_t p, int64_t x)
-{
-    int32_t v = t->leaves + p;
-    t->v[v] = x;
-    for (v /= 2; v >= 1; v /= 2) {
-        int64_t m = t->v[2 * v] < t->v[2 * v + 1] ? t->v[2 * v] : t->v[2 * v + 1];
-        if (t->v[v] == m)
-            break;
-        t->v[v] = m;
-    }
-}
-
-/* Appends to out[] the positions in [from, to) under node v = [lo, hi) whose value is < thr. */
-static void mt_collect(const mintree *t, int32_t v, int32_t lo, int32_t hi, int32_t from, int32_t to, int64_t thr,
-                       int32_t *out, int32_t *n_out)
-{
-    if (hi <= from || lo >= to || t->v[v] >= thr)
-        return;
-    if (hi - lo == 1) {
-        out[(*n_out)++] = lo;
-        return;
-    }
-    int32_t mid = lo + (hi - lo) / 2;
-    mt_collect(t, 2 * v, lo, mid, from, to, thr, out, n_out);
-    mt_collect(t, 2 * v + 1, mid, hi, from, to, thr, out, n_out);
-}
-
-/* The first position >= from under node v = [lo, hi) with value < thr, or -1. */
-static int32_t mt_first(const mintree *t, int32_t v, int32_t lo, int32_t hi, int32_t from, int64_t thr)
-{
-    if (hi <= from || t->v[v] >= thr)
-        return -1;
-    if (hi - lo == 1)
-        return lo;
-    int32_t mid = lo + (hi - lo) / 2, p = mt_first(t, 2 * v, lo, mid, from, thr);
-    return p >= 0 ? p : mt_first(t, 2 * v + 1, mid, hi, from, thr);
-}
-
-/* The last position < to under node v = [lo, hi) with value < thr, or -1. */
-static int32_t mt_last(const mintree *t, int32_t v, int32_t lo, int32_t hi, int32_t to, int64_t thr)
-{
-    if (lo >= to || t->v[v] >= thr)
-        return -1;
-    if (hi - lo == 1)
-        return lo;
-    int32_t mid = lo + (hi - lo) / 2, p = mt_last(t, 2 * v + 1, mid, hi, to, thr);
-    return p >= 0 ? p : mt_last(t, 2 * v, lo, mid, to, thr);
-}
 
 /* ---- per object, a treap of its records keyed by first ---------------------------------- */
 
@@ -172,21 +80,13 @@ typedef struct treap {
     int32_t *root; /* per object */
 } treap;
 
-static uint32_t prio(int32_t v)
-{
-    uint32_t x = (uint32_t)v * 2654435761u;
-    x ^= x >> 15;
-    x *= 2246822519u;
-    return x ^ (x >> 13);
-}
-
 static int32_t merge(treap *t, int32_t a, int32_t b)
 {
     if (a < 0)
         return b;
     if (b < 0)
         return a;
-    if (prio(a) > prio(b)) {
+    if (pbl__treap_prio(a) > pbl__treap_prio(b)) {
         t->v[a].right = merge(t, t->v[a].right, b);
         return a;
     }
@@ -260,9 +160,9 @@ typedef struct state {
     int32_t *early;    /* the active record with the smallest (first, -size, index) */
     int32_t *late;     /* the active record with the largest last, then (-size, index) */
     tag     *pending;  /* applied to the node, not yet to its children */
-    mintree  live;     /* by last: first of unassigned records (FAR: assigned) */
-    mintree  gap_after;  /* by last: -(end of the free gap after each assigned record) */
-    mintree  gap_before; /* by first: start of the free gap before each assigned record */
+    pbl__mintree live;       /* by last: first of unassigned records (FAR: assigned) */
+    pbl__mintree gap_after;  /* by last: -(end of the free gap after each assigned record) */
+    pbl__mintree gap_before; /* by first: start of the free gap before each assigned record */
     treap    placed;
     int32_t *found, *cut, *ties; /* scratch, [n] each */
 } state;
@@ -439,21 +339,14 @@ static void update_around(state *s, int32_t lo, int32_t hi, const int32_t *cut, 
 }
 
 /* Positional maximums pm[] (returns their count) and each record's position. */
-static int32_t positions(state *s, int64_t *pts, key2 *by_size, int64_t *add, int64_t *top, int64_t *pm)
+static int32_t positions(state *s, int64_t *pts, pbl__key2 *by_size, int64_t *add, int64_t *top, int64_t *pm)
 {
     const pbl_usage_record *r = s->r;
     int32_t n = s->n;
-    for (int32_t i = 0; i < n; i++) {
-        pts[2 * i] = r[i].first;
-        pts[2 * i + 1] = r[i].last;
-        by_size[i] = (key2){ -r[i].size, i };
-    }
-    qsort(pts, 2 * (size_t)n, sizeof *pts, cmp_i64);
-    qsort(by_size, (size_t)n, sizeof *by_size, cmp_key2);
-    int32_t m = 1;
-    for (int32_t k = 1; k < 2 * n; k++)
-        if (pts[k] != pts[m - 1])
-            pts[m++] = pts[k];
+    for (int32_t i = 0; i < n; i++)
+        by_size[i] = (pbl__key2){ -r[i].size, i };
+    qsort(by_size, (size_t)n, sizeof *by_size, pbl__key2_cmp);
+    int32_t m = pbl__distinct_times(r, n, pts);
     int32_t leaves = 1;
     while (leaves < m - 1)
         leaves *= 2;
@@ -464,7 +357,8 @@ static int32_t positions(state *s, int64_t *pts, key2 *by_size, int64_t *add, in
     for (int32_t k = 0; k < n; k++) {
         int32_t i = by_size[k].idx;
         /* +1 on the segments [lo, hi), bottom-up; top[v] = add[v] + max(top of children) */
-        int32_t lo = search(pts, m, r[i].first, 0) + leaves, hi = search(pts, m, r[i].last, 0) + leaves;
+        int32_t lo = pbl__search_i64(pts, m, r[i].first, 0) + leaves;
+        int32_t hi = pbl__search_i64(pts, m, r[i].last, 0) + leaves;
         int32_t l0 = lo, h0 = hi - 1;
         for (; lo < hi; lo /= 2, hi /= 2) {
             if (lo & 1) {
@@ -512,9 +406,9 @@ static void recompute(state *s, int32_t i)
     const pbl_usage_record *r = s->r;
     int32_t n = s->n, n_found = 0;
     int64_t first = r[i].first, last = r[i].last, d_before = FAR, d_after = FAR;
-    int32_t to = search(s->lasts, n, first, 1), from = search(s->firsts, n, last, 0);
-    int32_t p = mt_last(&s->gap_after, 1, 0, s->leaves, to, -last + 1);  /* gap end >= last */
-    int32_t q = mt_first(&s->gap_before, 1, 0, s->leaves, from, first + 1); /* gap start <= first */
+    int32_t to = pbl__search_i64(s->lasts, n, first, 1), from = pbl__search_i64(s->firsts, n, last, 0);
+    int32_t p = pbl__mintree_last(&s->gap_after, 1, 0, s->leaves, to, -last + 1);  /* gap end >= last */
+    int32_t q = pbl__mintree_first(&s->gap_before, 1, 0, s->leaves, from, first + 1); /* gap start <= first */
     if (p >= 0)
         d_before = first - s->lasts[p];
     if (q >= 0)
@@ -524,12 +418,12 @@ static void recompute(state *s, int32_t i)
     if (d == FAR)
         return; /* TFLite leaves the best object as it was */
     if (d_before == d)
-        mt_collect(&s->gap_after, 1, 0, s->leaves, search(s->lasts, n, s->lasts[p], 0), to, -last + 1, s->ties,
-                   &n_found);
+        pbl__mintree_collect(&s->gap_after, 1, 0, s->leaves, pbl__search_i64(s->lasts, n, s->lasts[p], 0), to,
+                             -last + 1, s->ties, &n_found);
     int32_t n_before = n_found;
     if (d_after == d)
-        mt_collect(&s->gap_before, 1, 0, s->leaves, from, search(s->firsts, n, s->firsts[q], 1), first + 1, s->ties,
-                   &n_found);
+        pbl__mintree_collect(&s->gap_before, 1, 0, s->leaves, from, pbl__search_i64(s->firsts, n, s->firsts[q], 1),
+                             first + 1, s->ties, &n_found);
     int32_t best_obj = INT32_MAX;
     for (int32_t k = 0; k < n_found; k++) {
         int32_t j = k < n_before ? s->at_l[s->ties[k]] : s->at_f[s->ties[k]];
@@ -552,12 +446,12 @@ static void split_gap(state *s, int32_t a, int32_t o, int fresh, int32_t *prev, 
         neighbours(&s->placed, o, first, prev, &dummy);
         neighbours(&s->placed, o, last, &dummy, next);
     }
-    mt_set(&s->gap_after, s->lpos[a], *next >= 0 ? -s->r[*next].first : -INT64_MAX);
-    mt_set(&s->gap_before, s->fpos[a], *prev >= 0 ? s->r[*prev].last : INT64_MIN);
+    pbl__mintree_set(&s->gap_after, s->lpos[a], *next >= 0 ? -s->r[*next].first : -INT64_MAX);
+    pbl__mintree_set(&s->gap_before, s->fpos[a], *prev >= 0 ? s->r[*prev].last : INT64_MIN);
     if (*prev >= 0)
-        mt_set(&s->gap_after, s->lpos[*prev], -first);
+        pbl__mintree_set(&s->gap_after, s->lpos[*prev], -first);
     if (*next >= 0)
-        mt_set(&s->gap_before, s->fpos[*next], last);
+        pbl__mintree_set(&s->gap_before, s->fpos[*next], last);
 }
 
 /* Record a joins object o (fresh: a new one) at this step; the others' bests follow. */
@@ -570,7 +464,7 @@ static void place(state *s, int32_t a, int32_t o, int fresh, int32_t step)
     s->obj[a] = o;
     s->active[a] = 0;
     resync(s, a);
-    mt_set(&s->live, s->lpos[a], FAR);
+    pbl__mintree_set(&s->live, s->lpos[a], FAR);
 
     int32_t prev, next;
     split_gap(s, a, o, fresh, &prev, &next);
@@ -579,7 +473,8 @@ static void place(state *s, int32_t a, int32_t o, int fresh, int32_t step)
 
     /* the unassigned records overlapping a (last > a.first, first < a.last); those that had o
      * as their best look again — they fit in the gap a went into, or o was never possible */
-    mt_collect(&s->live, 1, 0, s->leaves, search(s->lasts, n, first, 1), n, last, s->found, &n_found);
+    pbl__mintree_collect(&s->live, 1, 0, s->leaves, pbl__search_i64(s->lasts, n, first, 1), n, last, s->found,
+                         &n_found);
     if (!fresh) {
         for (int32_t k = 0; k < n_found; k++) {
             int32_t i = s->at_l[s->found[k]];
@@ -599,30 +494,31 @@ static void place(state *s, int32_t a, int32_t o, int fresh, int32_t step)
         if (r[i].first < first && r[i].first >= gap_from)
             s->cut[n_cut++] = s->fpos[i];
     }
-    qsort(s->cut, (size_t)n_cut, sizeof *s->cut, cmp_i32);
+    qsort(s->cut, (size_t)n_cut, sizeof *s->cut, pbl__i32_cmp);
     tag t = { .r_at = 0, .r_obj = -1, .r_step = -1, .l_at = first, .l_obj = o, .l_step = step };
-    update_around(s, prev >= 0 ? search(s->firsts, n, gap_from, 0) : 0, search(s->firsts, n, first, 0), s->cut,
-                  n_cut, &t);
+    update_around(s, prev >= 0 ? pbl__search_i64(s->firsts, n, gap_from, 0) : 0,
+                  pbl__search_i64(s->firsts, n, first, 0), s->cut, n_cut, &t);
 
     /* after a: first in [a.last, gap_to), skipping those overlapping o's next record */
     n_cut = 0;
     if (next >= 0) {
         n_found = 0;
-        mt_collect(&s->live, 1, 0, s->leaves, search(s->lasts, n, gap_to, 1), n, gap_to, s->found, &n_found);
+        pbl__mintree_collect(&s->live, 1, 0, s->leaves, pbl__search_i64(s->lasts, n, gap_to, 1), n, gap_to, s->found,
+                             &n_found);
         for (int32_t k = 0; k < n_found; k++) {
             int32_t i = s->at_l[s->found[k]];
             if (r[i].first >= last)
                 s->cut[n_cut++] = s->fpos[i];
         }
-        qsort(s->cut, (size_t)n_cut, sizeof *s->cut, cmp_i32);
+        qsort(s->cut, (size_t)n_cut, sizeof *s->cut, pbl__i32_cmp);
     }
     t = (tag){ .r_at = last, .r_obj = o, .r_step = step, .l_at = 0, .l_obj = -1, .l_step = -1 };
-    update_around(s, search(s->firsts, n, last, 0), next >= 0 ? search(s->firsts, n, gap_to, 0) : n, s->cut, n_cut,
-                  &t);
+    update_around(s, pbl__search_i64(s->firsts, n, last, 0), next >= 0 ? pbl__search_i64(s->firsts, n, gap_to, 0) : n,
+                  s->cut, n_cut, &t);
 }
 
 /* TFLite's loop with the lazy tree: O((n + K) log n). */
-static int32_t run_sparse(state *s, const key2 *by_pos, pbl_assignment *out)
+static int32_t run_sparse(state *s, const pbl__key2 *by_pos, pbl_assignment *out)
 {
     const pbl_usage_record *r = s->r;
     int32_t n = s->n, n_obj = 0, served = 0; /* by_pos[0, served): records whose position has come */
@@ -751,13 +647,13 @@ pbl_status pbl__plan_greedy_by_size(const pbl__plan_in *in, pbl_assignment *out)
     }
     size_t nn = (size_t)n, nodes = 2 * (size_t)s.leaves;
     size_t bytes = nodes * (5 * sizeof(int64_t) + sizeof(tag) + 3 * sizeof(int32_t)) +
-                   nn * (3 * sizeof(key2) + sizeof(node) + 4 * sizeof(int64_t) + 11 * sizeof(int32_t) + 1);
+                   nn * (3 * sizeof(pbl__key2) + sizeof(node) + 4 * sizeof(int64_t) + 11 * sizeof(int32_t) + 1);
     char *block = pbl__plan_alloc(al, bytes), *at = block;
     if (!block) {
         pbl_assignment_free(out);
         return PBL_ERR_NOMEM;
     }
-    mintree *trees[] = { &s.live, &s.gap_after, &s.gap_before };
+    pbl__mintree *trees[] = { &s.live, &s.gap_after, &s.gap_before };
     for (size_t k = 0; k < 3; k++) {
         trees[k]->leaves = s.leaves;
         trees[k]->v = (int64_t *)at;
@@ -766,9 +662,9 @@ pbl_status pbl__plan_greedy_by_size(const pbl__plan_in *in, pbl_assignment *out)
     int64_t *scratch_a = (int64_t *)at; at += nodes * sizeof(int64_t);
     s.next_d = (int64_t *)at;     at += nodes * sizeof *s.next_d;
     s.pending = (tag *)at;        at += nodes * sizeof *s.pending;
-    key2 *by_first = (key2 *)at;  at += nn * sizeof *by_first;
-    key2 *by_last = (key2 *)at;   at += nn * sizeof *by_last;
-    key2 *by_pos = (key2 *)at;    at += nn * sizeof *by_pos;
+    pbl__key2 *by_first = (pbl__key2 *)at;  at += nn * sizeof *by_first;
+    pbl__key2 *by_last = (pbl__key2 *)at;   at += nn * sizeof *by_last;
+    pbl__key2 *by_pos = (pbl__key2 *)at;    at += nn * sizeof *by_pos;
     s.placed.v = (node *)at;      at += nn * sizeof *s.placed.v;
     s.best = (int64_t *)at;       at += nn * sizeof *s.best;
     s.firsts = (int64_t *)at;     at += nn * sizeof *s.firsts;
@@ -789,13 +685,13 @@ pbl_status pbl__plan_greedy_by_size(const pbl__plan_in *in, pbl_assignment *out)
     positions(&s, s.live.v, by_first, scratch_a, s.next_d, pm);
 
     for (int32_t i = 0; i < n; i++) {
-        by_first[i] = (key2){ r[i].first, i };
-        by_last[i] = (key2){ r[i].last, i };
-        by_pos[i] = (key2){ s.position[i], i };
+        by_first[i] = (pbl__key2){ r[i].first, i };
+        by_last[i] = (pbl__key2){ r[i].last, i };
+        by_pos[i] = (pbl__key2){ s.position[i], i };
     }
-    qsort(by_first, nn, sizeof *by_first, cmp_key2);
-    qsort(by_last, nn, sizeof *by_last, cmp_key2);
-    qsort(by_pos, nn, sizeof *by_pos, cmp_key2);
+    qsort(by_first, nn, sizeof *by_first, pbl__key2_cmp);
+    qsort(by_last, nn, sizeof *by_last, pbl__key2_cmp);
+    qsort(by_pos, nn, sizeof *by_pos, pbl__key2_cmp);
     for (int32_t p = 0; p < n; p++) {
         s.firsts[p] = by_first[p].k;
         s.at_f[p] = by_first[p].idx;
@@ -827,7 +723,7 @@ pbl_status pbl__plan_greedy_by_size(const pbl__plan_in *in, pbl_assignment *out)
     /* the overlapping pairs decide between the two ways of running TFLite's loop */
     int64_t pairs = 0;
     for (int32_t i = 0; i < n; i++)
-        pairs += search(s.firsts, n, r[i].last, 0) - search(s.lasts, n, r[i].first, 1) - 1;
+        pairs += pbl__search_i64(s.firsts, n, r[i].last, 0) - pbl__search_i64(s.lasts, n, r[i].first, 1) - 1;
     int32_t n_obj;
     if (pairs > (int64_t)n * n / PBL__DENSE) {
         open_rec *open = pbl__plan_alloc(al, nn * sizeof *open);

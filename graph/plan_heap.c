@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "graph/plan_internal.h"
+#include "graph/plan_sort.h"
 
 typedef struct sortkey {
     int64_t k1, k2, k3;
@@ -53,9 +54,7 @@ static int cmp_sortkey(const void *a, const void *b)
     return (x->idx > y->idx) - (x->idx < y->idx);
 }
 
-typedef struct chunk {
-    int64_t offset, end;
-} chunk;
+typedef pbl__span chunk; /* XLA's word: a placed record's bytes */
 
 /* Sorts chunks by offset: introsort (quicksort, median of three, insertion sort below 16,
  * heapsort past 2·log2(n) levels), inlined because qsort's callback dominated the run time. */
@@ -122,40 +121,13 @@ static void chunk_sort_depth(chunk *c, int32_t n, int depth)
             n = j;
         }
     }
-    for (int32_t i = 1; i < n; i++) {
-        chunk x = c[i];
-        int32_t j = i;
-        for (; j > 0 && c[j - 1].offset > x.offset; j--)
-            c[j] = c[j - 1];
-        c[j] = x;
-    }
-}
-
-/* LSD radix sort by offset, a byte at a time, for long lists (offsets are below `top`); the
- * result lands back in c. tmp holds n chunks. */
-static void chunk_radix_sort(chunk *c, chunk *tmp, int32_t n, int64_t top)
-{
-    chunk *from = c, *to = tmp;
-    for (int shift = 0; shift < 64 && (top >> shift) > 0; shift += 8) {
-        int32_t count[257] = { 0 };
-        for (int32_t k = 0; k < n; k++)
-            count[((from[k].offset >> shift) & 255) + 1]++;
-        for (int b = 0; b < 256; b++)
-            count[b + 1] += count[b];
-        for (int32_t k = 0; k < n; k++)
-            to[count[(from[k].offset >> shift) & 255]++] = from[k];
-        chunk *t = from;
-        from = to;
-        to = t;
-    }
-    if (from != c)
-        memcpy(c, from, (size_t)n * sizeof *c);
+    pbl__span_insertion_sort(c, n);
 }
 
 static void chunk_sort(chunk *c, chunk *tmp, int32_t n, int64_t top)
 {
     if (n >= 256) {
-        chunk_radix_sort(c, tmp, n, top);
+        pbl__span_radix_sort(c, tmp, n, (uint64_t)top); /* top: the heap size bounds every offset */
         return;
     }
     int depth = 0;

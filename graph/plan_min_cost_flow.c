@@ -28,60 +28,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph/plan_busy_heap.h"
 #include "graph/plan_internal.h"
+#include "graph/plan_sort.h"
 
 #define PBL__MCF_MAX_RECORDS 1024
-
-typedef struct key2 {
-    int64_t k;
-    int32_t idx;
-} key2;
-
-static int cmp_key2(const void *a, const void *b)
-{
-    const key2 *x = a, *y = b;
-    if (x->k != y->k)
-        return (x->k > y->k) - (x->k < y->k);
-    return (x->idx > y->idx) - (x->idx < y->idx);
-}
-
-typedef struct busy {
-    int64_t last;
-    int32_t pos; /* position in the first-step order */
-} busy;
-
-static int busy_before(busy a, busy b)
-{
-    return a.last < b.last || (a.last == b.last && a.pos < b.pos);
-}
-
-static void heap_push(busy *h, int32_t *n, busy x)
-{
-    int32_t i = (*n)++;
-    while (i > 0 && busy_before(x, h[(i - 1) / 2])) {
-        h[i] = h[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    h[i] = x;
-}
-
-static void heap_pop(busy *h, int32_t *n)
-{
-    busy x = h[--(*n)];
-    int32_t i = 0;
-    for (;;) {
-        int32_t c = 2 * i + 1;
-        if (c >= *n)
-            break;
-        if (c + 1 < *n && busy_before(h[c + 1], h[c]))
-            c++;
-        if (!busy_before(h[c], x))
-            break;
-        h[i] = h[c];
-        i = c;
-    }
-    h[i] = x;
-}
 
 /* The residual network, its arcs stored vertex by vertex (CSR) so a scan of a vertex's arcs
  * reads memory in order. */
@@ -189,30 +140,30 @@ pbl_status pbl__plan_min_cost_flow(const pbl__plan_in *in, pbl_assignment *out)
 
     /* the first-step order, and which earlier records each one may follow */
     size_t nn = (size_t)n;
-    size_t bytes0 = nn * (sizeof(key2) + sizeof(busy) + 2 * sizeof(int32_t));
+    size_t bytes0 = nn * (sizeof(pbl__key2) + sizeof(pbl__busy) + 2 * sizeof(int32_t));
     char *block0 = pbl__plan_alloc(al, bytes0), *at = block0;
     if (!block0) {
         pbl_assignment_free(out);
         return PBL_ERR_NOMEM;
     }
-    key2 *order = (key2 *)at;       at += nn * sizeof *order;
-    busy *heap = (busy *)at;        at += nn * sizeof *heap;
+    pbl__key2 *order = (pbl__key2 *)at;       at += nn * sizeof *order;
+    pbl__busy *heap = (pbl__busy *)at;        at += nn * sizeof *heap;   /* id: position in the first order */
     int32_t *freed = (int32_t *)at; at += nn * sizeof *freed;  /* positions, in release order */
     int32_t *n_freed = (int32_t *)at;                          /* per position: releases so far */
     for (int32_t i = 0; i < n; i++)
-        order[i] = (key2){ r[i].first, i };
-    qsort(order, nn, sizeof *order, cmp_key2);
+        order[i] = (pbl__key2){ r[i].first, i };
+    qsort(order, nn, sizeof *order, pbl__key2_cmp);
     int32_t n_busy = 0, n_rel = 0;
     int64_t n_links = 0;
     for (int32_t p = 0; p < n; p++) {
         const pbl_usage_record *rp = &r[order[p].idx];
         while (n_busy > 0 && heap[0].last <= rp->first) {
-            freed[n_rel++] = heap[0].pos;
-            heap_pop(heap, &n_busy);
+            freed[n_rel++] = heap[0].id;
+            pbl__busy_pop(heap, &n_busy);
         }
         n_freed[p] = n_rel;
         n_links += n_rel;
-        heap_push(heap, &n_busy, (busy){ rp->last, p });
+        pbl__busy_push(heap, &n_busy, (pbl__busy){ rp->last, p });
     }
 
     /* vertices: L_p = p, R_p = n + p, source 2n, sink 2n + 1 */

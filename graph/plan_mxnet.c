@@ -45,6 +45,7 @@
 #include <string.h>
 
 #include "graph/plan_internal.h"
+#include "graph/plan_sort.h"
 
 /* ---- a set of small integers in [0, m): a 64-ary tree of bitsets -------------------------- */
 
@@ -155,26 +156,13 @@ static int64_t bs_prev(const bitset *b, int64_t i)
 
 /* ---- the simulation ---------------------------------------------------------------------- */
 
-typedef struct keyed {
-    int64_t key;
-    int32_t idx;
-} keyed;
-
-static int cmp_keyed(const void *a, const void *b)
-{
-    const keyed *x = a, *y = b;
-    if (x->key != y->key)
-        return (x->key > y->key) - (x->key < y->key);
-    return (x->idx > y->idx) - (x->idx < y->idx);
-}
-
 typedef struct sim {
     int32_t  n;
     int32_t  m;          /* distinct sizes */
     int64_t *key;        /* [m] the distinct sizes, ascending */
     int32_t *rank;       /* [n] per record: index of its size in key */
-    keyed   *by_first;   /* [n] records by (first, index) */
-    keyed   *by_last;    /* [n] records by (last, index) */
+    pbl__key2 *by_first; /* [n] records by (first, index) */
+    pbl__key2 *by_last;  /* [n] records by (last, index) */
     int32_t *head;       /* [m] per rank: earliest-released free storage, or -1 */
     int32_t *tail;       /* [m] per rank: latest-released free storage, or -1 */
     int32_t *next;       /* [n] per storage: the storage released after it at its rank */
@@ -223,14 +211,14 @@ static int32_t simulate(sim *s, const pbl_usage_record *r, double range, int32_t
 
     int32_t p = 0, q = 0; /* next release in by_last, next request in by_first */
     while (q < n) {
-        int64_t t = s->by_first[q].key;
-        if (p < n && s->by_last[p].key < t)
-            t = s->by_last[p].key;
+        int64_t t = s->by_first[q].k;
+        if (p < n && s->by_last[p].k < t)
+            t = s->by_last[p].k;
         /* releases at step t: each record held its storage's only reference */
-        for (; p < n && s->by_last[p].key == t; p++)
+        for (; p < n && s->by_last[p].k == t; p++)
             pool_push(s, object[s->by_last[p].idx]);
         /* requests at step t, in record order */
-        for (; q < n && s->by_first[q].key == t; q++) {
+        for (; q < n && s->by_first[q].k == t; q++) {
             int32_t i = s->by_first[q].idx, want = s->rank[i];
             int64_t size = r[i].size;
             int32_t st = -1;
@@ -289,7 +277,7 @@ pbl_status pbl__plan_mxnet(const pbl__plan_in *in, pbl_assignment *out)
 
     /* scratch: the sim's arrays and one simulation's result */
     size_t nn = (size_t)n, words = bs_words(n);
-    size_t bytes = 8 * 16 + nn * (sizeof(int64_t) + sizeof(int32_t) + 2 * sizeof(keyed) + 2 * sizeof(int32_t) +
+    size_t bytes = 8 * 16 + nn * (sizeof(int64_t) + sizeof(int32_t) + 2 * sizeof(pbl__key2) + 2 * sizeof(int32_t) +
                                   3 * sizeof(int32_t) + sizeof(int32_t) + sizeof(int64_t)) +
                    words * sizeof(uint64_t);
     char *block = pbl__plan_alloc(al, bytes), *at = block;
@@ -314,21 +302,21 @@ pbl_status pbl__plan_mxnet(const pbl__plan_in *in, pbl_assignment *out)
     /* rank the sizes */
     const pbl_usage_record *r = in->r;
     for (int32_t i = 0; i < n; i++)
-        s.by_first[i] = (keyed){ r[i].size, i };
-    qsort(s.by_first, nn, sizeof *s.by_first, cmp_keyed);
+        s.by_first[i] = (pbl__key2){ r[i].size, i };
+    qsort(s.by_first, nn, sizeof *s.by_first, pbl__key2_cmp);
     s.m = 0;
     for (int32_t i = 0; i < n; i++) {
-        if (s.m == 0 || s.key[s.m - 1] != s.by_first[i].key)
-            s.key[s.m++] = s.by_first[i].key;
+        if (s.m == 0 || s.key[s.m - 1] != s.by_first[i].k)
+            s.key[s.m++] = s.by_first[i].k;
         s.rank[s.by_first[i].idx] = s.m - 1;
     }
     /* the step order */
     for (int32_t i = 0; i < n; i++) {
-        s.by_first[i] = (keyed){ r[i].first, i };
-        s.by_last[i] = (keyed){ r[i].last, i };
+        s.by_first[i] = (pbl__key2){ r[i].first, i };
+        s.by_last[i] = (pbl__key2){ r[i].last, i };
     }
-    qsort(s.by_first, nn, sizeof *s.by_first, cmp_keyed);
-    qsort(s.by_last, nn, sizeof *s.by_last, cmp_keyed);
+    qsort(s.by_first, nn, sizeof *s.by_first, pbl__key2_cmp);
+    qsort(s.by_last, nn, sizeof *s.by_last, pbl__key2_cmp);
 
     /* ranges: 1, 2, 4, ... below the range when sweeping, then the range itself */
     double range = in->opt.mxnet_match_range;

@@ -27,83 +27,21 @@
 #include <string.h>
 
 #include "graph/plan_internal.h"
+#include "graph/plan_mintree.h"
+#include "graph/plan_sort.h"
 
-typedef struct key2 {
-    int64_t k;
-    int32_t idx;
-} key2;
-
-static int cmp_key2(const void *a, const void *b)
-{
-    const key2 *x = a, *y = b;
-    if (x->k != y->k)
-        return (x->k > y->k) - (x->k < y->k);
-    return (x->idx > y->idx) - (x->idx < y->idx);
-}
-
-/* A placed record as the walk sees it: where it starts and its end rounded up to the
- * alignment. The walk's result does not depend on the order of equal offsets. */
-typedef struct span {
-    int64_t offset, end;
-} span;
-
-/* Sorts spans by offset: insertion sort when few, else LSD radix on the offset's bytes. */
-static void sort_spans(span *a, span *tmp, int32_t k)
+/* Sorts the spans by offset: insertion sort when few, else radix. The walk's result does not
+ * depend on the order of equal offsets. */
+static void sort_spans(pbl__span *a, pbl__span *tmp, int32_t k)
 {
     if (k < 64) {
-        for (int32_t i = 1; i < k; i++) {
-            span x = a[i];
-            int32_t j = i;
-            for (; j > 0 && a[j - 1].offset > x.offset; j--)
-                a[j] = a[j - 1];
-            a[j] = x;
-        }
+        pbl__span_insertion_sort(a, k);
         return;
     }
     uint64_t top = 0;
     for (int32_t i = 0; i < k; i++)
         top |= (uint64_t)a[i].offset;
-    span *from = a, *to = tmp;
-    for (int shift = 0; shift < 64 && (top >> shift) != 0; shift += 8) {
-        int32_t count[257] = { 0 };
-        for (int32_t i = 0; i < k; i++)
-            count[(((uint64_t)from[i].offset >> shift) & 255) + 1]++;
-        for (int d = 0; d < 256; d++)
-            count[d + 1] += count[d];
-        for (int32_t i = 0; i < k; i++)
-            to[count[((uint64_t)from[i].offset >> shift) & 255]++] = from[i];
-        span *t = from;
-        from = to;
-        to = t;
-    }
-    if (from != a)
-        memcpy(a, from, (size_t)k * sizeof *a);
-}
-
-typedef struct finder {
-    int32_t  leaves;
-    int64_t *min_first; /* [2·leaves] smallest first of a placed record below each node */
-    int32_t *at_pos;    /* [n] the record at each position of the `last` order */
-    const pbl_usage_record *r;
-    int64_t  align;
-    int64_t *offset;    /* [n] per record */
-    span    *found, *tmp;
-    int32_t  n_found;
-} finder;
-
-/* Collects placed records at positions >= from with first < t, under node v = [lo, hi). */
-static void collect(finder *f, int32_t v, int32_t lo, int32_t hi, int32_t from, int64_t t)
-{
-    if (hi <= from || f->min_first[v] >= t)
-        return;
-    if (hi - lo == 1) {
-        int32_t i = f->at_pos[lo];
-        f->found[f->n_found++] = (span){ f->offset[i], pbl__align_up(f->offset[i] + f->r[i].size, f->align) };
-        return;
-    }
-    int32_t mid = lo + (hi - lo) / 2;
-    collect(f, 2 * v, lo, mid, from, t);
-    collect(f, 2 * v + 1, mid, hi, from, t);
+    pbl__span_radix_sort(a, tmp, k, top);
 }
 
 pbl_status pbl__plan_offset_greedy_by_size(const pbl__plan_in *in, pbl_assignment *out)
@@ -118,72 +56,69 @@ pbl_status pbl__plan_offset_greedy_by_size(const pbl__plan_in *in, pbl_assignmen
     if (n == 0)
         return PBL_OK;
 
-    finder f = { .leaves = 1, .offset = out->offset, .r = r, .align = align };
-    while (f.leaves < n)
-        f.leaves *= 2;
-    size_t nn = (size_t)n, nl = (size_t)f.leaves;
-    size_t bytes = 2 * nl * sizeof(int64_t) + nn * (2 * sizeof(key2) + 2 * sizeof(span) + sizeof(int64_t) +
-                                                    2 * sizeof(int32_t));
+    /* min_first: by last, the smallest first of a placed record under each node */
+    pbl__mintree min_first = { .leaves = 1 };
+    while (min_first.leaves < n)
+        min_first.leaves *= 2;
+    size_t nn = (size_t)n, nl = (size_t)min_first.leaves;
+    size_t bytes = 2 * nl * sizeof(int64_t) + nn * (2 * sizeof(pbl__key2) + 2 * sizeof(pbl__span) +
+                                                    sizeof(int64_t) + 3 * sizeof(int32_t));
     char *block = pbl__plan_alloc(al, bytes), *at = block;
     if (!block) {
         pbl_assignment_free(out);
         return PBL_ERR_NOMEM;
     }
-    f.min_first = (int64_t *)at;    at += 2 * nl * sizeof *f.min_first;
-    key2 *by_size = (key2 *)at;     at += nn * sizeof *by_size;
-    key2 *by_last = (key2 *)at;     at += nn * sizeof *by_last;
-    f.found = (span *)at;           at += nn * sizeof *f.found;
-    f.tmp = (span *)at;             at += nn * sizeof *f.tmp;
-    int64_t *lasts = (int64_t *)at; at += nn * sizeof *lasts;    /* ascending */
-    f.at_pos = (int32_t *)at;       at += nn * sizeof *f.at_pos;
-    int32_t *pos = (int32_t *)at;                                /* per record: its position */
+    min_first.v = (int64_t *)at;          at += 2 * nl * sizeof *min_first.v;
+    pbl__key2 *by_size = (pbl__key2 *)at; at += nn * sizeof *by_size;
+    pbl__key2 *by_last = (pbl__key2 *)at; at += nn * sizeof *by_last;
+    pbl__span *found = (pbl__span *)at;   at += nn * sizeof *found;
+    pbl__span *tmp = (pbl__span *)at;     at += nn * sizeof *tmp;
+    int64_t *lasts = (int64_t *)at;       at += nn * sizeof *lasts;  /* ascending */
+    int32_t *at_pos = (int32_t *)at;      at += nn * sizeof *at_pos; /* the record at each position */
+    int32_t *hits = (int32_t *)at;        at += nn * sizeof *hits;   /* positions found */
+    int32_t *pos = (int32_t *)at;                                    /* per record: its position */
 
     for (int32_t i = 0; i < n; i++) {
-        by_size[i] = (key2){ -r[i].size, i };
-        by_last[i] = (key2){ r[i].last, i };
+        by_size[i] = (pbl__key2){ -r[i].size, i };
+        by_last[i] = (pbl__key2){ r[i].last, i };
     }
-    qsort(by_size, nn, sizeof *by_size, cmp_key2);
-    qsort(by_last, nn, sizeof *by_last, cmp_key2);
+    qsort(by_size, nn, sizeof *by_size, pbl__key2_cmp);
+    qsort(by_last, nn, sizeof *by_last, pbl__key2_cmp);
     for (int32_t p = 0; p < n; p++) {
         lasts[p] = by_last[p].k;
-        f.at_pos[p] = by_last[p].idx;
+        at_pos[p] = by_last[p].idx;
         pos[by_last[p].idx] = p;
     }
     for (size_t v = 0; v < 2 * nl; v++)
-        f.min_first[v] = INT64_MAX;
+        min_first.v[v] = INT64_MAX;
 
     for (int32_t s = 0; s < n; s++) {
         int32_t i = by_size[s].idx;
         int64_t first = r[i].first, last = r[i].last, size = r[i].size;
-        /* positions whose last is after this record's first */
-        int32_t lo = 0, hi = n;
-        while (lo < hi) {
-            int32_t mid = lo + (hi - lo) / 2;
-            if (lasts[mid] <= first)
-                lo = mid + 1;
-            else
-                hi = mid;
+        /* the placed records at positions whose last is after this record's first, that start
+         * before its last */
+        int32_t n_found = 0;
+        pbl__mintree_collect(&min_first, 1, 0, min_first.leaves, pbl__search_i64(lasts, n, first, 1), n, last, hits,
+                             &n_found);
+        for (int32_t k = 0; k < n_found; k++) {
+            int32_t j = at_pos[hits[k]];
+            found[k] = (pbl__span){ out->offset[j], pbl__align_up(out->offset[j] + r[j].size, align) };
         }
-        f.n_found = 0;
-        collect(&f, 1, 0, f.leaves, lo, last);
-        sort_spans(f.found, f.tmp, f.n_found);
+        sort_spans(found, tmp, n_found);
 
         /* found: the placed records live with this one, by offset */
         int64_t end = 0, best = -1, best_gap = INT64_MAX;
-        for (int32_t k = 0; k < f.n_found; k++) {
-            int64_t off = f.found[k].offset;
+        for (int32_t k = 0; k < n_found; k++) {
+            int64_t off = found[k].offset;
             if (off >= end && off - end >= size && off - end < best_gap) {
                 best_gap = off - end;
                 best = end;
             }
-            if (f.found[k].end > end)
-                end = f.found[k].end;
+            if (found[k].end > end)
+                end = found[k].end;
         }
         out->offset[i] = best >= 0 ? best : end;
-        int32_t v = f.leaves + pos[i];
-        f.min_first[v] = first;
-        for (v /= 2; v >= 1; v /= 2)
-            f.min_first[v] = f.min_first[2 * v] < f.min_first[2 * v + 1] ? f.min_first[2 * v] : f.min_first[2 * v + 1];
+        pbl__mintree_set(&min_first, pos[i], first);
     }
     pbl__plan_free(al, block, bytes);
     pbl__assignment_finish(out, r);
