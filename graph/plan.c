@@ -189,7 +189,7 @@ static int64_t overlapping_pairs(const pbl_usage_record *r, int32_t n)
  * there are more pairs than PAIR_BUDGET, which keeps it to about a second on 2 cores. Asked
  * for by name, they always run. */
 static const char *const pair_bound[] = { "coloring", "best_fit_heap", "min_cost_flow", "greedy_by_size",
-                                          "greedy_best" };
+                                          "greedy_best", "offset_greedy_by_size" };
 #define PAIR_BUDGET INT64_C(5000000)
 
 static int skip_in_best(const char *name, int64_t pairs)

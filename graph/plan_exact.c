@@ -26,7 +26,8 @@
  * greedy passes and the other strategies run outside the limit. No randomness is used.
  *
  * The other strategies are consulted for up to OTHERS_MAX_N records (see offer_others); above
- * that exact relies on its own greedy passes and search.
+ * that only the O(n log n) ones (mxnet, equality, greedy_in_order) are, beside exact's own
+ * greedy passes and search.
  *
  * Granularity. Every canonical packing (see the search) puts each buffer on 0 or on the
  * aligned top of another, so when g divides every size and the alignment, optimal arenas are
@@ -73,18 +74,29 @@ static void offer(const pbl__plan_in *in, incumbent *best, const int64_t *offset
     best->arena = a.arena;
 }
 
-/* The other strategies' packings (not `best`, which would call this one again), for up to
- * OTHERS_MAX_N records: above that, `best` — which runs them all anyway — would pay for them
+/* The other strategies' packings (not `best`, which would call this one again). Above
+ * OTHERS_MAX_N records only the cheap ones: `best` runs the rest anyway and would pay for them
  * twice, and the search has little budget per record left to improve on them. */
+/* Strategies that run in O(n log n) whatever the overlap: consulted at every size. */
+static const char *const cheap[] = { "mxnet", "equality", "greedy_in_order" };
+
+static int is_cheap(const char *name)
+{
+    for (size_t i = 0; i < sizeof cheap / sizeof cheap[0]; i++)
+        if (strcmp(cheap[i], name) == 0)
+            return 1;
+    return 0;
+}
+
 static pbl_status offer_others(const pbl__plan_in *in, incumbent *best)
 {
     pbl_plan_options o = in->opt;
     o.capacity = 0;
-    if (in->n > OTHERS_MAX_N)
-        return PBL_OK;
     for (int32_t i = 0; i < pbl_plan_strategy_count(); i++) {
         const char *name = pbl_plan_strategy_name(i);
         if (!name || strcmp(name, "exact") == 0 || strcmp(name, "best") == 0)
+            continue;
+        if (in->n > OTHERS_MAX_N && !is_cheap(name))
             continue;
         pbl_assignment a = { 0 };
         pbl_status s = pbl_plan_records(in->r, in->n, name, &o, &a, NULL, 0);

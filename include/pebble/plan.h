@@ -67,7 +67,8 @@ pbl_plan_options pbl_plan_options_default(void);
  * "mxnet", "equality", "greedy_in_order", ..., "best". `best` runs the others and keeps the
  * smallest verified result; it stops early at the lower bound, and on instances with more
  * than five million pairs of overlapping lifetimes it skips the strategies whose work grows
- * with that count (coloring, best_fit_heap, min_cost_flow, greedy_by_size, greedy_best). */
+ * with that count (coloring, best_fit_heap, min_cost_flow, greedy_by_size, greedy_best,
+ * offset_greedy_by_size). */
 int32_t     pbl_plan_strategy_count(void);
 const char *pbl_plan_strategy_name(int32_t i);
 
