@@ -18,7 +18,9 @@
  * pbl_plan_verify.
  *
  * Budget. opt.time_limit = 0 (the default, and what `best` and the property tests use) gives
- * a fixed budget of DEFAULT_NODES search nodes, so the result is the same on every machine,
+ * a fixed budget of DEFAULT_NODES search nodes (DECIDE_NODES with a capacity: a decision
+ * ends at its first packing, and `pebble plan --capacity` should answer without a limit being
+ * asked for), so the result is the same on every machine,
  * with a wall-clock safety net (DEFAULT_SECONDS) that only a pathological instance on a slow
  * machine reaches — only then does the result depend on the machine. It stops at once when a
  * greedy packing reaches the lower bound. opt.time_limit > 0 (`pebble plan --time-limit S`)
@@ -40,6 +42,8 @@
 
 #define DEFAULT_NODES   20000 /* search nodes when no time limit is given */
 #define DEFAULT_SECONDS 1.0   /* the safety net for that case: far above what DEFAULT_NODES take */
+#define DECIDE_NODES    5000000 /* the same with a capacity: a decision stops at its first packing */
+#define DECIDE_SECONDS  60.0
 #define LB_SHARE        0.1   /* of the budget, for trying the lower bound when minimising */
 #define OTHERS_MAX_N    5000  /* records; see offer_others */
 #define PROBE_NODES(n)  (20 * (int64_t)(n) + 1000) /* a decision's probe at the lower bound */
@@ -142,7 +146,9 @@ pbl_status pbl__plan_exact(const pbl__plan_in *in, pbl_assignment *out)
         out->optimal = 1;
         return PBL_OK;
     }
-    pbl__exact_budget budget = { .nodes_left = DEFAULT_NODES, .deadline = pbl__exact_now() + DEFAULT_SECONDS };
+    int deciding = in->opt.capacity > 0;
+    pbl__exact_budget budget = { .nodes_left = deciding ? DECIDE_NODES : DEFAULT_NODES,
+                                 .deadline = pbl__exact_now() + (deciding ? DECIDE_SECONDS : DEFAULT_SECONDS) };
     if (in->opt.time_limit > 0) {
         budget.nodes_left = -1;
         budget.deadline = pbl__exact_now() + in->opt.time_limit;
