@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "ops/registry.h" /* the op descriptors, for the grad_reads check */
+#include "grad_reads.h"
 #include "pebble/pebble.h"
 
 static pbl_graph_records live(pbl_graph *g, int inplace)
@@ -139,43 +139,11 @@ static void test_gradient_reads_declared(void **state)
     pbl_value wrt[] = { w, b, v }, grads[3];
     assert_int_equal(pbl_graph_gradient(g, loss, wrt, 3, grads), PBL_OK);
 
-    int checked = 0;
-    for (pbl_node n = 0; n < pbl_graph_node_count(g); n++) {
-        pbl_node_info bi;
-        pbl_graph_node_info(g, n, &bi);
-        const char *slash = strrchr(bi.name, '/');
-        if (!bi.is_backward || !slash)
-            continue;
-        char fwd_name[128];
-        snprintf(fwd_name, sizeof fwd_name, "%.*s", (int)(slash - bi.name), bi.name);
-        pbl_node f = pbl_graph_find_node(g, fwd_name);
-        if (f == PBL_NONE) /* "<value>/grad_sum" and "<loss>/grad_seed" read only backward values */
-            fwd_name[0] = '\0';
-        pbl_node_info fi = { 0 };
-        const pbl__op *op = NULL;
-        if (f != PBL_NONE) {
-            pbl_graph_node_info(g, f, &fi);
-            op = pbl__op_get(pbl__op_find(fi.op));
-        }
-        for (int32_t k = 0; k < bi.n_inputs; k++) {
-            pbl_value_info vi;
-            pbl_graph_value_info(g, bi.inputs[k], &vi);
-            if (vi.is_backward)
-                continue;
-            int ok = 0;
-            for (int32_t i = 0; op && i < fi.n_inputs; i++)
-                ok |= fi.inputs[i] == bi.inputs[k] && (op->grad_reads_in >> i & 1);
-            for (int32_t o = 0; op && o < fi.n_outputs; o++)
-                ok |= fi.outputs[o] == bi.inputs[k] && (op->grad_reads_out >> o & 1);
-            if (!ok)
-                print_error("backward node '%s' reads '%s', which its forward node '%s' does not declare\n", bi.name,
-                            vi.name, fwd_name);
-            assert_true(ok);
-            checked++;
-        }
-    }
-    printf("  %d forward reads by backward nodes, all declared\n", checked);
-    assert_true(checked >= 15);
+    grad_reads gr = { 0 };
+    grad_reads_check(g, "test graph", &gr);
+    printf("  %d forward reads by backward nodes, all declared\n", gr.checked);
+    assert_int_equal(gr.undeclared, 0);
+    assert_true(gr.checked >= 15);
     pbl_graph_destroy(g);
 }
 

@@ -19,7 +19,7 @@
 #include <time.h>
 
 #include "op_harness.h"
-#include "ops/registry.h" /* the op descriptors, for the grad_reads check */
+#include "grad_reads.h"
 #include "zoo.h"
 
 #define NCASES(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -591,7 +591,9 @@ static void test_gradient_reads_declared(void **state)
     static const char *const new_ops[] = { "conv2d", "max_pool2d", "avg_pool2d", "global_avg_pool",
                                            "batch_norm", "layer_norm", "embedding", "transpose" };
     uint32_t read_in[NCASES(new_ops)] = { 0 }, read_out[NCASES(new_ops)] = { 0 };
-    int seen[NCASES(new_ops)] = { 0 }, checked = 0, fails = 0;
+    int seen[NCASES(new_ops)] = { 0 }, fails = 0;
+    grad_reads gr = { .track = new_ops, .n_track = NCASES(new_ops), .read_in = read_in, .read_out = read_out,
+                      .seen = seen };
     const char *graphs[] = { "resnet50_train", "mobilenet_v2_train", "bert_base_train", "conv_pool_norm" };
     for (int gi = 0; gi < NCASES(graphs); gi++) {
         pbl_graph *g;
@@ -603,52 +605,11 @@ static void test_gradient_reads_declared(void **state)
             pbl_value loss = build_conv_pool_norm(g, p);
             assert_int_equal(pbl_graph_gradient(g, loss, p, CPN_PARAMS, grads), PBL_OK);
         }
-        for (pbl_node n = 0; n < pbl_graph_node_count(g); n++) {
-            pbl_node_info bi;
-            pbl_graph_node_info(g, n, &bi);
-            const char *slash = strrchr(bi.name, '/');
-            if (!bi.is_backward || !slash)
-                continue;
-            char fwd[128];
-            snprintf(fwd, sizeof fwd, "%.*s", (int)(slash - bi.name), bi.name);
-            pbl_node f = pbl_graph_find_node(g, fwd);
-            pbl_node_info fi = { 0 };
-            const pbl__op *op = NULL;
-            int k_new = -1;
-            if (f != PBL_NONE) {
-                pbl_graph_node_info(g, f, &fi);
-                op = pbl__op_get(pbl__op_find(fi.op));
-                for (int k = 0; k < NCASES(new_ops); k++)
-                    if (strcmp(fi.op, new_ops[k]) == 0)
-                        k_new = k, seen[k] = 1;
-            }
-            for (int32_t k = 0; k < bi.n_inputs; k++) {
-                pbl_value_info vi;
-                pbl_graph_value_info(g, bi.inputs[k], &vi);
-                if (vi.is_backward)
-                    continue;
-                int ok = 0;
-                for (int32_t i = 0; op && i < fi.n_inputs; i++)
-                    if (fi.inputs[i] == bi.inputs[k]) {
-                        ok |= op->grad_reads_in >> i & 1;
-                        if (k_new >= 0)
-                            read_in[k_new] |= 1u << i;
-                    }
-                for (int32_t o = 0; op && o < fi.n_outputs; o++)
-                    if (fi.outputs[o] == bi.inputs[k]) {
-                        ok |= op->grad_reads_out >> o & 1;
-                        if (k_new >= 0)
-                            read_out[k_new] |= 1u << o;
-                    }
-                if (!ok)
-                    fprintf(stderr, "FAIL %s: backward node '%s' reads '%s', which '%s' does not declare\n",
-                            graphs[gi], bi.name, vi.name, fwd), fails++;
-                checked++;
-            }
-        }
+        grad_reads_check(g, graphs[gi], &gr);
         pbl_graph_destroy(g);
     }
-    printf("  %d forward reads by backward nodes, all declared\n", checked);
+    printf("  %d forward reads by backward nodes, all declared\n", gr.checked);
+    fails += gr.undeclared;
     for (int k = 0; k < NCASES(new_ops); k++) {
         const pbl__op *op = pbl__op_get(pbl__op_find(new_ops[k]));
         printf("  %-16s declares in 0x%x out 0x%x, reads in 0x%x out 0x%x\n", new_ops[k], op->grad_reads_in,
