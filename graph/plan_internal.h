@@ -40,9 +40,5 @@ void      *pbl__plan_alloc(const pbl_allocator *al, size_t bytes);   /* NULL on 
 void       pbl__plan_free(const pbl_allocator *al, void *p, size_t bytes);
 
 static inline int64_t pbl__align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
-static inline int pbl__live_overlap(const pbl_usage_record *a, const pbl_usage_record *b)
-{
-    return a->first < b->last && b->first < a->last;
-}
 
 #endif
