@@ -89,10 +89,11 @@ PBL__API void pbl_assignment_free(pbl_assignment *a)
 
 void pbl__assignment_objects_to_offsets(pbl_assignment *a, int64_t align)
 {
-    /* object start offsets, stored temporarily in object_size's place would lose sizes:
-     * compute each record's offset from a running sum per object instead */
+    /* Objects end to end, each start aligned; a record sits at its object's start. To stay
+     * O(n) without allocating, object_size[] holds the starts while records look them up,
+     * then is turned back into sizes. */
     int64_t at = 0;
-    int64_t *start = a->object_size; /* reuse: sizes are turned into starts, then back */
+    int64_t *start = a->object_size;
     for (int32_t k = 0; k < a->n_objects; k++) {
         int64_t size = start[k];
         at = pbl__align_up(at, align);
@@ -101,7 +102,6 @@ void pbl__assignment_objects_to_offsets(pbl_assignment *a, int64_t align)
     }
     for (int32_t i = 0; i < a->n_records; i++)
         a->offset[i] = start[a->object[i]];
-    /* back to sizes */
     for (int32_t k = 0; k < a->n_objects; k++)
         start[k] = (k + 1 < a->n_objects ? start[k + 1] : at) - start[k];
     a->arena = at;
