@@ -39,7 +39,9 @@ extern "C" {
     X(PBL_ERR_NOT_FOUND,      -16, "not found")                                 \
     X(PBL_ERR_DEVICE,         -17, "device error")                              \
     X(PBL_ERR_INFEASIBLE,     -18, "no packing fits the capacity")              \
-    X(PBL_ERR_TIMEOUT,        -19, "time limit reached")
+    X(PBL_ERR_TIMEOUT,        -19, "time limit reached")                        \
+    X(PBL_ERR_BUDGET,         -20, "memory budget too small")                   \
+    X(PBL_ERR_RACE,           -21, "plan has a race")
 
 typedef enum pbl_status {
 #define PBL__STATUS_ENUM(name, value, text) name = value,
