@@ -11,6 +11,7 @@
  *   plan.h      the memory planner's core: usage records in, arena offsets out
  *   plan_io.h   records and assignments as CSV (MiniMalloc's format)
  *   liveness.h  from a graph to usage records
+ *   bfc.h       a best-fit-with-coalescing memory pool for dynamic mode
  */
 #ifndef PEBBLE_PEBBLE_H
 #define PEBBLE_PEBBLE_H
@@ -29,5 +30,6 @@
 #include "pebble/plan.h"
 #include "pebble/plan_io.h"
 #include "pebble/liveness.h"
+#include "pebble/bfc.h"
 
 #endif
