@@ -12,6 +12,7 @@
  *   plan_io.h   records and assignments as CSV (MiniMalloc's format)
  *   liveness.h  from a graph to usage records
  *   bfc.h       a best-fit-with-coalescing memory pool for dynamic mode
+ *   json.h      graphs saved and loaded as JSON
  */
 #ifndef PEBBLE_PEBBLE_H
 #define PEBBLE_PEBBLE_H
@@ -31,5 +32,6 @@
 #include "pebble/plan_io.h"
 #include "pebble/liveness.h"
 #include "pebble/bfc.h"
+#include "pebble/json.h"
 
 #endif
