@@ -51,18 +51,35 @@ int cli_parse_double(const char *flag, const char *s, double lo, double hi, doub
 int cli_plan(int argc, char **argv);
 int cli_check(int argc, char **argv);
 
-/* Records from a CSV file or a zoo graph ("zoo:NAME"). */
+int cli_export(int argc, char **argv);
+
+/* Model graphs (tools/cli/model.c): SOURCE is "zoo:NAME" or a file whose extension names its
+ * format (see cli_model_extensions; a format is one row of model.c's table, whose loader
+ * writes messages that start with the file's name).
+ *
+ * cli_model_load builds the graph into *out (the caller destroys it with pbl_graph_destroy):
+ * a zoo graph for `batch` samples (0: the model's default; a file takes no batch). Returns
+ * CLI_OK, or an exit status after printing one line (`pebble: FILE: $.nodes[3]: ...`):
+ * CLI_USAGE for an unknown model or extension or a malformed file, CLI_FAIL for a file that
+ * cannot be read or out of memory; *out is then NULL. */
+int         cli_model_load(const char *source, int64_t batch, pbl_graph **out);
+/* Whether SOURCE names a graph (zoo: or a known extension) rather than a records CSV. */
+int         cli_model_is_graph(const char *source);
+/* The known extensions, ".json" (", .onnx" ...), for messages and help. */
+const char *cli_model_extensions(void);
+
+/* Records from a CSV file or a graph (see cli_model_load). */
 typedef struct cli_records {
     pbl_records_file file;          /* records, ids (CSV: as read; zoo: value names) */
     int64_t          default_align; /* 1 for CSV records, 64 for graphs (the executor's) */
     int              from_graph;
-    /* zoo graphs: what the records and ids were made from */
+    /* graphs: what the records and ids were made from */
     pbl_usage_record *own_records;
     char            **own_ids;
     char             *own_id_text;
 } cli_records;
 
-/* Loads what `source` names. For zoo graphs, batch (0: the model's default) sizes the model
+/* Loads what `source` names. For graphs, batch (0: the model's default) sizes a zoo model
  * and liveness rounds record sizes up to align (0: 64). Returns CLI_OK, or an exit status
  * after reporting the problem (CLI_USAGE for a malformed file or unknown model, CLI_FAIL
  * otherwise). */

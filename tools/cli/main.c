@@ -5,6 +5,7 @@
  *     pebble plan FILE [--strategy NAME|all] [--align N] [--capacity C] [--time-limit S]
  *                      [--out FILE] [--format table|csv|json]
  *     pebble check FILE [--capacity C] [--align N]
+ *     pebble export SOURCE --json OUT [--batch N]
  *
  * Errors are one line, `pebble: <message>` (`pebble: FILE:LINE: <message>` for a malformed
  * file), on stderr. Exit status: 0 success, 1 a failure (a plan that does not verify, a file
@@ -23,6 +24,7 @@ typedef struct subcommand {
 static const subcommand subcommands[] = {
     { "plan", cli_plan, "plan FILE's records with one strategy or all; print bytes, bound, time" },
     { "check", cli_check, "verify an assignment CSV (records with offsets)" },
+    { "export", cli_export, "write a graph (zoo:NAME or a graph file) as a JSON graph file" },
 };
 #define N_SUBCOMMANDS ((int)(sizeof subcommands / sizeof subcommands[0]))
 
@@ -40,7 +42,10 @@ static void print_usage(FILE *f)
                "  --version   the program's version\n"
                "\n"
                "Records files are CSV with the header id,lower,upper,size (MiniMalloc's format):\n"
-               "each record needs size bytes during the steps [lower, upper).\n");
+               "each record needs size bytes during the steps [lower, upper).\n"
+               "Graphs are zoo:NAME (a model of tools/zoo, e.g. zoo:mlp_train) or graph files (%s);\n"
+               "`pebble export zoo:NAME --json OUT` writes a zoo model as a JSON graph file.\n",
+            cli_model_extensions());
 }
 
 static int dispatch(int argc, char **argv)

@@ -13,12 +13,12 @@ static void print_usage(FILE *f)
             "usage: pebble plan FILE [options]\n"
             "\n"
             "Plans the memory of FILE's usage records and checks every result with the verifier.\n"
-            "FILE is a records CSV (id,lower,upper,size; lifetimes [lower, upper)) or zoo:NAME,\n"
-            "a model graph whose records come from liveness"
+            "FILE is a records CSV (id,lower,upper,size; lifetimes [lower, upper)), a graph file\n"
+            "(%s; see pebble export) or zoo:NAME, a model of tools/zoo"
 #ifndef PEBBLE_HAVE_ZOO
             " (not in this build)"
 #endif
-            ".\n"
+            ";\na graph's records come from liveness, named after its values.\n"
             "\n"
             "options:\n"
             "  --strategy NAME|all  a strategy, or all of them (default: best)\n"
@@ -32,7 +32,8 @@ static void print_usage(FILE *f)
             "  --format F           table (default), csv or json\n"
             "  -h, --help           this text\n"
             "\n"
-            "strategies:");
+            "strategies:",
+            cli_model_extensions());
     for (int32_t i = 0; i < pbl_plan_strategy_count(); i++)
         fprintf(f, " %s", pbl_plan_strategy_name(i));
     fprintf(f, "\n\nExit status: 0 when the plan (with all: at least one) verifies, 1 when not or on\n"

@@ -1,16 +1,10 @@
-/* Where `pebble plan` gets its records: a records CSV file, or a zoo graph ("zoo:NAME") run
- * through liveness, with the values' names as ids. */
+/* Where `pebble plan` gets its records: a records CSV file, or a graph (a zoo model or a graph
+ * file, see model.c) run through liveness, with the values' names as ids. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
-#ifdef PEBBLE_HAVE_ZOO
-#include "zoo.h"
-#endif
 
-#define ZOO_PREFIX "zoo:"
-
-#ifdef PEBBLE_HAVE_ZOO
 /* The value's name as an id the CSV writer accepts: commas, quotes and control characters
  * become '_'; a value without a name is "v<index>". */
 static size_t id_for(const pbl_graph *g, pbl_value v, char *dst, size_t cap)
@@ -33,25 +27,22 @@ static size_t id_for(const pbl_graph *g, pbl_value v, char *dst, size_t cap)
     return len;
 }
 
-static int load_zoo(const char *name, int64_t batch, int64_t align, cli_records *out)
+static int load_graph(const char *name, int64_t batch, int64_t align, cli_records *out)
 {
     char err[1024];
     pbl_graph *g = NULL;
-    pbl_status s = zoo_build(name, batch, &g, err, sizeof err);
-    if (s != PBL_OK) {
-        cli_error("%s", err);
-        return s == PBL_ERR_NOT_FOUND || s == PBL_ERR_INVALID_ARG ? CLI_USAGE : CLI_FAIL;
-    }
+    int rc = cli_model_load(name, batch, &g);
+    if (rc != CLI_OK)
+        return rc;
     pbl_graph_records gr;
     pbl_liveness_options lo = pbl_liveness_options_default();
     lo.align = align ? align : 64; /* sizes rounded as the plan will align them: an exact bound */
-    s = pbl_graph_liveness(g, &lo, &gr, err, sizeof err);
+    pbl_status s = pbl_graph_liveness(g, &lo, &gr, err, sizeof err);
     if (s != PBL_OK) {
-        cli_error("zoo:%s: liveness: %s", name, err);
+        cli_error("%s: liveness: %s", name, err);
         pbl_graph_destroy(g);
         return CLI_FAIL;
     }
-    int rc = CLI_OK;
     size_t n = (size_t)gr.n_records, text_len = 0;
     enum { ID_MAX = 256 };
     out->from_graph = 1;
@@ -59,7 +50,7 @@ static int load_zoo(const char *name, int64_t batch, int64_t align, cli_records 
     out->own_ids = malloc((n ? n : 1) * sizeof *out->own_ids);
     out->own_id_text = malloc((n ? n : 1) * ID_MAX);
     if (!out->own_records || !out->own_ids || !out->own_id_text) {
-        cli_error("zoo:%s: out of memory", name);
+        cli_error("%s: out of memory", name);
         rc = CLI_FAIL;
         goto done;
     }
@@ -77,19 +68,12 @@ done:
     pbl_graph_destroy(g);
     return rc;
 }
-#endif
 
 int cli_records_load(const char *source, int64_t batch, int64_t align, cli_records *out)
 {
     memset(out, 0, sizeof *out);
-    if (strncmp(source, ZOO_PREFIX, strlen(ZOO_PREFIX)) == 0) {
-#ifdef PEBBLE_HAVE_ZOO
-        return load_zoo(source + strlen(ZOO_PREFIX), batch, align, out);
-#else
-        cli_error("%s: zoo graphs are not part of this build", source);
-        return CLI_FAIL;
-#endif
-    }
+    if (cli_model_is_graph(source))
+        return load_graph(source, batch, align, out);
     char err[2048];
     pbl_status s = pbl_records_read_csv(source, NULL, &out->file, err, sizeof err);
     if (s != PBL_OK) {
