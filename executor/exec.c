@@ -6,15 +6,20 @@
  *           on the backend, and lay out one step per node (its kernel arguments).
  *   bind:   a caller buffer replaces a variable's place; pointers are refreshed before the
  *           next run.
- *   run:    each step's kernel, in schedule order.
+ *   run:    each step's kernel enqueued in schedule order on its stream, with the waits for
+ *           steps of other streams before it and an event record after it when another
+ *           stream waits for it; then one sync (executor/backend.h describes the protocol).
+ *           One stream (the default) runs everything in order on the calling thread.
  */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "executor/backend.h"
 #include "executor/exec_internal.h"
 #include "executor/storage.h"
+#include "executor/stream_sync.h"
 #include "graph/schedule.h"
 #include "ops/registry.h"
 
@@ -22,13 +27,21 @@
 typedef struct step {
     const pbl__op *op;
     pbl_node       node;
+    int32_t        stream;
+    int32_t        event;  /* recorded after the step when another stream waits for it, else -1 */
     pbl__kargs     args;   /* in/out point into the executor's pointer pool */
 } step;
+
+/* Kernel messages: one buffer per stream, so two failing streams never write the same bytes. */
+#define KERR 256
 
 struct pbl_exec {
     pbl__mem            mem;
     const pbl_graph    *g;
     const pbl__backend *be;
+    void               *bctx;         /* the backend instance */
+    int32_t             n_streams;
+    pbl__stream_sync    sync;         /* per step: events to wait for and to record */
     pbl__storage        st;
     step               *steps;
     int32_t             n_steps;
@@ -43,12 +56,11 @@ struct pbl_exec {
     void               *arena;
     void               *variables;
     int                 dirty;        /* bindings changed: refresh pointers before running */
-    int                 flush_denormals;
-    int32_t            *poison_start; /* poison: records whose life ends after step t are */
+    int32_t            *poison_start; /* poison: records whose last access is step t - 1 are */
     int32_t            *poison_rec;   /* poison_rec[poison_start[t] .. poison_start[t+1]) */
     int                 ran;          /* a run finished: unkept values are stale */
     uint64_t            runs;
-    char                kernel_err[256];
+    char               *kernel_err;   /* n_streams * KERR */
     char                errmsg[512];
 };
 
@@ -81,10 +93,14 @@ PBL__API void pbl_exec_destroy(pbl_exec *e)
 {
     if (!e)
         return;
-    if (e->be) {
-        e->be->free(&e->mem, e->arena, e->st.arena_bytes);
-        e->be->free(&e->mem, e->variables, e->st.variable_bytes);
+    if (e->bctx) {
+        e->be->free(e->bctx, e->arena, e->st.arena_bytes);
+        e->be->free(e->bctx, e->variables, e->st.variable_bytes);
+        e->be->close(e->bctx);
     }
+    size_t nsteps1 = (size_t)e->n_steps + 1;
+    pbl__stream_sync_free(&e->sync, &e->mem);
+    pbl__mem_free(&e->mem, e->kernel_err, (size_t)(e->n_streams ? e->n_streams : 1) * KERR);
     pbl__mem_free(&e->mem, e->steps, (size_t)(e->n_steps ? e->n_steps : 1) * sizeof *e->steps);
     pbl__mem_free(&e->mem, e->io_pool, (e->n_io ? e->n_io : 1) * sizeof *e->io_pool);
     pbl__mem_free(&e->mem, e->meta_pool, (e->n_io ? e->n_io : 1) * sizeof *e->meta_pool);
@@ -92,21 +108,22 @@ PBL__API void pbl_exec_destroy(pbl_exec *e)
     pbl__mem_free(&e->mem, e->bound, NV(e) * sizeof *e->bound);
     pbl__mem_free(&e->mem, e->has_data, NV(e));
     pbl__mem_free(&e->mem, e->inputs_read, NV(e) * sizeof *e->inputs_read);
-    if (e->poison_start) {
-        pbl__mem_free(&e->mem, e->poison_start, (size_t)(e->n_steps + 1) * sizeof *e->poison_start);
-        pbl__mem_free(&e->mem, e->poison_rec, (size_t)(e->st.live.n_records ? e->st.live.n_records : 1) * sizeof *e->poison_rec);
-    }
+    pbl__mem_free(&e->mem, e->poison_start, nsteps1 * sizeof *e->poison_start);
+    pbl__mem_free(&e->mem, e->poison_rec, (size_t)(e->st.live.n_records ? e->st.live.n_records : 1) * sizeof *e->poison_rec);
     pbl__storage_free(&e->st, &e->mem);
     pbl__mem m = e->mem;
     pbl__mem_free(&m, e, sizeof *e);
 }
 
 /* Lays out each step's kernel arguments (metas now, pointers at refresh). */
-static pbl_status build_steps(pbl_exec *e, const int32_t *order, int32_t n)
+static pbl_status build_steps(pbl_exec *e, const int32_t *order, const int32_t *stream, int32_t n)
 {
     const pbl_graph *g = e->g;
     e->n_steps = n;
     e->n_io = 0;
+    e->kernel_err = pbl__mem_calloc(&e->mem, (size_t)e->n_streams * KERR);
+    if (!e->kernel_err)
+        return pbl__exec_fail(e, PBL_ERR_NOMEM, "out of memory");
     for (int32_t i = 0; i < n; i++)
         e->n_io += (size_t)(g->nodes[order[i]].n_in + g->nodes[order[i]].n_out);
     e->steps = pbl__mem_calloc(&e->mem, (size_t)(n ? n : 1) * sizeof *e->steps);
@@ -120,6 +137,8 @@ static pbl_status build_steps(pbl_exec *e, const int32_t *order, int32_t n)
         step *s = &e->steps[i];
         s->op = pbl__op_get(nd->op);
         s->node = order[i];
+        s->stream = stream ? stream[i] : 0;
+        s->event = -1;
         for (int32_t k = 0; k < nd->n_in; k++)
             e->meta_pool[at + k] = g->values[nd->in[k]].meta;
         for (int32_t k = 0; k < nd->n_out; k++)
@@ -127,7 +146,7 @@ static pbl_status build_steps(pbl_exec *e, const int32_t *order, int32_t n)
         s->args = (pbl__kargs){ .in = &e->io_pool[at], .out = &e->io_pool[at + nd->n_in],
                                 .in_meta = &e->meta_pool[at], .out_meta = &e->meta_pool[at + nd->n_in],
                                 .attr = nd->attr, .n_in = nd->n_in, .n_out = nd->n_out,
-                                .err = e->kernel_err, .errlen = sizeof e->kernel_err };
+                                .err = e->kernel_err + (size_t)s->stream * KERR, .errlen = KERR };
         at += (size_t)(nd->n_in + nd->n_out);
     }
     return PBL_OK;
@@ -210,7 +229,97 @@ static pbl_status build_poison_lists(pbl_exec *e)
     return PBL_OK;
 }
 
-static pbl_status create_steps(pbl_exec *e, const pbl_exec_options *o)
+/* Appends need (t sees a) to the CSR being counted (pass 0) or filled (pass 1). */
+static void add_need(int pass, int32_t *start, int32_t *fill, int32_t *need, int32_t t, int32_t a)
+{
+    if (pass == 0)
+        start[t + 1]++;
+    else
+        need[fill[t]++] = a;
+}
+
+/* Which earlier steps each step must see, beyond its own stream: the producers of its inputs
+ * and, for updates, the earlier readers of what they overwrite (the dependency graph); with
+ * poison, a fill after step L of a record whose last access is L must also come after that
+ * record's accesses on other streams. Then the events that give it (stream_sync.h). */
+static pbl_status build_sync(pbl_exec *e, int poison)
+{
+    const pbl_graph *g = e->g;
+    const pbl_graph_records *lv = &e->st.live;
+    int32_t n = e->n_steps, k = e->n_streams;
+    size_t nn = (size_t)(g->n_nodes ? g->n_nodes : 1), nr = (size_t)(lv->n_records ? lv->n_records : 1);
+    int32_t *stream = pbl__mem_alloc(&e->mem, (size_t)(n ? n : 1) * sizeof *stream);
+    int32_t *step_of = pbl__mem_alloc(&e->mem, nn * sizeof *step_of);
+    int32_t *poison_at = pbl__mem_alloc(&e->mem, nr * sizeof *poison_at); /* per record: L, or -1 */
+    int32_t *start = pbl__mem_calloc(&e->mem, (size_t)(n + 2) * sizeof *start);
+    int32_t *fill = pbl__mem_alloc(&e->mem, (size_t)(n + 1) * sizeof *fill);
+    int32_t *need = NULL;
+    pbl__deps d;
+    memset(&d, 0, sizeof d);
+    char why[256] = "";
+    pbl_status s = stream && step_of && poison_at && start && fill ? PBL_OK : PBL_ERR_NOMEM;
+    if (s == PBL_OK && k > 1)
+        s = pbl__deps_build(g, &e->mem, &d);
+    if (s != PBL_OK) {
+        pbl__exec_fail(e, s, "out of memory");
+        goto done;
+    }
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        step_of[i] = -1;
+    for (int32_t t = 0; t < n; t++) {
+        stream[t] = e->steps[t].stream;
+        step_of[e->steps[t].node] = t;
+    }
+    for (int32_t r = 0; r < lv->n_records; r++)
+        poison_at[r] = poison && lv->records[r].last < n ? (int32_t)lv->records[r].last - 1 : -1;
+    for (int pass = 0; k > 1 && pass < 2; pass++) {
+        if (pass == 1) {
+            for (int32_t t = 0; t < n; t++)
+                start[t + 1] += start[t];
+            memcpy(fill, start, (size_t)(n + 1) * sizeof *fill);
+            need = pbl__mem_alloc(&e->mem, (size_t)(start[n] ? start[n] : 1) * sizeof *need);
+            if (!need) {
+                s = pbl__exec_fail(e, PBL_ERR_NOMEM, "out of memory");
+                goto done;
+            }
+        }
+        for (int32_t t = 0; t < n; t++) {
+            pbl_node v = e->steps[t].node;
+            for (int32_t i = d.pred_start[v]; i < d.pred_start[v + 1]; i++)
+                if (step_of[d.pred[i]] >= 0 && stream[step_of[d.pred[i]]] != stream[t])
+                    add_need(pass, start, fill, need, t, step_of[d.pred[i]]);
+            const pbl__node *nd = &g->nodes[v];
+            for (int32_t j = 0; j < nd->n_in + nd->n_out; j++) {
+                pbl_value x = j < nd->n_in ? nd->in[j] : nd->out[j - nd->n_in];
+                int32_t r = lv->value_record[x];
+                if (r >= 0 && poison_at[r] >= 0 && stream[poison_at[r]] != stream[t])
+                    add_need(pass, start, fill, need, poison_at[r], t);
+            }
+        }
+    }
+    {
+        int32_t none = 0;
+        s = pbl__stream_sync_build(n, k, stream, start, need ? need : &none, &e->mem, &e->sync, why, sizeof why);
+    }
+    if (s != PBL_OK) {
+        pbl__exec_fail(e, s, "synchronising %d streams: %s", (int)k, why);
+        goto done;
+    }
+    for (int32_t t = 0; t < n; t++)
+        e->steps[t].event = e->sync.event[t];
+done:
+    pbl__deps_free(&d, &e->mem);
+    pbl__mem_free(&e->mem, need, (size_t)(start && start[n] ? start[n] : 1) * sizeof *need);
+    pbl__mem_free(&e->mem, stream, (size_t)(n ? n : 1) * sizeof *stream);
+    pbl__mem_free(&e->mem, step_of, nn * sizeof *step_of);
+    pbl__mem_free(&e->mem, poison_at, nr * sizeof *poison_at);
+    pbl__mem_free(&e->mem, start, (size_t)(n + 2) * sizeof *start);
+    pbl__mem_free(&e->mem, fill, (size_t)(n + 1) * sizeof *fill);
+    return s;
+}
+
+/* stream_of_node: per node of the graph its stream, or NULL (everything on stream 0). */
+static pbl_status create_steps(pbl_exec *e, const pbl_exec_options *o, const int32_t *stream_of_node)
 {
     const pbl_graph *g = e->g;
     char why[384] = "";
@@ -222,19 +331,35 @@ static pbl_status create_steps(pbl_exec *e, const pbl_exec_options *o)
     for (int32_t i = 0; i < n_order && s == PBL_OK; i++) {
         const pbl__node *nd = &g->nodes[order[i]];
         const pbl__op *op = pbl__op_get(nd->op);
-        if (!e->be->has_kernel(op))
+        if (!e->be->has_kernel(NULL, op))
             s = pbl__exec_fail(e, PBL_ERR_UNSUPPORTED, "node '%s' (%s): the %s backend has no kernel for this op (it can be planned, not run)",
                                nd->name, op->name, e->be->name);
+        if (s == PBL_OK && stream_of_node && (stream_of_node[order[i]] < 0 || stream_of_node[order[i]] >= e->n_streams))
+            s = pbl__exec_fail(e, PBL_ERR_INVALID_ARG, "node '%s': stream %d is outside [0, %d)", nd->name,
+                               (int)stream_of_node[order[i]], (int)e->n_streams);
+    }
+    int32_t *stream = NULL;
+    if (s == PBL_OK && stream_of_node) {
+        stream = pbl__mem_alloc(&e->mem, (size_t)(n_order ? n_order : 1) * sizeof *stream);
+        if (!stream)
+            s = pbl__exec_fail(e, PBL_ERR_NOMEM, "out of memory");
+        for (int32_t i = 0; stream && i < n_order; i++)
+            stream[i] = stream_of_node[order[i]];
     }
     if (s == PBL_OK)
-        s = build_steps(e, order, n_order);
+        s = build_steps(e, order, stream, n_order);
+    pbl__mem_free(&e->mem, stream, (size_t)(n_order ? n_order : 1) * sizeof *stream);
     if (s == PBL_OK && o->poison)
         s = build_poison_lists(e);
+    if (s == PBL_OK)
+        s = build_sync(e, o->poison);
     return s;
 }
 
-PBL__API pbl_status pbl_exec_create(pbl_exec **out, const pbl_graph *g, const pbl_exec_options *opt,
-                                    char *errmsg, size_t errlen)
+/* pbl_exec_create with every node's stream given (stream_of_node, n_streams), or NULL for the
+ * default single stream. */
+static pbl_status create(pbl_exec **out, const pbl_graph *g, const pbl_exec_options *opt, int32_t n_streams,
+                         const int32_t *stream_of_node, char *errmsg, size_t errlen)
 {
     if (errmsg && errlen)
         errmsg[0] = '\0';
@@ -255,10 +380,17 @@ PBL__API pbl_status pbl_exec_create(pbl_exec **out, const pbl_graph *g, const pb
     }
     e->mem = m;
     e->g = g;
+    e->n_streams = n_streams;
     pbl_status s = PBL_OK;
     if (o.backend != PBL_BACKEND_CPU)
         s = pbl__exec_fail(e, PBL_ERR_UNSUPPORTED, "backend %d is not built in", (int)o.backend);
     e->be = &pbl__backend_cpu;
+    if (s == PBL_OK && n_streams < 1)
+        s = pbl__exec_fail(e, PBL_ERR_INVALID_ARG, "%d streams: at least one is needed", (int)n_streams);
+    if (s == PBL_OK && n_streams > 1 && o.storage != PBL_STORAGE_NAIVE)
+        s = pbl__exec_fail(e, PBL_ERR_UNSUPPORTED,
+                           "%d streams with planned storage need a happens-before-safe plan; use naive storage",
+                           (int)n_streams);
     /* Validation reports through the graph's message, which the executor copies. */
     if (s == PBL_OK) {
         pbl_graph *mg = (pbl_graph *)g;
@@ -275,24 +407,34 @@ PBL__API pbl_status pbl_exec_create(pbl_exec **out, const pbl_graph *g, const pb
             s = pbl__exec_fail(e, PBL_ERR_NOMEM, "out of memory");
     }
     if (s == PBL_OK)
-        s = create_steps(e, &o);
+        s = create_steps(e, &o, stream_of_node);
     if (s == PBL_OK)
         s = collect_inputs(e);
     if (s == PBL_OK) {
-        e->arena = e->st.arena_bytes ? e->be->alloc(&e->mem, e->st.arena_bytes) : NULL;
-        e->variables = e->st.variable_bytes ? e->be->alloc(&e->mem, e->st.variable_bytes) : NULL;
+        pbl__backend_config cfg = { .n_streams = e->n_streams, .n_events = e->sync.n_events, .threads = o.threads,
+                                    .flush_denormals = o.flush_denormals };
+        char why[256] = "";
+        s = e->be->open(&e->mem, &cfg, &e->bctx, why, sizeof why);
+        if (s != PBL_OK)
+            pbl__exec_fail(e, s, "%s", why);
+    }
+    if (s == PBL_OK) {
+        e->arena = e->st.arena_bytes ? e->be->alloc(e->bctx, e->st.arena_bytes) : NULL;
+        e->variables = e->st.variable_bytes ? e->be->alloc(e->bctx, e->st.variable_bytes) : NULL;
         if ((e->st.arena_bytes && !e->arena) || (e->st.variable_bytes && !e->variables))
             s = pbl__exec_fail(e, PBL_ERR_NOMEM, "out of memory allocating %llu arena and %llu variable bytes",
                                (unsigned long long)e->st.arena_bytes, (unsigned long long)e->st.variable_bytes);
     }
-    if (s == PBL_OK && e->variables)
-        s = e->be->fill(e->variables, 0, e->st.variable_bytes);
+    if (s == PBL_OK && e->variables) {
+        s = e->be->fill(e->bctx, 0, e->variables, 0, e->st.variable_bytes);
+        if (s == PBL_OK)
+            s = e->be->sync(e->bctx, NULL);
+        if (s != PBL_OK)
+            pbl__exec_fail(e, s, "zero-filling the variables on the %s backend failed", e->be->name);
+    }
     if (s == PBL_OK) {
         for (pbl_value v = 0; v < g->n_values; v++)
             e->has_data[v] = g->values[v].kind == PBL_VALUE_STATE;
-        if (e->be->set_threads)
-            e->be->set_threads(o.threads);
-        e->flush_denormals = o.flush_denormals;
         refresh_pointers(e);
         *out = e;
         return PBL_OK;
@@ -301,6 +443,18 @@ PBL__API pbl_status pbl_exec_create(pbl_exec **out, const pbl_graph *g, const pb
         snprintf(errmsg, errlen, "%s", e->errmsg);
     pbl_exec_destroy(e);
     return s;
+}
+
+PBL__API pbl_status pbl_exec_create(pbl_exec **out, const pbl_graph *g, const pbl_exec_options *opt,
+                                    char *errmsg, size_t errlen)
+{
+    return create(out, g, opt, 1, NULL, errmsg, errlen);
+}
+
+pbl_status pbl__exec_create_assigned(pbl_exec **out, const pbl_graph *g, const pbl_exec_options *opt,
+                                     int32_t n_streams, const int32_t *stream_of_node, char *errmsg, size_t errlen)
+{
+    return create(out, g, opt, n_streams, stream_of_node, errmsg, errlen);
 }
 
 /* Checks v is a value of the graph of `bytes` bytes; `what` names the call. */
@@ -349,7 +503,7 @@ PBL__API pbl_status pbl_exec_write(pbl_exec *e, pbl_value v, const void *data, s
         return pbl__exec_fail(e, PBL_ERR_INVALID_ARG, "write: '%s' is not computed by this executor", e->g->values[v].name);
     if (!data && bytes)
         return pbl__exec_fail(e, PBL_ERR_INVALID_ARG, "write: no data for '%s'", e->g->values[v].name);
-    s = e->be->upload(e->ptr[v], data, bytes);
+    s = e->be->upload(e->bctx, e->ptr[v], data, bytes); /* runs end with a sync: nothing is queued */
     if (s != PBL_OK)
         return pbl__exec_fail(e, s, "write: copying '%s' to the device failed", e->g->values[v].name);
     e->has_data[v] = 1;
@@ -373,25 +527,45 @@ PBL__API pbl_status pbl_exec_read(pbl_exec *e, pbl_value v, void *data, size_t b
                               e->g->values[v].name);
     if (!data && bytes)
         return pbl__exec_fail(e, PBL_ERR_INVALID_ARG, "read: no buffer for '%s'", e->g->values[v].name);
-    if (e->be->sync && (s = e->be->sync()) != PBL_OK)
-        return pbl__exec_fail(e, s, "read: waiting for the device failed");
-    s = e->be->download(data, e->ptr[v], bytes);
+    s = e->be->download(e->bctx, data, e->ptr[v], bytes); /* runs end with a sync */
     return s == PBL_OK ? PBL_OK : pbl__exec_fail(e, s, "read: copying '%s' from the device failed", e->g->values[v].name);
 }
 
-/* NaN-fills (0xFF bytes) the records whose lifetime ended with the step before `slot`
- * (slot < n_steps). */
+/* Enqueues NaN fills (0xFF bytes) of the records whose last access was the step before `slot`
+ * (slot < n_steps), on that step's stream: build_sync made the step wait for the records'
+ * accesses on other streams. */
 static pbl_status poison_after(pbl_exec *e, int32_t slot)
 {
     const pbl_graph_records *lv = &e->st.live;
     for (int32_t k = e->poison_start[slot]; k < e->poison_start[slot + 1]; k++) {
         int32_t r = e->poison_rec[k];
-        pbl_status s = e->be->fill(e->arena ? (char *)e->arena + e->st.plan.offset[r] : NULL, 0xFF,
+        pbl_status s = e->be->fill(e->bctx, e->steps[slot - 1].stream,
+                                   e->arena ? (char *)e->arena + e->st.plan.offset[r] : NULL, 0xFF,
                                    (size_t)lv->records[r].size);
         if (s != PBL_OK)
             return pbl__exec_fail(e, s, "poison: filling '%s' failed", e->g->values[lv->record_value[r]].name);
     }
     return PBL_OK;
+}
+
+/* Enqueues step i with its waits before it, its poison fills and its event after it. */
+static pbl_status enqueue_step(pbl_exec *e, int32_t i)
+{
+    step *st = &e->steps[i];
+    pbl_status s = PBL_OK;
+    for (int32_t w = e->sync.wait_start[i]; w < e->sync.wait_start[i + 1] && s == PBL_OK; w++)
+        s = e->be->wait(e->bctx, st->stream, e->sync.wait_ev[w]);
+    st->args.run = e->runs;
+    if (s == PBL_OK)
+        s = e->be->run(e->bctx, st->stream, st->op, &st->args);
+    if (s == PBL_OK && e->poison_start && i + 1 < e->n_steps) /* nothing dies after the last step */
+        s = poison_after(e, i + 1);
+    if (s == PBL_OK && st->event >= 0)
+        s = e->be->record(e->bctx, st->stream, st->event);
+    if (s != PBL_OK)
+        pbl__exec_fail(e, s, "node '%s' (%s): enqueueing on stream %d failed", e->g->nodes[st->node].name,
+                       st->op->name, (int)st->stream);
+    return s;
 }
 
 PBL__API pbl_status pbl_exec_run(pbl_exec *e)
@@ -406,23 +580,25 @@ PBL__API pbl_status pbl_exec_run(pbl_exec *e)
     }
     if (e->dirty)
         refresh_pointers(e);
-    uint32_t saved = 0;
     if (e->be->run_begin)
-        e->be->run_begin(e->flush_denormals, &saved);
+        e->be->run_begin(e->bctx);
     pbl_status s = PBL_OK;
-    for (int32_t i = 0; i < e->n_steps && s == PBL_OK; i++) {
-        step *st = &e->steps[i];
-        st->args.run = e->runs;
-        s = e->be->run(st->op, &st->args);
-        if (s != PBL_OK)
-            pbl__exec_fail(e, s, "node '%s' (%s): %s", e->g->nodes[st->node].name, st->op->name, e->kernel_err);
-        if (e->poison_start && s == PBL_OK && i + 1 < e->n_steps) /* nothing dies after the last step */
-            s = poison_after(e, i + 1);
+    for (int32_t i = 0; i < e->n_steps && s == PBL_OK; i++)
+        s = enqueue_step(e, i);
+    /* always sync: queued work must finish before the caller touches its buffers */
+    const pbl__kargs *failed = NULL;
+    pbl_status ks = e->be->sync(e->bctx, &failed);
+    if (ks != PBL_OK && s == PBL_OK) {
+        s = ks;
+        if (failed) {
+            const step *st = (const step *)(const void *)((const char *)failed - offsetof(step, args));
+            pbl__exec_fail(e, s, "node '%s' (%s): %s", e->g->nodes[st->node].name, st->op->name, failed->err);
+        } else {
+            pbl__exec_fail(e, s, "run: waiting for the %s backend failed", e->be->name);
+        }
     }
-    if (s == PBL_OK && e->be->sync && (s = e->be->sync()) != PBL_OK)
-        pbl__exec_fail(e, s, "run: waiting for the device failed");
     if (e->be->run_end)
-        e->be->run_end(saved);
+        e->be->run_end(e->bctx);
     if (s == PBL_OK)
         e->runs++;
     e->ran = 1;

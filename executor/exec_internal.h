@@ -15,4 +15,13 @@ pbl_status pbl__exec_fail(pbl_exec *e, pbl_status s, const char *fmt, ...)
 void *pbl__exec_malloc(pbl_exec *e, size_t bytes);
 void  pbl__exec_free(pbl_exec *e, void *p, size_t bytes);
 
+/* pbl_exec_create with each node's stream given: stream_of_node[node] in [0, n_streams) for
+ * every node the schedule runs. The cross-stream waits come from the graph's dependencies.
+ * Several streams need PBL_STORAGE_NAIVE (the serial plan would share bytes between steps
+ * that may now run at the same time): PBL_ERR_UNSUPPORTED otherwise. For tests of the stream
+ * runtime with any assignment. */
+pbl_status pbl__exec_create_assigned(pbl_exec **out, const pbl_graph *g, const pbl_exec_options *opt,
+                                     int32_t n_streams, const int32_t *stream_of_node, char *errmsg,
+                                     size_t errlen);
+
 #endif
