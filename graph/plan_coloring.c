@@ -34,28 +34,24 @@
  * Thread safety: the packaged igraph is built without thread-local state
  * (IGRAPH_THREAD_SAFE 0): its error-cleanup ("finally") stack is a process global that every
  * call pushes to, so concurrent igraph calls corrupt each other. The igraph section is
- * therefore serialised by one static mutex — the only static state here, and it holds no
- * data. Planning with other strategies is not serialised.
+ * therefore serialised by pebble's one igraph lock (graph/igraph_lock.h, shared with the
+ * stream colouring), which holds no data. Planning with other strategies is not serialised.
  *
  * Complexity: O(n log n + E) to build the edges, plus igraph's graph construction (it indexes
  * the edges by endpoint) and greedy colouring (O((n + E) log n): an indexed heap update per
  * edge, a sort of each vertex's neighbour colours); O(n + E) memory, E capped as above.
  */
-#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <igraph.h>
 
+#include "graph/igraph_lock.h"
 #include "graph/plan_internal.h"
 
 /* More interference edges than this and the strategy declines (see the header comment). */
 #define PBL__COLORING_MAX_EDGES ((int64_t)4 * 1000 * 1000)
-
-#if !IGRAPH_THREAD_SAFE
-static pthread_mutex_t igraph_lock = PTHREAD_MUTEX_INITIALIZER;
-#endif
 
 typedef struct keyed {
     int64_t k1, k2;
@@ -91,9 +87,7 @@ static pbl_status color_graph(const igraph_integer_t *edges, int64_t n_edges, in
     igraph_vector_int_t ev = { 0 }, colours; /* ev: a view over our edges, filled by igraph */
     igraph_t g;
     igraph_vector_int_view(&ev, edges, (igraph_integer_t)(2 * n_edges));
-#if !IGRAPH_THREAD_SAFE
-    pthread_mutex_lock(&igraph_lock);
-#endif
+    pbl__igraph_lock();
     igraph_error_t e = igraph_create(&g, &ev, (igraph_integer_t)n, IGRAPH_UNDIRECTED);
     if (e != IGRAPH_SUCCESS) {
         s = from_igraph(e);
@@ -116,9 +110,7 @@ fail_destroy_colours:
 fail_destroy_graph:
     igraph_destroy(&g);
 fail_unlock:
-#if !IGRAPH_THREAD_SAFE
-    pthread_mutex_unlock(&igraph_lock);
-#endif
+    pbl__igraph_unlock();
     return s;
 }
 

@@ -33,5 +33,6 @@
 #include "pebble/liveness.h"
 #include "pebble/bfc.h"
 #include "pebble/json.h"
+#include "pebble/streams.h"
 
 #endif
