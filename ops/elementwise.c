@@ -1,4 +1,4 @@
-/* add, sub, mul (b broadcast over a), scale, add_n, fill, copy. Kernels: ops/cpu/elementwise.c. */
+/* add, sub, mul, div (b broadcast over a), scale, add_n, fill, copy. Kernels: ops/cpu/elementwise.c. */
 #include <stdio.h>
 
 #include "ops/cpu/broadcast.h"
@@ -80,6 +80,30 @@ const pbl__op pbl__op_sub = {
     .infer = binary_infer, .grad = sub_grad,
     .inplace = out0_over_in0, .n_inplace = 1,
     .cpu = pbl__cpu_sub,
+};
+
+/* y = a / b: da = dy / b; db = −Σ(dy·y / b) over b's broadcast dims (y / b = a / b²) */
+static pbl_status div_grad(pbl__grad_ctx *c)
+{
+    pbl_value dy = c->dy[0];
+    if (c->need[0])
+        c->dx[0] = pbl__grad_emit(c, "div", "grad_a", (pbl_value[]){ dy, c->x[1] }, 2, NULL, 0);
+    if (c->need[1]) {
+        pbl_value p = pbl__grad_emit(c, "mul", "grad_b_dy_y", (pbl_value[]){ dy, c->y[0] }, 2, NULL, 0);
+        pbl_value q = p == PBL_NONE ? PBL_NONE : pbl__grad_emit(c, "div", "grad_b_full", (pbl_value[]){ p, c->x[1] }, 2, NULL, 0);
+        pbl_value r = q == PBL_NONE ? PBL_NONE : reduce_to(c, q, c->x[1], "grad_b_sum");
+        pbl_attr neg = PBL_ATTR_FLOAT("alpha", -1.0);
+        c->dx[1] = r == PBL_NONE ? PBL_NONE : pbl__grad_emit(c, "scale", "grad_b", &r, 1, &neg, 1);
+    }
+    return c->status;
+}
+
+const pbl__op pbl__op_div = {
+    .name = "div", .n_in_min = 2, .n_in_max = 2, .n_out = 1,
+    .infer = binary_infer, .grad = div_grad,
+    .grad_reads_in = 0x2, .grad_reads_out = 0x1,
+    .inplace = out0_over_in0, .n_inplace = 1,
+    .cpu = pbl__cpu_div,
 };
 
 const pbl__op pbl__op_mul = {

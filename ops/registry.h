@@ -22,7 +22,8 @@
     X(global_avg_pool) X(global_avg_pool_grad)                                     \
     X(batch_norm) X(batch_norm_grad) X(layer_norm) X(layer_norm_grad)              \
     X(embedding) X(embedding_grad)                                                 \
-    X(transpose)
+    X(transpose)                                                                   \
+    X(div) X(concat)
 
 enum {
 #define PBL__OP_ENUM(n) PBL__OP_##n,

@@ -236,6 +236,8 @@ static double bin_ref(const char *op, double a, double b)
         return a + b;
     if (strcmp(op, "sub") == 0)
         return a - b;
+    if (strcmp(op, "div") == 0)
+        return a / b;
     return a * b;
 }
 
@@ -251,7 +253,10 @@ static int binary_case(th_rng *r, const char *op, pbl_shape sa, pbl_shape sb)
     float *a = th_falloc(na), *b = th_falloc(nb), *y = th_falloc(na);
     double *want = th_dalloc(na);
     th_fill(r, a, na, -2, 2);
-    th_fill(r, b, nb, -2, 2);
+    if (strcmp(op, "div") == 0)
+        th_fill_away(r, b, nb, 0.25, 2); /* no division by (nearly) zero */
+    else
+        th_fill(r, b, nb, -2, 2);
     int fails = one_run(&c, (const void *[]){ a, b });
     fails += out_shape_is(&c, 0, sa);
     if (!fails)
@@ -269,9 +274,9 @@ static void test_binary(void **state)
 {
     (void)state;
     th_rng r = th_rng_seed(303);
-    const char *ops[] = { "add", "sub", "mul" };
+    const char *ops[] = { "add", "sub", "mul", "div" };
     int fails = 0;
-    for (int o = 0; o < 3; o++) {
+    for (int o = 0; o < 4; o++) {
         int64_t N = th_int(&r, 1, 5), C = th_int(&r, 2, 7), B = th_int(&r, 2, 3);
         fails += binary_case(&r, ops[o], PBL_SHAPE(N, C), PBL_SHAPE(N, C));           /* equal */
         fails += binary_case(&r, ops[o], PBL_SHAPE(B, N, C), PBL_SHAPE(B, N, C));     /* equal 3-D */
@@ -620,6 +625,84 @@ static void test_reshape_flatten_copy(void **state)
     fails += same_data_case(&r, "copy", PBL_SHAPE(3, 7), NULL, 0, PBL_SHAPE(3, 7));
     th_set_case("copy []");
     fails += same_data_case(&r, "copy", PBL_SCALAR, NULL, 0, PBL_SCALAR);
+    assert_int_equal(fails, 0);
+}
+
+/* ---- concat ---------------------------------------------------------------------------------- */
+
+/* Three inputs x_i: shape `base` with dim `axis` set to len[i]; y against an index-by-index
+ * reference (exact: concat only moves floats). */
+static int concat_case(th_rng *r, pbl_shape base, int64_t axis, const int64_t len[3])
+{
+    char sb[64];
+    th_set_case("concat base %s axis %lld lens %lld,%lld,%lld", pbl_shape_str(&base, sb, sizeof sb),
+                (long long)axis, (long long)len[0], (long long)len[1], (long long)len[2]);
+    int64_t ax = axis < 0 ? axis + base.ndim : axis;
+    in_spec in[3];
+    float *x[3];
+    pbl_shape ys = base;
+    ys.dim[ax] = 0;
+    for (int i = 0; i < 3; i++) {
+        in[i] = (in_spec){ .shape = base };
+        in[i].shape.dim[ax] = len[i];
+        ys.dim[ax] += len[i];
+        x[i] = th_falloc(numel(in[i].shape));
+        th_fill(r, x[i], numel(in[i].shape), -3, 3);
+    }
+    pbl_attr at[] = { PBL_ATTR_INT("axis", axis) };
+    one_node c;
+    int fails = one_build(&c, "concat", in, 3, at, 1);
+    float *y = th_falloc(numel(ys));
+    double *want = th_dalloc(numel(ys));
+    if (!fails)
+        fails += one_run(&c, (const void *[]){ x[0], x[1], x[2] });
+    if (!fails)
+        fails += out_shape_is(&c, 0, ys);
+    if (!fails)
+        fails += read_value(&c, c.out[0], y, numel(ys));
+    /* y[o, j, i] = x_k[o, j - start_k, i] for the input k whose range holds j */
+    int64_t outer = 1, inner = 1;
+    for (int32_t d = 0; d < base.ndim; d++) {
+        if (d < ax)
+            outer *= base.dim[d];
+        if (d > ax)
+            inner *= base.dim[d];
+    }
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t j = 0; j < ys.dim[ax]; j++)
+            for (int64_t i = 0; i < inner; i++) {
+                int k = 0;
+                int64_t jj = j;
+                while (jj >= len[k])
+                    jj -= len[k++];
+                want[(o * ys.dim[ax] + j) * inner + i] = x[k][(o * len[k] + jj) * inner + i];
+            }
+    if (!fails)
+        fails += th_close("y", y, want, NULL, numel(ys), 0, 0);
+    for (int i = 0; i < 3; i++)
+        free(x[i]);
+    free(y), free(want);
+    one_free(&c);
+    return fails;
+}
+
+static void test_concat(void **state)
+{
+    (void)state;
+    th_rng r = th_rng_seed(1212);
+    int fails = 0;
+    fails += concat_case(&r, PBL_SHAPE(2, 1, 3), 1, (int64_t[]){ 1, 4, 2 });
+    fails += concat_case(&r, PBL_SHAPE(1, 3), 0, (int64_t[]){ 2, 1, 3 });
+    fails += concat_case(&r, PBL_SHAPE(2, 3, 1), -1, (int64_t[]){ 3, 1, 2 });
+    fails += concat_case(&r, PBL_SHAPE(5), 0, (int64_t[]){ 1, 1, 1 });
+    /* mismatched non-axis dims are refused when the node is built */
+    pbl_graph *g;
+    assert_int_equal(pbl_graph_create(&g, NULL), PBL_OK);
+    pbl_value a = pbl_input(g, "a", PBL_SHAPE(2, 3)), b = pbl_input(g, "b", PBL_SHAPE(3, 3));
+    pbl_attr at[] = { PBL_ATTR_INT("axis", 1) };
+    pbl_node_desc d = { .op = "concat", .inputs = (pbl_value[]){ a, b }, .n_inputs = 2, .attrs = at, .n_attrs = 1 };
+    assert_int_equal(pbl_graph_add_node(g, &d, NULL, NULL), PBL_ERR_SHAPE);
+    pbl_graph_destroy(g);
     assert_int_equal(fails, 0);
 }
 
@@ -1072,6 +1155,7 @@ int main(void)
         cmocka_unit_test(test_losses),
         cmocka_unit_test(test_reductions),
         cmocka_unit_test(test_reshape_flatten_copy),
+        cmocka_unit_test(test_concat),
         cmocka_unit_test(test_dropout_p0_is_identity),
         cmocka_unit_test(test_dropout_half),
         cmocka_unit_test(test_scale_fill),

@@ -13,6 +13,7 @@
  *   liveness.h  from a graph to usage records
  *   bfc.h       a best-fit-with-coalescing memory pool for dynamic mode
  *   json.h      graphs saved and loaded as JSON
+ *   onnx.h      ONNX models as graphs, ONNX tensor files
  */
 #ifndef PEBBLE_PEBBLE_H
 #define PEBBLE_PEBBLE_H
@@ -34,5 +35,6 @@
 #include "pebble/bfc.h"
 #include "pebble/json.h"
 #include "pebble/streams.h"
+#include "pebble/onnx.h"
 
 #endif

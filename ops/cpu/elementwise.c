@@ -1,10 +1,10 @@
-/* CPU kernels: add, sub, mul with broadcasting; scale, add_n, fill, copy. */
+/* CPU kernels: add, sub, mul, div with broadcasting; scale, add_n, fill, copy. */
 #include <string.h>
 
 #include "ops/cpu/broadcast.h"
 #include "ops/cpu/kernels.h"
 
-typedef enum { BIN_ADD, BIN_SUB, BIN_MUL } bin_kind;
+typedef enum { BIN_ADD, BIN_SUB, BIN_MUL, BIN_DIV } bin_kind;
 
 /* y[rows, cols] = a (op) b, b read along each row with stride 0 or 1 */
 static void binary_row(bin_kind k, float *y, const float *a, const float *b,
@@ -15,6 +15,7 @@ static void binary_row(bin_kind k, float *y, const float *a, const float *b,
         case BIN_ADD: for (int64_t j = 0; j < cols; j++) y[j] = a[j] + b[j]; break;
         case BIN_SUB: for (int64_t j = 0; j < cols; j++) y[j] = a[j] - b[j]; break;
         case BIN_MUL: for (int64_t j = 0; j < cols; j++) y[j] = a[j] * b[j]; break;
+        case BIN_DIV: for (int64_t j = 0; j < cols; j++) y[j] = a[j] / b[j]; break;
         }
     } else {
         float s = b[0];
@@ -22,6 +23,7 @@ static void binary_row(bin_kind k, float *y, const float *a, const float *b,
         case BIN_ADD: for (int64_t j = 0; j < cols; j++) y[j] = a[j] + s; break;
         case BIN_SUB: for (int64_t j = 0; j < cols; j++) y[j] = a[j] - s; break;
         case BIN_MUL: for (int64_t j = 0; j < cols; j++) y[j] = a[j] * s; break;
+        case BIN_DIV: for (int64_t j = 0; j < cols; j++) y[j] = a[j] / s; break;
         }
     }
 }
@@ -46,6 +48,7 @@ static pbl_status binary(const pbl__kargs *a, bin_kind k)
 pbl_status pbl__cpu_add(const pbl__kargs *a) { return binary(a, BIN_ADD); }
 pbl_status pbl__cpu_sub(const pbl__kargs *a) { return binary(a, BIN_SUB); }
 pbl_status pbl__cpu_mul(const pbl__kargs *a) { return binary(a, BIN_MUL); }
+pbl_status pbl__cpu_div(const pbl__kargs *a) { return binary(a, BIN_DIV); }
 
 pbl_status pbl__cpu_scale(const pbl__kargs *a)
 {

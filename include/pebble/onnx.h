@@ -1,0 +1,110 @@
+/*
+ * pebble/onnx.h — ONNX models in, pebble graphs out; ONNX tensor files (.pb) in and out.
+ *
+ * An ONNX model's graph becomes a pebble graph: each graph input a PBL_VALUE_INPUT variable
+ * of that name, each initializer (and each Constant node's tensor) a PBL_VALUE_PARAM variable
+ * of that name whose data comes back in a pbl_onnx_weights, each node one or more pebble ops
+ * (ONNX's two-way broadcasting, Gemm's alpha/beta/transposes, Softmax's axis and Reshape's 0
+ * and -1 are mapped onto pebble's ops), each graph output a graph output of that name.
+ *
+ *     pbl_graph *g;
+ *     pbl_onnx_weights *w;
+ *     pbl_onnx_options o = pbl_onnx_options_default();
+ *     o.weights = &w;
+ *     char err[1024];
+ *     if (pbl_graph_load_onnx(&g, "mlp.onnx", &o, err, sizeof err) != PBL_OK)
+ *         fprintf(stderr, "%s\n", err);
+ *     pbl_exec *e;
+ *     pbl_exec_create(&e, g, NULL, err, sizeof err);
+ *     pbl_onnx_weights_bind(w, e, err, sizeof err);   // zero-copy: w outlives e
+ *     pbl_exec_write(e, pbl_graph_find_value(g, "input"), x, sizeof x);
+ *     pbl_exec_run(e);
+ *     pbl_exec_read(e, pbl_graph_output(g, "logits"), y, sizeof y);
+ *
+ * Ops: Add Sub Mul Div (two-way broadcasting), Gemm, MatMul, Relu, Sigmoid, Tanh, Softmax,
+ * LogSoftmax (axis semantics before and from opset 13), Flatten, Reshape (shape from an
+ * initializer or Constant), Identity, Transpose, ReduceSum, ReduceMean (axes as attribute or
+ * as a constant input), Concat, Dropout (inference: identity), Constant,
+ * BatchNormalization (inference, with constant statistics: folded into mul + add), Conv,
+ * MaxPool, AveragePool, GlobalAveragePool (pebble's conv2d / pool ops).
+ * Float tensors only (FLOAT; INT64/INT32 initializers only where they give shapes or axes).
+ *
+ * Shapes: a graph input's symbolic or unknown dim (dim_param "N", or no dim_value) takes
+ * options.dim_value. Every node's output shape is inferred by pebble; it must agree with the
+ * model's value_info where the model gives one.
+ *
+ * Errors: a model using ops pebble does not map gives ONE PBL_ERR_UNSUPPORTED whose message
+ * lists every unsupported op type with the name of one node using it ("unsupported ONNX ops:
+ * Gather (node 'g1'), LSTM (node 'lstm0')"); an attribute value pebble cannot honour
+ * (ceil_mode 1, a non-constant Reshape shape) is PBL_ERR_UNSUPPORTED naming the node. A
+ * malformed protobuf, a missing required field, a dangling value reference, a value defined
+ * twice, a tensor whose data does not match its dims or an absurd shape gives
+ * PBL_ERR_FORMAT; nodes that depend on each other in a cycle PBL_ERR_CYCLE; shapes that do
+ * not fit an op (or disagree with the model's declared shapes) PBL_ERR_SHAPE; an I/O problem
+ * PBL_ERR_IO; out of memory PBL_ERR_NOMEM.
+ * On failure *out is NULL (and *options.weights NULL) and err holds a message naming the
+ * node, value or field. Thread-safe: calls share nothing.
+ */
+#ifndef PEBBLE_ONNX_H
+#define PEBBLE_ONNX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pebble/exec.h"
+#include "pebble/graph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Initializer data of a loaded model: one block per parameter variable. */
+typedef struct pbl_onnx_weights pbl_onnx_weights;
+
+typedef struct pbl_onnx_options {
+    const pbl_allocator *allocator; /* the graph's and the weights' host memory; NULL: malloc */
+    int64_t              dim_value; /* size of symbolic/unknown input dims (default 1) */
+    pbl_onnx_weights   **weights;   /* not NULL: receives the initializer data (the caller
+                                       destroys it); NULL: the data is dropped (planning only) */
+} pbl_onnx_options;
+
+pbl_onnx_options pbl_onnx_options_default(void);
+
+/* Loads the ONNX model file `path` as a new graph. opt may be NULL. Statuses: see above. */
+pbl_status pbl_graph_load_onnx(pbl_graph **out, const char *path, const pbl_onnx_options *opt,
+                               char *err, size_t errlen);
+/* The same from the serialized ModelProto in data[0..len). */
+pbl_status pbl_graph_from_onnx(pbl_graph **out, const void *data, size_t len,
+                               const pbl_onnx_options *opt, char *err, size_t errlen);
+
+/* The number of parameter blocks, and block i: its variable, data and size in bytes. */
+int32_t    pbl_onnx_weights_count(const pbl_onnx_weights *w);
+pbl_status pbl_onnx_weights_at(const pbl_onnx_weights *w, int32_t i, pbl_value *v,
+                               void **data, size_t *bytes);
+/* Binds every block to its variable in e (pbl_exec_bind: zero-copy, so w must outlive e).
+ * Returns the first failing bind's status, with its message in err. */
+pbl_status pbl_onnx_weights_bind(const pbl_onnx_weights *w, pbl_exec *e, char *err, size_t errlen);
+void       pbl_onnx_weights_destroy(pbl_onnx_weights *w); /* accepts NULL */
+
+/* ---- tensor files (TensorProto, as in ONNX's test_data_set_N/input_K.pb) ------------------ */
+
+typedef struct pbl_onnx_tensor {
+    char     *name;    /* "" when the file gives none */
+    pbl_dtype dtype;   /* FLOAT -> PBL_F32; INT32, and INT64 within int32 range -> PBL_I32 */
+    pbl_shape shape;
+    void     *data;    /* numel elements of dtype, malloc'd */
+    size_t    bytes;
+} pbl_onnx_tensor;
+
+/* Reads one serialized TensorProto. PBL_ERR_IO, PBL_ERR_FORMAT (malformed, data size not
+ * matching the dims, rank above PBL_MAX_DIMS), PBL_ERR_UNSUPPORTED (another element type),
+ * PBL_ERR_NOMEM. On failure *out is zeroed. */
+pbl_status pbl_onnx_tensor_read(const char *path, pbl_onnx_tensor *out, char *err, size_t errlen);
+/* Writes t as a TensorProto file (temporary file + rename). */
+pbl_status pbl_onnx_tensor_write(const char *path, const pbl_onnx_tensor *t, char *err, size_t errlen);
+void       pbl_onnx_tensor_free(pbl_onnx_tensor *t); /* accepts NULL and a zeroed tensor */
+
+#ifdef __cplusplus
+}
+#endif
+#endif
