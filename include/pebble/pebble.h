@@ -14,6 +14,7 @@
  *   bfc.h       a best-fit-with-coalescing memory pool for dynamic mode
  *   json.h      graphs saved and loaded as JSON
  *   onnx.h      ONNX models as graphs, ONNX tensor files
+ *   viz.h       every strategy's plan and the live-bytes curve, as data and JSON, for pictures
  */
 #ifndef PEBBLE_PEBBLE_H
 #define PEBBLE_PEBBLE_H
@@ -36,5 +37,6 @@
 #include "pebble/json.h"
 #include "pebble/streams.h"
 #include "pebble/onnx.h"
+#include "pebble/viz.h"
 
 #endif

@@ -73,10 +73,12 @@ typedef struct cli_records {
     pbl_records_file file;          /* records, ids (CSV: as read; zoo: value names) */
     int64_t          default_align; /* 1 for CSV records, 64 for graphs (the executor's) */
     int              from_graph;
-    /* graphs: what the records and ids were made from */
-    pbl_usage_record *own_records;
+    /* graphs: the ids' storage, the graph and its liveness (records == graph_records.records),
+     * kept for pebble viz's labels */
     char            **own_ids;
     char             *own_id_text;
+    pbl_graph        *graph;
+    pbl_graph_records graph_records;
 } cli_records;
 
 /* Loads what `source` names. For graphs, batch (0: the model's default) sizes a zoo model
@@ -85,6 +87,14 @@ typedef struct cli_records {
  * otherwise). */
 int  cli_records_load(const char *source, int64_t batch, int64_t align, cli_records *out);
 void cli_records_free(cli_records *r);
+
+/* `pebble viz`, and the viewer page it fills (tools/cli/viz.html, made a C string at build
+ * time by tools/embed.cmake). */
+int cli_viz(int argc, char **argv);
+extern const char   cli_viz_html[];
+extern const size_t cli_viz_html_len;
+/* Writes the static SVG picture of strategy k of p to f. */
+void cli_viz_svg(FILE *f, const pbl_viz_plan *p, int32_t k, const char *title, const char *const *ids);
 
 /* Writes s as a JSON string (quotes included). */
 void cli_json_string(FILE *f, const char *s);

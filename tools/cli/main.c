@@ -6,6 +6,7 @@
  *                      [--out FILE] [--format table|csv|json]
  *     pebble check FILE [--capacity C] [--align N]
  *     pebble export SOURCE --json OUT [--batch N]
+ *     pebble viz FILE [--html OUT] [--svg OUT] [--strategy NAME] [--align N]
  *
  * Errors are one line, `pebble: <message>` (`pebble: FILE:LINE: <message>` for a malformed
  * file), on stderr. Exit status: 0 success, 1 a failure (a plan that does not verify, a file
@@ -25,6 +26,7 @@ static const subcommand subcommands[] = {
     { "plan", cli_plan, "plan FILE's records with one strategy or all; print bytes, bound, time" },
     { "check", cli_check, "verify an assignment CSV (records with offsets)" },
     { "export", cli_export, "write a graph (zoo:NAME or a graph file) as a JSON graph file" },
+    { "viz", cli_viz, "draw FILE's plans: an HTML page comparing strategies, or an SVG" },
 };
 #define N_SUBCOMMANDS ((int)(sizeof subcommands / sizeof subcommands[0]))
 

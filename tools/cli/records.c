@@ -46,23 +46,24 @@ static int load_graph(const char *name, int64_t batch, int64_t align, cli_record
     size_t n = (size_t)gr.n_records, text_len = 0;
     enum { ID_MAX = 256 };
     out->from_graph = 1;
-    out->own_records = malloc((n ? n : 1) * sizeof *out->own_records);
     out->own_ids = malloc((n ? n : 1) * sizeof *out->own_ids);
     out->own_id_text = malloc((n ? n : 1) * ID_MAX);
-    if (!out->own_records || !out->own_ids || !out->own_id_text) {
+    if (!out->own_ids || !out->own_id_text) {
         cli_error("%s: out of memory", name);
         rc = CLI_FAIL;
         goto done;
     }
     for (size_t i = 0; i < n; i++) {
-        out->own_records[i] = gr.records[i];
         out->own_ids[i] = out->own_id_text + text_len;
         text_len += id_for(g, gr.record_value[i], out->own_ids[i], ID_MAX) + 1;
     }
-    out->file.records = out->own_records;
+    out->file.records = gr.records;
     out->file.ids = out->own_ids;
     out->file.n = gr.n_records;
     out->default_align = lo.align;
+    out->graph = g; /* kept, with its records, for labels */
+    out->graph_records = gr;
+    return rc;
 done:
     pbl_graph_records_free(&gr);
     pbl_graph_destroy(g);
@@ -89,7 +90,8 @@ void cli_records_free(cli_records *r)
     if (!r)
         return;
     if (r->from_graph) {
-        free(r->own_records);
+        pbl_graph_records_free(&r->graph_records);
+        pbl_graph_destroy(r->graph);
         free(r->own_ids);
         free(r->own_id_text);
     } else {

@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# `pebble viz`: the files it writes and its errors; with `browser`, the page in headless
+# Chromium: it loads without a script error and draws one rectangle per record, for 5
+# records, a zoo graph's plan and 5,000 records.
+#
+# usage: pebble_viz.sh PATH/TO/pebble [cli|browser]
+#
+# browser exits 77 (skipped) with a message when no Chromium is installed (Debian: chromium).
+set -u
+
+bin=${1:?usage: pebble_viz.sh PATH/TO/pebble [cli|browser]}
+mode=${2:-cli}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/pebble_viz.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+passed=0
+fail() {
+    echo "FAIL: $*"
+    for f in out err; do
+        [ -s "$tmp/$f" ] && { echo "--- std$f:"; head -c 4000 "$tmp/$f"; }
+    done
+    echo "$passed passed, 1 failed"
+    exit 1
+}
+pass() {
+    passed=$((passed + 1))
+    echo "ok $passed - $*"
+}
+
+rc=0
+run() {
+    "$bin" "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if grep -q Sanitizer "$tmp/out" "$tmp/err"; then fail "pebble $*: a sanitizer reported an error"; fi
+    if [ "$rc" -ge 128 ]; then fail "pebble $*: exit status $rc: killed by a signal (crash)"; fi
+}
+
+# MiniMalloc's five-buffer example (shared/minimalloc_benchmarks/input.12.csv)
+cat >"$tmp/five.csv" <<'EOF'
+id,lower,upper,size
+b1,0,3,4
+b2,3,9,4
+b3,0,9,4
+b4,9,21,4
+b5,0,21,4
+EOF
+# 5,000 records from a fixed linear congruential sequence: lifetimes up to 64 steps over
+# 3,000 steps, sizes 64 B .. 1 MiB
+awk 'BEGIN {
+    print "id,lower,upper,size"; s = 12345
+    for (i = 0; i < 5000; i++) {
+        s = (s * 1103515245 + 12345) % 2147483648; a = s % 3000
+        s = (s * 1103515245 + 12345) % 2147483648; l = 1 + s % 64
+        s = (s * 1103515245 + 12345) % 2147483648; z = 64 * (1 + s % 16384)
+        printf "t%d,%d,%d,%d\n", i, a, a + l, z
+    }
+}' >"$tmp/many.csv"
+
+if [ "$mode" = cli ]; then
+    run viz "$tmp/five.csv" --html "$tmp/five.html" --svg "$tmp/five.svg"
+    [ "$rc" -eq 0 ] && [ ! -s "$tmp/err" ] || fail "viz five.csv: exit $rc"
+    n=$(grep -c '<rect x=.*<title>' "$tmp/five.svg")
+    [ "$n" -eq 5 ] || fail "five.svg has $n record rectangles, expected 5"
+    grep -q '<title>b5: 4 bytes at offset' "$tmp/five.svg" || fail "five.svg: no title for b5"
+    grep -q 'lower bound 12 B' "$tmp/five.svg" || fail "five.svg: no lower bound line (12 B)"
+    pass "viz five.csv --html --svg: 5 rectangles in the SVG, lower bound 12 B"
+
+    grep -q '"n_records": 5,' "$tmp/five.html" || fail "five.html: no embedded plan of 5 records"
+    grep -q '@PEBBLE_VIZ_DATA@' "$tmp/five.html" && fail "five.html: the data marker is still there"
+    # self-contained: nothing fetched from anywhere
+    if grep -Eq '<(link|img|iframe)|src=|@import|url\(' "$tmp/five.html"; then
+        fail "five.html refers to another file: $(grep -Eo '<(link|img|iframe)[^>]*|src=[^ >]*|@import[^;]*|url\([^)]*\)' "$tmp/five.html" | head -3)"
+    fi
+    pass "five.html: the plan embedded, no outside references ($(wc -c <"$tmp/five.html") bytes)"
+
+    run viz "$tmp/five.csv" --svg "$tmp/naive.svg" --strategy naive
+    grep -q 'five.csv — naive' "$tmp/naive.svg" && grep -q 'arena 20 B' "$tmp/naive.svg" \
+        || fail "--strategy naive: the SVG does not show naive's 20-byte arena"
+    pass "viz --svg --strategy naive: arena 20 B"
+
+    run viz zoo:mlp_train --html "$tmp/mlp.html" --svg "$tmp/mlp.svg"
+    if [ "$rc" -eq 0 ]; then
+        grep -q '"schedule": \[' "$tmp/mlp.html" || fail "mlp.html: no graph labels"
+        n=$(grep -c '<rect x=.*<title>' "$tmp/mlp.svg")
+        [ "$n" -eq 14 ] || fail "mlp.svg has $n record rectangles, expected 14 (zoo:mlp_train's records)"
+        pass "viz zoo:mlp_train: graph labels in the page, 14 rectangles in the SVG"
+    elif grep -q 'not part of this build' "$tmp/err"; then
+        echo "skip - zoo graphs are not part of this build"
+    else
+        fail "viz zoo:mlp_train: exit $rc"
+    fi
+
+    # errors: one line, the right exit status, and no file left behind
+    for args in "viz|no FILE given" "viz $tmp/five.csv|nothing to write" \
+                "viz $tmp/five.csv --svg $tmp/x.svg --strategy nope|--strategy: unknown strategy 'nope'" \
+                "viz $tmp/five.csv --html|--html" "viz $tmp/five.csv --html=|--html: empty file name"; do
+        run ${args%%|*}
+        [ "$rc" -eq 2 ] || fail "pebble ${args%%|*}: exit $rc, expected 2"
+        grep -q -- "^pebble: .*${args#*|}" "$tmp/err" && [ "$(wc -l <"$tmp/err")" -eq 1 ] \
+            || fail "pebble ${args%%|*}: stderr is not one line naming '${args#*|}'"
+        pass "pebble ${args%%|*}: exit 2, $(cat "$tmp/err")"
+    done
+    printf 'id,lower,upper,size\nx,5,2,8\n' >"$tmp/bad.csv"
+    run viz "$tmp/bad.csv" --html "$tmp/bad.html"
+    [ "$rc" -eq 2 ] && [ ! -e "$tmp/bad.html" ] || fail "viz bad.csv: exit $rc (expected 2) or a file written"
+    pass "viz of a malformed CSV: exit 2, $(cat "$tmp/err")"
+    run viz "$tmp/five.csv" --html "$tmp/no/such/dir/x.html"
+    [ "$rc" -eq 1 ] || fail "viz --html into a missing directory: exit $rc, expected 1"
+    pass "viz --html into a missing directory: exit 1, $(cat "$tmp/err")"
+    ls "$tmp" | grep -q '\.tmp\.' && fail "a temporary file was left behind: $(ls "$tmp" | grep '\.tmp\.')"
+    pass "no temporary files left"
+    echo "$passed passed"
+    exit 0
+fi
+
+# ---- browser -------------------------------------------------------------------------------
+chromium=""
+for c in chromium chromium-browser google-chrome; do
+    command -v "$c" >/dev/null 2>&1 && { chromium=$(command -v "$c"); break; }
+done
+if [ -z "$chromium" ]; then
+    echo "skip: no chromium installed (Debian: apt-get install chromium); the page is not tested in a browser"
+    exit 77
+fi
+
+# load PAGE [FRAGMENT]: the DOM after the page's script ran (into $tmp/dom), Chromium's log with
+# the page's console messages (into $tmp/log). --no-sandbox: CI containers run as root.
+load() {
+    timeout 120 "$chromium" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run \
+        --user-data-dir="$tmp/profile" --enable-logging=stderr --v=0 \
+        --dump-dom "file://$1${2:+#$2}" >"$tmp/dom" 2>"$tmp/log"
+    local status=$?
+    [ "$status" -eq 0 ] || { cp "$tmp/log" "$tmp/err"; fail "chromium exited $status on $1"; }
+}
+
+# expect_page PAGE FRAGMENT RECTS STRATEGY: loaded without errors, drew RECTS rectangles of STRATEGY
+expect_page() {
+    load "$1" "$2"
+    local body
+    body=$(grep -o '<body[^>]*>' "$tmp/dom" | head -1)
+    if grep -Eq 'Uncaught|INFO:CONSOLE.*[Ee]rror' "$tmp/log"; then
+        cp "$tmp/log" "$tmp/err"
+        fail "$1: a script error in the console: $(grep -E 'Uncaught|CONSOLE.*[Ee]rror' "$tmp/log" | head -2)"
+    fi
+    case $body in *data-errors=*) fail "$1: the page counted script errors: $body" ;; esac
+    case $body in *'data-ready="1"'*) ;; *) fail "$1: the script did not finish: $body" ;; esac
+    case $body in *"data-rects=\"$3\""*) ;; *) fail "$1: expected data-rects=\"$3\": $body" ;; esac
+    case $body in *"data-strategy=\"$4\""*) ;; *) fail "$1: expected data-strategy=\"$4\": $body" ;; esac
+    grep -q "pebble-viz: drew $3 rectangles ($4)" "$tmp/log" || fail "$1: no console line 'drew $3 rectangles ($4)'"
+}
+
+run viz "$tmp/five.csv" --html "$tmp/five.html"
+# the page shows the best strategy first: the embedded "best" index into the strategies' names
+best=$(grep -o '"best": [0-9]*' "$tmp/five.html" | grep -o '[0-9]*$')
+best_name=$(grep -o '^{"name": "[a-z_]*"' "$tmp/five.html" | sed -n "$((best + 1))p" | cut -d'"' -f4)
+[ -n "$best_name" ] || fail "five.html: no best strategy in the embedded plan"
+expect_page "$tmp/five.html" "" 5 "$best_name"
+pass "five.html in $(basename "$chromium"): no errors, 5 rectangles ($best_name, the best)"
+expect_page "$tmp/five.html" "strategy=naive" 5 naive
+pass "five.html#strategy=naive: 5 rectangles of naive"
+
+run viz zoo:mlp_train --html "$tmp/mlp.html"
+if [ "$rc" -eq 0 ]; then
+    expect_page "$tmp/mlp.html" "strategy=greedy_by_size&scale=all" 14 greedy_by_size
+    pass "zoo:mlp_train: 14 rectangles (greedy_by_size, one scale for all)"
+fi
+
+start=$(date +%s%N)
+run viz "$tmp/many.csv" --html "$tmp/many.html"
+[ "$rc" -eq 0 ] || fail "viz many.csv: exit $rc"
+mid=$(date +%s%N)
+expect_page "$tmp/many.html" "strategy=offset_greedy_by_size" 5000 offset_greedy_by_size
+end=$(date +%s%N)
+pass "5,000 records: 5000 rectangles (offset_greedy_by_size); pebble viz $(((mid - start) / 1000000)) ms, page $(wc -c <"$tmp/many.html") bytes loaded and drawn in $(((end - mid) / 1000000)) ms (Chromium's start included)"
+echo "$passed passed"

@@ -1,0 +1,253 @@
+/* `pebble viz`: pictures of a memory plan. --html writes one self-contained page (the
+ * template tools/cli/viz.html with every strategy's plan embedded as JSON, from
+ * pbl_viz_write_json); --svg a static picture of one strategy. Files are written to a
+ * temporary name beside the target and renamed, so a failure never leaves half a file. */
+#define _POSIX_C_SOURCE 200809L /* getpid */
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+/* Where the template takes the JSON. */
+#define DATA_MARKER "@PEBBLE_VIZ_DATA@"
+
+static void print_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: pebble viz FILE [--html OUT] [--svg OUT] [options]\n"
+            "\n"
+            "Plans FILE's usage records with every strategy and draws the plans: one rectangle\n"
+            "per tensor, its lifetime across and its bytes up, at its offset in the arena.\n"
+            "FILE is a records CSV (id,lower,upper,size) or zoo:NAME, a model graph"
+#ifndef PEBBLE_HAVE_ZOO
+            " (not in this build)"
+#endif
+            ".\n"
+            "\n"
+            "options:\n"
+            "  --html OUT         one self-contained page: every strategy's plan, the live-bytes\n"
+            "                     curve and the lower bound, a switch between strategies, and\n"
+            "                     each tensor's details on hover (no network needed)\n"
+            "  --svg OUT          a static picture of one strategy\n"
+            "  --strategy NAME    the strategy --svg draws (default: best, the smallest arena)\n"
+            "  --align N          offsets are multiples of N (default 1 for CSV, 64 for graphs)\n"
+            "  --time-limit S     seconds for searching strategies (default: their own)\n"
+            "  --batch N          zoo graphs: the batch size (default: the model's)\n"
+            "  -h, --help         this text\n"
+            "\n"
+            "Exit status: 0 written, 1 a failure (no valid plan, a file not written), 2 for a bad\n"
+            "command line or a malformed FILE.\n");
+}
+
+typedef struct viz_opts {
+    const char *file, *html, *svg, *strategy;
+    int64_t     align, batch;
+    double      time_limit;
+} viz_opts;
+
+/* Returns -1 to go on, or the exit status to stop with. */
+static int parse_args(int argc, char **argv, viz_opts *o)
+{
+    static const cli_flag flags[] = { { "--html", 1 },  { "--svg", 1 },   { "--strategy", 1 },
+                                      { "--align", 1 }, { "--batch", 1 }, { "--time-limit", 1 },
+                                      { "--help", 0 },  { "-h", 0 } };
+    enum { F_HTML, F_SVG, F_STRATEGY, F_ALIGN, F_BATCH, F_TIME, F_HELP, F_H };
+    *o = (viz_opts){ .strategy = "best" };
+    cli_args a = { .argc = argc, .argv = argv, .i = 1, .command = "viz" };
+    int which;
+    const char *v;
+    for (;;) {
+        int k = cli_next_arg(&a, flags, (int)(sizeof flags / sizeof flags[0]), &which, &v);
+        if (k == CLI_ARG_END)
+            break;
+        if (k == CLI_ARG_BAD)
+            return CLI_USAGE;
+        if (k == CLI_ARG_FILE) {
+            if (o->file) {
+                cli_error("viz: unexpected argument '%s' (one FILE only)", v);
+                return CLI_USAGE;
+            }
+            o->file = v;
+            continue;
+        }
+        int bad = 0;
+        switch (which) {
+        case F_HTML:
+        case F_SVG:
+            if (!v[0]) {
+                cli_error("%s: empty file name", which == F_HTML ? "--html" : "--svg");
+                return CLI_USAGE;
+            }
+            *(which == F_HTML ? &o->html : &o->svg) = v;
+            break;
+        case F_STRATEGY:
+            o->strategy = v;
+            break;
+        case F_ALIGN:
+            bad = cli_parse_int("--align", v, 1, INT64_C(1) << 30, &o->align);
+            break;
+        case F_BATCH:
+            bad = cli_parse_int("--batch", v, 1, INT64_C(1) << 20, &o->batch);
+            break;
+        case F_TIME:
+            bad = cli_parse_double("--time-limit", v, 1e-6, 1e6, &o->time_limit);
+            break;
+        default:
+            print_usage(stdout);
+            return CLI_OK;
+        }
+        if (bad)
+            return CLI_USAGE;
+    }
+    if (!o->file) {
+        cli_error("viz: no FILE given (see pebble viz --help)");
+        return CLI_USAGE;
+    }
+    if (!o->html && !o->svg) {
+        cli_error("viz: nothing to write: give --html OUT and/or --svg OUT");
+        return CLI_USAGE;
+    }
+    return -1;
+}
+
+/* CLI_OK when name is "best" or a strategy's name, else CLI_USAGE, reported. */
+static int check_strategy_name(const char *name)
+{
+    char names[1024] = "";
+    for (int32_t i = 0; i < pbl_plan_strategy_count(); i++) {
+        if (strcmp(pbl_plan_strategy_name(i), name) == 0)
+            return CLI_OK;
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", pbl_plan_strategy_name(i));
+    }
+    cli_error("--strategy: unknown strategy '%s' (one of: %s)", name, names);
+    return CLI_USAGE;
+}
+
+/* The strategy --svg draws: best (the smallest arena), or the one named (the plan has every
+ * strategy but best), which must have given a valid plan. */
+static int svg_strategy(const pbl_viz_plan *p, const char *name, int32_t *k)
+{
+    *k = p->best;
+    for (int32_t i = 0; i < p->n_strategies && strcmp(name, "best") != 0; i++)
+        if (strcmp(p->strategies[i].name, name) == 0) {
+            if (!p->strategies[i].valid) {
+                cli_error("--strategy %s: no valid plan: %s", name, p->strategies[i].error);
+                return CLI_FAIL;
+            }
+            *k = i;
+        }
+    return CLI_OK;
+}
+
+typedef struct viz_job {
+    const pbl_viz_plan   *plan;
+    const pbl_viz_labels *labels;
+    int32_t               strategy; /* for SVG */
+    char                  err[1024];
+} viz_job;
+
+typedef int (*write_fn)(FILE *f, viz_job *job);
+
+static int write_html(FILE *f, viz_job *job)
+{
+    const char *mark = strstr(cli_viz_html, DATA_MARKER);
+    if (!mark) { /* the build embeds tools/cli/viz.html, which has the marker */
+        snprintf(job->err, sizeof job->err, "the embedded page has no %s", DATA_MARKER);
+        return -1;
+    }
+    size_t head = (size_t)(mark - cli_viz_html), tail = head + strlen(DATA_MARKER);
+    fwrite(cli_viz_html, 1, head, f);
+    if (pbl_viz_write_json(job->plan, job->labels, f, job->err, sizeof job->err) != PBL_OK)
+        return -1;
+    fwrite(cli_viz_html + tail, 1, cli_viz_html_len - tail, f);
+    return 0;
+}
+
+static int write_svg(FILE *f, viz_job *job)
+{
+    cli_viz_svg(f, job->plan, job->strategy, job->labels->title, job->labels->ids);
+    return 0;
+}
+
+/* Writes path through a temporary file in its directory, renamed into place on success. */
+static int write_file(const char *path, write_fn fn, viz_job *job)
+{
+    size_t len = strlen(path);
+    char *tmp = malloc(len + 32);
+    if (!tmp) {
+        cli_error("%s: out of memory", path);
+        return CLI_FAIL;
+    }
+    snprintf(tmp, len + 32, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        cli_error("%s: cannot create '%s': %s", path, tmp, strerror(errno));
+        free(tmp);
+        return CLI_FAIL;
+    }
+    job->err[0] = '\0';
+    int bad = fn(f, job);
+    int write_errno = ferror(f) ? (errno ? errno : EIO) : 0;
+    if (fclose(f) != 0 && !write_errno)
+        write_errno = errno ? errno : EIO;
+    if (!bad && !write_errno && rename(tmp, path) != 0)
+        write_errno = errno ? errno : EIO;
+    int rc = CLI_OK;
+    if (bad || write_errno) {
+        cli_error("%s: %s", path, bad ? job->err : strerror(write_errno));
+        remove(tmp);
+        rc = CLI_FAIL;
+    }
+    free(tmp);
+    return rc;
+}
+
+int cli_viz(int argc, char **argv)
+{
+    viz_opts o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    if (check_strategy_name(o.strategy) != CLI_OK) /* before the planning, not after */
+        return CLI_USAGE;
+
+    cli_records src;
+    rc = cli_records_load(o.file, o.batch, o.align, &src);
+    if (rc != CLI_OK)
+        return rc;
+    pbl_viz_options vo = pbl_viz_options_default();
+    vo.align = o.align ? o.align : src.default_align;
+    vo.time_limit = o.time_limit;
+    pbl_viz_plan plan;
+    char err[1024];
+    pbl_status s = pbl_viz_plan_records(src.file.records, src.file.n, &vo, &plan, err, sizeof err);
+    if (s != PBL_OK) {
+        cli_error("%s: %s", o.file, err);
+        rc = s == PBL_ERR_INVALID_ARG ? CLI_USAGE : CLI_FAIL;
+        goto done;
+    }
+    if (plan.best < 0) {
+        cli_error("%s: no strategy gave a valid plan", o.file);
+        rc = CLI_FAIL;
+        goto done;
+    }
+    pbl_viz_labels labels = { .title = o.file, .ids = (const char *const *)src.file.ids };
+    if (src.graph) {
+        labels.graph = src.graph;
+        labels.graph_records = &src.graph_records;
+    }
+    viz_job job = { .plan = &plan, .labels = &labels };
+    if (o.svg)
+        rc = svg_strategy(&plan, o.strategy, &job.strategy);
+    if (rc == CLI_OK && o.html)
+        rc = write_file(o.html, write_html, &job);
+    if (rc == CLI_OK && o.svg)
+        rc = write_file(o.svg, write_svg, &job);
+done:
+    pbl_viz_plan_free(&plan);
+    cli_records_free(&src);
+    return rc;
+}
