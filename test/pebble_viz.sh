@@ -84,6 +84,14 @@ if [ "$mode" = cli ]; then
         n=$(grep -c '<rect x=.*<title>' "$tmp/mlp.svg")
         [ "$n" -eq 14 ] || fail "mlp.svg has $n record rectangles, expected 14 (zoo:mlp_train's records)"
         pass "viz zoo:mlp_train: graph labels in the page, 14 rectangles in the SVG"
+        # the same graph through a JSON graph file: the same picture
+        run export zoo:mlp_train --json "$tmp/mlp_train.json"
+        [ "$rc" -eq 0 ] || fail "export zoo:mlp_train --json: exit $rc"
+        run viz "$tmp/mlp_train.json" --svg "$tmp/mlp_json.svg"
+        [ "$rc" -eq 0 ] || fail "viz mlp_train.json: exit $rc"
+        grep '<rect x=.*<title>' "$tmp/mlp_json.svg" >"$tmp/a" && grep '<rect x=.*<title>' "$tmp/mlp.svg" >"$tmp/b" \
+            && diff -q "$tmp/a" "$tmp/b" >/dev/null || fail "the JSON graph file's rectangles differ from zoo:mlp_train's"
+        pass "viz of the exported JSON graph file: the same 14 rectangles, names and offsets"
     elif grep -q 'not part of this build' "$tmp/err"; then
         echo "skip - zoo graphs are not part of this build"
     else

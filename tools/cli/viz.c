@@ -21,11 +21,12 @@ static void print_usage(FILE *f)
             "\n"
             "Plans FILE's usage records with every strategy and draws the plans: one rectangle\n"
             "per tensor, its lifetime across and its bytes up, at its offset in the arena.\n"
-            "FILE is a records CSV (id,lower,upper,size) or zoo:NAME, a model graph"
+            "FILE is a records CSV (id,lower,upper,size), a graph file (%s) or zoo:NAME, a\n"
+            "model of tools/zoo"
 #ifndef PEBBLE_HAVE_ZOO
             " (not in this build)"
 #endif
-            ".\n"
+            ";\nfor graphs, hovering a tensor shows its values, shape, producer and consumers.\n"
             "\n"
             "options:\n"
             "  --html OUT         one self-contained page: every strategy's plan, the live-bytes\n"
@@ -39,7 +40,8 @@ static void print_usage(FILE *f)
             "  -h, --help         this text\n"
             "\n"
             "Exit status: 0 written, 1 a failure (no valid plan, a file not written), 2 for a bad\n"
-            "command line or a malformed FILE.\n");
+            "command line or a malformed FILE.\n",
+            cli_model_extensions());
 }
 
 typedef struct viz_opts {
