@@ -2,7 +2,10 @@
  * ONNX backend node tests (Debian's libonnx-testdata: DIR/test_NAME/model.onnx with
  * test_data_set_N/input_K.pb and output_K.pb) run through pebble: load, plan, run, compare.
  *
- *     onnx_conformance [--data DIR] [--min-pass N] [--verbose]
+ *     onnx_conformance [--data DIR ...] [--min-pass N] [--verbose]
+ *
+ * DIR defaults to libonnx-testdata's node, pytorch-converted, pytorch-operator and simple
+ * suites (its "real" suite holds only download stubs).
  *
  * Each test is one of:
  *   passed       every output of every data set within tolerance;
@@ -12,7 +15,8 @@
  *                cannot honour, or an op that is only planned (no CPU kernel yet).
  * Tolerance: |got − want| ≤ atol + rtol·|want| with rtol 1e-3, atol 1e-7 — the defaults the
  * ONNX backend test runner compares with (onnx/backend/test/runner). Outputs must also match
- * in shape and dtype. Exit status: 1 when fewer than N tests passed (--min-pass), else 0.
+ * in shape and dtype. Exit status: 1 when fewer than N tests passed in all (--min-pass), else 0;
+ * 77 (skipped) when no suite is installed.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
@@ -223,42 +227,61 @@ static int run_test(const char *dir, char *why, size_t wl)
 
 int main(int argc, char **argv)
 {
-    const char *data = "/usr/share/libonnx-testdata/data/node";
+    static const char *const dflt[] = { "/usr/share/libonnx-testdata/data/node",
+                                        "/usr/share/libonnx-testdata/data/pytorch-converted",
+                                        "/usr/share/libonnx-testdata/data/pytorch-operator",
+                                        "/usr/share/libonnx-testdata/data/simple" };
+    const char *data[16];
+    int n_data = 0;
     long min_pass = -1;
     int verbose = 0;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--data") == 0 && i + 1 < argc)
-            data = argv[++i];
+        if (strcmp(argv[i], "--data") == 0 && i + 1 < argc && n_data < 16)
+            data[n_data++] = argv[++i];
         else if (strcmp(argv[i], "--min-pass") == 0 && i + 1 < argc)
             min_pass = strtol(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--verbose") == 0)
             verbose = 1;
         else {
-            fprintf(stderr, "usage: onnx_conformance [--data DIR] [--min-pass N] [--verbose]\n");
+            fprintf(stderr, "usage: onnx_conformance [--data DIR ...] [--min-pass N] [--verbose]\n");
             return 2;
         }
     }
-    char **tests;
-    int n = list_dirs(data, "test_", &tests);
-    if (n < 0) {
-        printf("SKIP: %s is missing (install libonnx-testdata)\n", data);
+    if (n_data == 0)
+        for (size_t i = 0; i < sizeof dflt / sizeof dflt[0]; i++)
+            data[n_data++] = dflt[i];
+    int total[3] = { 0 }, suites = 0;
+    static const char *const label[] = { "PASS", "FAIL", "UNSUPPORTED" };
+    for (int d = 0; d < n_data; d++) {
+        char **tests;
+        int n = list_dirs(data[d], "test_", &tests);
+        if (n < 0) {
+            printf("missing: %s\n", data[d]);
+            continue;
+        }
+        suites++;
+        int count[3] = { 0 };
+        for (int i = 0; i < n; i++) {
+            char dir[4096], why[4096] = "";
+            snprintf(dir, sizeof dir, "%s/%s", data[d], tests[i]);
+            int rc = run_test(dir, why, sizeof why);
+            count[rc]++;
+            total[rc]++;
+            if (rc == FAILED || verbose)
+                printf("%-11s %s%s%s\n", label[rc], tests[i], why[0] ? ": " : "", why);
+        }
+        free_list(tests, n);
+        printf("%s: %d passed, %d failed, %d unsupported, of %d\n", data[d], count[PASSED], count[FAILED],
+               count[UNSUPPORTED], n);
+    }
+    if (suites == 0) {
+        printf("SKIP: no ONNX test suite found (install libonnx-testdata)\n");
         return 77;
     }
-    int count[3] = { 0 };
-    static const char *const label[] = { "PASS", "FAIL", "UNSUPPORTED" };
-    for (int i = 0; i < n; i++) {
-        char dir[4096], why[4096] = "";
-        snprintf(dir, sizeof dir, "%s/%s", data, tests[i]);
-        int rc = run_test(dir, why, sizeof why);
-        count[rc]++;
-        if (rc == FAILED || verbose)
-            printf("%-11s %s%s%s\n", label[rc], tests[i], why[0] ? ": " : "", why);
-    }
-    free_list(tests, n);
-    printf("onnx conformance (%s): %d passed, %d failed, %d unsupported, of %d (tolerance rtol %g, atol %g)\n", data,
-           count[PASSED], count[FAILED], count[UNSUPPORTED], n, RTOL, ATOL);
-    if (min_pass >= 0 && count[PASSED] < min_pass) {
-        printf("FAIL: %d passed, fewer than the committed threshold %ld\n", count[PASSED], min_pass);
+    printf("onnx conformance: %d passed, %d failed, %d unsupported, of %d (tolerance rtol %g, atol %g)\n",
+           total[PASSED], total[FAILED], total[UNSUPPORTED], total[0] + total[1] + total[2], RTOL, ATOL);
+    if (min_pass >= 0 && total[PASSED] < min_pass) {
+        printf("FAIL: %d passed, fewer than the committed threshold %ld\n", total[PASSED], min_pass);
         return 1;
     }
     return 0;

@@ -52,6 +52,12 @@ int cli_plan(int argc, char **argv);
 int cli_check(int argc, char **argv);
 
 int cli_export(int argc, char **argv);
+int cli_run(int argc, char **argv);
+
+/* Tensor files (tools/cli/tensor_file.c): PATH ending .pb (ONNX TensorProto) or .npy (NumPy;
+ * f4/f8 read as f32, i4/i8 as i32). Return CLI_OK or an exit status after one message. */
+int cli_tensor_read(const char *path, pbl_onnx_tensor *t);
+int cli_tensor_write(const char *path, const pbl_onnx_tensor *t); /* .pb, else .npy */
 
 /* Model graphs (tools/cli/model.c): SOURCE is "zoo:NAME" or a file whose extension names its
  * format (see cli_model_extensions; a format is one row of model.c's table, whose loader

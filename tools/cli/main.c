@@ -25,6 +25,7 @@ typedef struct subcommand {
 static const subcommand subcommands[] = {
     { "plan", cli_plan, "plan FILE's records with one strategy or all; print bytes, bound, time" },
     { "check", cli_check, "verify an assignment CSV (records with offsets)" },
+    { "run", cli_run, "run a model (ONNX, JSON graph, zoo:NAME) on input tensors; print or save outputs" },
     { "export", cli_export, "write a graph (zoo:NAME or a graph file) as a JSON graph file" },
     { "viz", cli_viz, "draw FILE's plans: an HTML page comparing strategies, or an SVG" },
 };

@@ -15,6 +15,11 @@ static pbl_status load_json(pbl_graph **out, const char *path, char *err, size_t
     return pbl_graph_load_json(out, path, NULL, err, errlen);
 }
 
+static pbl_status load_onnx(pbl_graph **out, const char *path, char *err, size_t errlen)
+{
+    return pbl_graph_load_onnx(out, path, NULL, err, errlen); /* planning: initializer data dropped */
+}
+
 /* Graph file formats by extension (compared without regard to case). The loader's message
  * starts with the file's name. */
 static const struct model_format {
@@ -22,6 +27,7 @@ static const struct model_format {
     pbl_status (*load)(pbl_graph **out, const char *path, char *err, size_t errlen);
 } formats[] = {
     { ".json", load_json },
+    { ".onnx", load_onnx },
 };
 #define N_FORMATS ((int)(sizeof formats / sizeof formats[0]))
 

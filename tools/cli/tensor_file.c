@@ -1,0 +1,213 @@
+/* Tensors in files for `pebble run`: ONNX TensorProto (.pb, through pebble/onnx.h) and NumPy
+ * .npy (format 1.0-3.0, little-endian f4/f8/i4/i8, C order; read here, since it is four
+ * lines of header and raw data). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cli.h"
+
+static int ends_with(const char *s, const char *ext)
+{
+    size_t n = strlen(s), e = strlen(ext);
+    return n > e && strcasecmp(s + n - e, ext) == 0;
+}
+
+/* The value of 'key' in a Python dict literal: points at its first character, or NULL. */
+static const char *dict_value(const char *h, const char *key)
+{
+    char q[64];
+    snprintf(q, sizeof q, "'%s'", key);
+    const char *p = strstr(h, q);
+    if (!p)
+        return NULL;
+    p += strlen(q);
+    while (*p == ' ' || *p == ':')
+        p++;
+    return p;
+}
+
+static int npy_read(const char *path, pbl_onnx_tensor *t)
+{
+    memset(t, 0, sizeof *t);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        cli_error("%s: %s", path, strerror(errno));
+        return CLI_FAIL;
+    }
+    int rc = CLI_USAGE;
+    unsigned char pre[12];
+    char *h = NULL;
+    void *raw = NULL;
+    if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6) != 0 || pre[6] < 1 || pre[6] > 3) {
+        cli_error("%s: not a .npy file (no \\x93NUMPY magic of version 1-3)", path);
+        goto done;
+    }
+    size_t hl = pre[8] | (size_t)pre[9] << 8;
+    if (pre[6] >= 2) { /* versions 2 and 3: a 4-byte header length */
+        if (fread(pre + 10, 1, 2, f) != 2) {
+            cli_error("%s: truncated header", path);
+            goto done;
+        }
+        hl = pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24;
+    }
+    if (hl > (1u << 20) || !(h = calloc(1, hl + 1)) || fread(h, 1, hl, f) != hl) {
+        cli_error("%s: bad or truncated header", path);
+        goto done;
+    }
+    const char *descr = dict_value(h, "descr"), *fo = dict_value(h, "fortran_order"), *sh = dict_value(h, "shape");
+    if (!descr || !fo || !sh || *sh != '(') {
+        cli_error("%s: the header lacks descr, fortran_order or shape", path);
+        goto done;
+    }
+    if (strncmp(fo, "False", 5) != 0) {
+        cli_error("%s: Fortran-ordered arrays are not supported (save with C order)", path);
+        goto done;
+    }
+    int esize, is_float;
+    if (strncmp(descr, "'<f4'", 5) == 0)
+        esize = 4, is_float = 1;
+    else if (strncmp(descr, "'<f8'", 5) == 0)
+        esize = 8, is_float = 1;
+    else if (strncmp(descr, "'<i4'", 5) == 0)
+        esize = 4, is_float = 0;
+    else if (strncmp(descr, "'<i8'", 5) == 0)
+        esize = 8, is_float = 0;
+    else {
+        cli_error("%s: element type %.8s is not supported (<f4, <f8, <i4, <i8 are)", path, descr);
+        goto done;
+    }
+    int64_t numel = 1;
+    for (const char *p = sh + 1; *p && *p != ')';) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        if (*p == ')')
+            break;
+        char *end;
+        long long d = strtoll(p, &end, 10);
+        if (end == p || d < 1 || d > (INT64_C(1) << 40) / numel || t->shape.ndim == PBL_MAX_DIMS) {
+            cli_error("%s: shape %.40s is not supported (positive dims, rank at most %d)", path, sh, PBL_MAX_DIMS);
+            goto done;
+        }
+        t->shape.dim[t->shape.ndim++] = d;
+        numel *= d;
+        p = end;
+    }
+    raw = malloc((size_t)numel * (size_t)esize);
+    if (!raw || fread(raw, (size_t)esize, (size_t)numel, f) != (size_t)numel) {
+        cli_error("%s: %s", path, raw ? "the data is shorter than the shape" : "out of memory");
+        rc = raw ? CLI_USAGE : CLI_FAIL;
+        goto done;
+    }
+    t->dtype = is_float ? PBL_F32 : PBL_I32;
+    t->bytes = (size_t)numel * 4;
+    t->data = malloc(t->bytes);
+    t->name = calloc(1, 1);
+    if (!t->data || !t->name) {
+        cli_error("%s: out of memory", path);
+        rc = CLI_FAIL;
+        goto done;
+    }
+    for (int64_t i = 0; i < numel; i++) {
+        if (is_float) {
+            float v;
+            if (esize == 4)
+                memcpy(&v, (char *)raw + 4 * i, 4);
+            else {
+                double d;
+                memcpy(&d, (char *)raw + 8 * i, 8);
+                v = (float)d;
+            }
+            ((float *)t->data)[i] = v;
+        } else {
+            int64_t v;
+            if (esize == 4) {
+                int32_t w;
+                memcpy(&w, (char *)raw + 4 * i, 4);
+                v = w;
+            } else {
+                memcpy(&v, (char *)raw + 8 * i, 8);
+            }
+            if (v < INT32_MIN || v > INT32_MAX) {
+                cli_error("%s: element %lld is %lld, outside int32", path, (long long)i, (long long)v);
+                goto done;
+            }
+            ((int32_t *)t->data)[i] = (int32_t)v;
+        }
+    }
+    rc = CLI_OK;
+done:
+    if (rc != CLI_OK)
+        pbl_onnx_tensor_free(t);
+    free(raw);
+    free(h);
+    fclose(f);
+    return rc;
+}
+
+int cli_tensor_read(const char *path, pbl_onnx_tensor *t)
+{
+    if (ends_with(path, ".npy"))
+        return npy_read(path, t);
+    if (!ends_with(path, ".pb")) {
+        cli_error("%s: unknown tensor file type (.pb or .npy)", path);
+        return CLI_USAGE;
+    }
+    char err[2048];
+    pbl_status s = pbl_onnx_tensor_read(path, t, err, sizeof err);
+    if (s != PBL_OK) {
+        cli_error("%s", err);
+        return s == PBL_ERR_IO || s == PBL_ERR_NOMEM ? CLI_FAIL : CLI_USAGE;
+    }
+    return CLI_OK;
+}
+
+int cli_tensor_write(const char *path, const pbl_onnx_tensor *t)
+{
+    if (ends_with(path, ".pb")) {
+        char err[2048];
+        if (pbl_onnx_tensor_write(path, t, err, sizeof err) != PBL_OK) {
+            cli_error("%s", err);
+            return CLI_FAIL;
+        }
+        return CLI_OK;
+    }
+    char header[256];
+    int n = snprintf(header, sizeof header, "{'descr': '%s', 'fortran_order': False, 'shape': (",
+                     t->dtype == PBL_F32 ? "<f4" : "<i4");
+    for (int32_t k = 0; k < t->shape.ndim; k++)
+        n += snprintf(header + n, sizeof header - (size_t)n, "%lld,%s", (long long)t->shape.dim[k],
+                      k + 1 < t->shape.ndim ? " " : "");
+    n += snprintf(header + n, sizeof header - (size_t)n, "), }");
+    /* the magic, version and length (10 bytes) plus the header end on a multiple of 64 */
+    int total = (10 + n + 1 + 63) / 64 * 64;
+    while (10 + n + 1 < total)
+        header[n++] = ' ';
+    header[n++] = '\n';
+    size_t tl = strlen(path) + 8;
+    char *tmp = malloc(tl);
+    if (!tmp) {
+        cli_error("%s: out of memory", path);
+        return CLI_FAIL;
+    }
+    snprintf(tmp, tl, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    int rc = CLI_OK;
+    if (!f) {
+        cli_error("%s: %s", tmp, strerror(errno));
+        free(tmp);
+        return CLI_FAIL;
+    }
+    unsigned char pre[10] = { 0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(n & 0xff), (unsigned char)(n >> 8) };
+    int bad = fwrite(pre, 1, 10, f) != 10 || fwrite(header, 1, (size_t)n, f) != (size_t)n ||
+              fwrite(t->data, 1, t->bytes, f) != t->bytes;
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path) != 0) {
+        cli_error("%s: %s", path, strerror(errno));
+        remove(tmp);
+        rc = CLI_FAIL;
+    }
+    free(tmp);
+    return rc;
+}
