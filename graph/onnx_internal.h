@@ -11,8 +11,14 @@
 #include "pebble/onnx.h"
 
 /* protobuf-c's allocator over m (sizes are kept in a small header, since protobuf-c's free
- * is not told them). */
-ProtobufCAllocator pbl__onnx_pb_allocator(pbl__mem *m);
+ * is not told them). protobuf-c reports a failed allocation as a failed unpack, like
+ * malformed input: `failed` tells the two apart. */
+typedef struct pbl__onnx_pb {
+    pbl__mem *m;
+    int       failed;
+} pbl__onnx_pb;
+
+ProtobufCAllocator pbl__onnx_pb_allocator(pbl__onnx_pb *pb);
 
 /* The most elements one tensor may have: 2^40 (4 TiB of floats). Larger shapes are absurd
  * for this library and would overflow byte counts. */

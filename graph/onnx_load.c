@@ -1334,14 +1334,16 @@ PBL__API pbl_status pbl_graph_from_onnx(pbl_graph **out, const void *data, size_
     go.allocator = opt->allocator;
     pbl_status s = pbl_graph_create(&c.g, &go);
     Onnx__ModelProto *m = NULL;
-    ProtobufCAllocator pa = pbl__onnx_pb_allocator(&c.mem);
+    pbl__onnx_pb pb = { .m = &c.mem };
+    ProtobufCAllocator pa = pbl__onnx_pb_allocator(&pb);
     if (s != PBL_OK) {
         s = fail(&c, s, "out of memory");
         goto done;
     }
     m = onnx__model_proto__unpack(&pa, len, data);
     if (!m) {
-        s = fail(&c, PBL_ERR_FORMAT, "not a valid ONNX model (protobuf decoding failed)");
+        s = pb.failed ? fail(&c, PBL_ERR_NOMEM, "out of memory decoding the model")
+                      : fail(&c, PBL_ERR_FORMAT, "not a valid ONNX model (protobuf decoding failed)");
         goto done;
     }
     s = convert_graph(&c, m);

@@ -17,11 +17,12 @@ enum { PB_HEADER = 16 };
 
 static void *pb_alloc(void *user, size_t size)
 {
-    if (size > SIZE_MAX - PB_HEADER)
+    pbl__onnx_pb *pb = user;
+    char *p = size > SIZE_MAX - PB_HEADER ? NULL : pbl__mem_alloc(pb->m, size + PB_HEADER);
+    if (!p) {
+        pb->failed = 1;
         return NULL;
-    char *p = pbl__mem_alloc(user, size + PB_HEADER);
-    if (!p)
-        return NULL;
+    }
     memcpy(p, &size, sizeof size);
     return p + PB_HEADER;
 }
@@ -33,12 +34,13 @@ static void pb_free(void *user, void *ptr)
     char *p = (char *)ptr - PB_HEADER;
     size_t size;
     memcpy(&size, p, sizeof size);
-    pbl__mem_free(user, p, size + PB_HEADER);
+    pbl__mem_free(((pbl__onnx_pb *)user)->m, p, size + PB_HEADER);
 }
 
-ProtobufCAllocator pbl__onnx_pb_allocator(pbl__mem *m)
+ProtobufCAllocator pbl__onnx_pb_allocator(pbl__onnx_pb *pb)
 {
-    return (ProtobufCAllocator){ .alloc = pb_alloc, .free = pb_free, .allocator_data = m };
+    pb->failed = 0;
+    return (ProtobufCAllocator){ .alloc = pb_alloc, .free = pb_free, .allocator_data = pb };
 }
 
 /* ---- decoding -------------------------------------------------------------------------------- */
@@ -223,11 +225,13 @@ PBL__API pbl_status pbl_onnx_tensor_read(const char *path, pbl_onnx_tensor *out,
     pbl_status s = pbl__onnx_read_file(path, &m, &bytes, &len, err, errlen);
     if (s != PBL_OK)
         return s;
-    ProtobufCAllocator pa = pbl__onnx_pb_allocator(&m);
+    pbl__onnx_pb pb = { .m = &m };
+    ProtobufCAllocator pa = pbl__onnx_pb_allocator(&pb);
     Onnx__TensorProto *t = onnx__tensor_proto__unpack(&pa, len, bytes);
     pbl__onnx_data d = { 0 };
     if (!t) {
-        s = fail(err, errlen, PBL_ERR_FORMAT, "%s: not a valid TensorProto (protobuf decoding failed)", path);
+        s = pb.failed ? fail(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", path)
+                      : fail(err, errlen, PBL_ERR_FORMAT, "%s: not a valid TensorProto (protobuf decoding failed)", path);
         goto done;
     }
     char what[512];

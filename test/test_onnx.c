@@ -1,0 +1,610 @@
+/*
+ * The ONNX loader (graph/onnx_load.c) on models built here with protobuf-c: a small MLP and
+ * shape-juggling ops against references computed in this file; Softmax's axis before and from
+ * opset 13; and every class of bad input — one UNSUPPORTED status listing each unknown op,
+ * malformed bytes, a missing graph, a dangling input, a value defined twice, a cycle, absurd
+ * shapes, initializer data that does not match its dims — each a clean status and message.
+ * Allocation failures at every point give PBL_ERR_NOMEM and leak nothing.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "onnx/onnx.pb-c.h"
+#include "pebble/pebble.h"
+
+/* ---- building models ------------------------------------------------------------------------- */
+
+/* A model under construction; everything lives in fixed arrays (tests are small). */
+typedef struct mb {
+    Onnx__ModelProto         m;
+    Onnx__GraphProto         g;
+    Onnx__OperatorSetIdProto opset;
+    Onnx__OperatorSetIdProto *opsets[1];
+    Onnx__NodeProto          nodes[16];
+    Onnx__NodeProto         *node_ptrs[16];
+    Onnx__AttributeProto     attrs[32];
+    Onnx__AttributeProto    *attr_ptrs[32];
+    int                      n_attrs;
+    Onnx__TensorProto        inits[8];
+    Onnx__TensorProto       *init_ptrs[8];
+    Onnx__ValueInfoProto     vis[16];
+    Onnx__ValueInfoProto    *in_ptrs[8], *out_ptrs[8];
+    Onnx__TypeProto          types[16];
+    Onnx__TypeProto__Tensor  tts[16];
+    Onnx__TensorShapeProto   shapes[16];
+    Onnx__TensorShapeProto__Dimension dims[16][6];
+    Onnx__TensorShapeProto__Dimension *dim_ptrs[16][6];
+    int                      n_vis;
+} mb;
+
+static void mb_init(mb *b, int64_t opset)
+{
+    memset(b, 0, sizeof *b);
+    onnx__model_proto__init(&b->m);
+    onnx__graph_proto__init(&b->g);
+    onnx__operator_set_id_proto__init(&b->opset);
+    b->opset.domain = (char *)"";
+    b->opset.has_version = 1;
+    b->opset.version = opset;
+    b->opsets[0] = &b->opset;
+    b->m.n_opset_import = 1;
+    b->m.opset_import = b->opsets;
+    b->m.has_ir_version = 1;
+    b->m.ir_version = 8;
+    b->m.graph = &b->g;
+    b->g.node = b->node_ptrs;
+    b->g.initializer = b->init_ptrs;
+    b->g.input = b->in_ptrs;
+    b->g.output = b->out_ptrs;
+}
+
+static Onnx__ValueInfoProto *mb_vi(mb *b, const char *name, int32_t ndim, const int64_t *dims)
+{
+    int k = b->n_vis++;
+    Onnx__ValueInfoProto *v = &b->vis[k];
+    onnx__value_info_proto__init(v);
+    onnx__type_proto__init(&b->types[k]);
+    onnx__type_proto__tensor__init(&b->tts[k]);
+    onnx__tensor_shape_proto__init(&b->shapes[k]);
+    v->name = (char *)name;
+    v->type = &b->types[k];
+    b->types[k].value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+    b->types[k].tensor_type = &b->tts[k];
+    b->tts[k].has_elem_type = 1;
+    b->tts[k].elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    b->tts[k].shape = &b->shapes[k];
+    b->shapes[k].n_dim = (size_t)ndim;
+    b->shapes[k].dim = b->dim_ptrs[k];
+    for (int32_t d = 0; d < ndim; d++) {
+        onnx__tensor_shape_proto__dimension__init(&b->dims[k][d]);
+        b->dims[k][d].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+        b->dims[k][d].dim_value = dims[d];
+        b->dim_ptrs[k][d] = &b->dims[k][d];
+    }
+    return v;
+}
+
+static void mb_input(mb *b, const char *name, int32_t ndim, const int64_t *dims)
+{
+    b->in_ptrs[b->g.n_input++] = mb_vi(b, name, ndim, dims);
+}
+
+static void mb_output(mb *b, const char *name)
+{
+    b->out_ptrs[b->g.n_output++] = mb_vi(b, name, 0, NULL);
+    b->out_ptrs[b->g.n_output - 1]->type = NULL; /* no declared type: nothing to check */
+}
+
+static void mb_init_f(mb *b, const char *name, int32_t ndim, const int64_t *dims, float *data, size_t n)
+{
+    Onnx__TensorProto *t = &b->inits[b->g.n_initializer];
+    onnx__tensor_proto__init(t);
+    t->name = (char *)name;
+    t->n_dims = (size_t)ndim;
+    t->dims = (int64_t *)dims;
+    t->has_data_type = 1;
+    t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    t->n_float_data = n;
+    t->float_data = data;
+    b->init_ptrs[b->g.n_initializer++] = t;
+}
+
+static void mb_init_i64(mb *b, const char *name, const int64_t *dims1, int64_t *data, size_t n)
+{
+    Onnx__TensorProto *t = &b->inits[b->g.n_initializer];
+    onnx__tensor_proto__init(t);
+    t->name = (char *)name;
+    t->n_dims = 1;
+    t->dims = (int64_t *)dims1;
+    t->has_data_type = 1;
+    t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+    t->n_int64_data = n;
+    t->int64_data = data;
+    b->init_ptrs[b->g.n_initializer++] = t;
+}
+
+static Onnx__NodeProto *mb_node(mb *b, const char *op, const char *name, char **in, size_t n_in, char **out, size_t n_out)
+{
+    Onnx__NodeProto *n = &b->nodes[b->g.n_node];
+    onnx__node_proto__init(n);
+    n->op_type = (char *)op;
+    n->name = (char *)name;
+    n->input = in;
+    n->n_input = n_in;
+    n->output = out;
+    n->n_output = n_out;
+    n->attribute = &b->attr_ptrs[b->n_attrs];
+    b->node_ptrs[b->g.n_node++] = n;
+    return n;
+}
+
+/* Attributes go right after their node's (call straight after mb_node). */
+static void mb_attr_i(mb *b, Onnx__NodeProto *n, const char *name, int64_t v)
+{
+    Onnx__AttributeProto *a = &b->attrs[b->n_attrs];
+    onnx__attribute_proto__init(a);
+    a->name = (char *)name;
+    a->has_type = 1;
+    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+    a->has_i = 1;
+    a->i = v;
+    b->attr_ptrs[b->n_attrs++] = a;
+    n->n_attribute++;
+}
+
+static uint8_t *mb_pack(mb *b, size_t *len)
+{
+    *len = onnx__model_proto__get_packed_size(&b->m);
+    uint8_t *p = malloc(*len ? *len : 1);
+    assert_non_null(p);
+    onnx__model_proto__pack(&b->m, p);
+    return p;
+}
+
+/* Loads packed bytes; returns the status, with the message printed. */
+static pbl_status load(const uint8_t *p, size_t len, pbl_graph **g, pbl_onnx_weights **w, char *err, size_t errlen)
+{
+    pbl_onnx_options o = pbl_onnx_options_default();
+    o.weights = w;
+    pbl_status s = pbl_graph_from_onnx(g, p, len, &o, err, errlen);
+    printf("  load: %s%s%s\n", pbl_status_name(s), s ? ": " : "", s ? err : "");
+    return s;
+}
+
+/* Runs g with the weights and input x; reads output `name` into y (n floats). */
+static void run1(pbl_graph *g, pbl_onnx_weights *w, const char *xname, const float *x, size_t xn, const char *name,
+                 float *y, size_t n)
+{
+    pbl_exec *e;
+    char err[1024];
+    pbl_status s = pbl_exec_create(&e, g, NULL, err, sizeof err);
+    if (s != PBL_OK)
+        fprintf(stderr, "exec: %s\n", err);
+    assert_int_equal(s, PBL_OK);
+    assert_int_equal(pbl_onnx_weights_bind(w, e, err, sizeof err), PBL_OK);
+    assert_int_equal(pbl_exec_write(e, pbl_graph_find_value(g, xname), x, xn * sizeof *x), PBL_OK);
+    assert_int_equal(pbl_exec_run(e), PBL_OK);
+    pbl_value v = pbl_graph_output(g, name);
+    assert_int_not_equal(v, PBL_NONE);
+    assert_int_equal(pbl_exec_read(e, v, y, n * sizeof *y), PBL_OK);
+    pbl_exec_destroy(e);
+}
+
+static void close_to(const float *got, const double *want, size_t n, double tol)
+{
+    for (size_t i = 0; i < n; i++)
+        if (fabs(got[i] - want[i]) > tol * (1 + fabs(want[i]))) {
+            fprintf(stderr, "element %zu: got %.9g want %.9g\n", i, got[i], want[i]);
+            fail();
+        }
+}
+
+/* ---- an MLP: Gemm(transB) -> Relu -> MatMul -> Add (broadcast) -> Softmax ------------------ */
+
+static float W1[4 * 3], B1[4], W2[4 * 2], B2[2];
+static const int64_t dW1[] = { 4, 3 }, dB1[] = { 4 }, dW2[] = { 4, 2 }, dB2[] = { 2 }, dX[] = { 2, 3 };
+static char *in_gemm[] = { "x", "w1", "b1" }, *out_gemm[] = { "h" }, *in_relu[] = { "h" }, *out_relu[] = { "r" };
+static char *in_mm[] = { "r", "w2" }, *out_mm[] = { "m" }, *in_add[] = { "m", "b2" }, *out_add[] = { "z" };
+static char *in_sm[] = { "z" }, *out_sm[] = { "p" };
+
+static void build_mlp(mb *b)
+{
+    for (int i = 0; i < 12; i++)
+        W1[i] = (float)(0.1 * i - 0.5);
+    for (int i = 0; i < 4; i++)
+        B1[i] = (float)(0.05 * i);
+    for (int i = 0; i < 8; i++)
+        W2[i] = (float)(0.3 - 0.07 * i);
+    B2[0] = 0.1f, B2[1] = -0.2f;
+    mb_init(b, 13);
+    mb_input(b, "x", 2, dX);
+    mb_init_f(b, "w1", 2, dW1, W1, 12);
+    mb_init_f(b, "b1", 1, dB1, B1, 4);
+    mb_init_f(b, "w2", 2, dW2, W2, 8);
+    mb_init_f(b, "b2", 1, dB2, B2, 2);
+    Onnx__NodeProto *n = mb_node(b, "Gemm", "fc1", in_gemm, 3, out_gemm, 1);
+    mb_attr_i(b, n, "transB", 1);
+    mb_node(b, "Relu", "relu", in_relu, 1, out_relu, 1);
+    mb_node(b, "MatMul", "mm", in_mm, 2, out_mm, 1);
+    mb_node(b, "Add", "add", in_add, 2, out_add, 1);
+    mb_node(b, "Softmax", "sm", in_sm, 1, out_sm, 1);
+    mb_output(b, "p");
+}
+
+static void test_mlp(void **state)
+{
+    (void)state;
+    mb b;
+    build_mlp(&b);
+    size_t len;
+    uint8_t *p = mb_pack(&b, &len);
+    pbl_graph *g;
+    pbl_onnx_weights *w;
+    char err[1024];
+    assert_int_equal(load(p, len, &g, &w, err, sizeof err), PBL_OK);
+    assert_int_equal(pbl_onnx_weights_count(w), 4);
+    float x[6] = { 1, -2, 0.5f, 0.25f, 3, -1 }, y[4];
+    run1(g, w, "x", x, 6, "p", y, 4);
+    double want[4];
+    for (int r = 0; r < 2; r++) {
+        double h[4], z[2], mx, sum = 0;
+        for (int o = 0; o < 4; o++) {
+            h[o] = B1[o];
+            for (int i = 0; i < 3; i++)
+                h[o] += (double)x[r * 3 + i] * W1[o * 3 + i];
+            h[o] = h[o] > 0 ? h[o] : 0;
+        }
+        for (int o = 0; o < 2; o++) {
+            z[o] = B2[o];
+            for (int i = 0; i < 4; i++)
+                z[o] += h[i] * W2[i * 2 + o];
+        }
+        mx = z[0] > z[1] ? z[0] : z[1];
+        for (int o = 0; o < 2; o++)
+            sum += exp(z[o] - mx);
+        for (int o = 0; o < 2; o++)
+            want[r * 2 + o] = exp(z[o] - mx) / sum;
+    }
+    close_to(y, want, 4, 1e-5);
+    /* the Gemm became one fully_connected node named after its output */
+    pbl_node fc = pbl_graph_find_node(g, "h");
+    assert_int_not_equal(fc, PBL_NONE);
+    pbl_node_info ni;
+    pbl_graph_node_info(g, fc, &ni);
+    assert_string_equal(ni.op, "fully_connected");
+    pbl_onnx_weights_destroy(w);
+    pbl_graph_destroy(g);
+    free(p);
+}
+
+/* ---- Softmax's axis: coerced to 2-D before opset 13, one axis from 13 ------------------------ */
+
+static void softmax_case(int64_t opset)
+{
+    static const int64_t d3[] = { 2, 3, 2 };
+    static char *in[] = { "x" }, *out[] = { "y" };
+    mb b;
+    mb_init(&b, opset);
+    mb_input(&b, "x", 3, d3);
+    Onnx__NodeProto *n = mb_node(&b, "Softmax", "s", in, 1, out, 1);
+    mb_attr_i(&b, n, "axis", 1);
+    mb_output(&b, "y");
+    size_t len;
+    uint8_t *p = mb_pack(&b, &len);
+    pbl_graph *g;
+    pbl_onnx_weights *w;
+    char err[1024];
+    assert_int_equal(load(p, len, &g, &w, err, sizeof err), PBL_OK);
+    float x[12], y[12];
+    double want[12];
+    for (int i = 0; i < 12; i++)
+        x[i] = (float)(0.37 * i - 2 + (i % 3));
+    run1(g, w, "x", x, 12, "y", y, 12);
+    for (int a = 0; a < 2; a++) {
+        if (opset < 13) { /* over the 6 trailing elements of each row a */
+            double s = 0;
+            for (int j = 0; j < 6; j++)
+                s += exp(x[a * 6 + j]);
+            for (int j = 0; j < 6; j++)
+                want[a * 6 + j] = exp(x[a * 6 + j]) / s;
+        } else { /* over dim 1 (3 elements, stride 2) for each (a, c) */
+            for (int c = 0; c < 2; c++) {
+                double s = 0;
+                for (int j = 0; j < 3; j++)
+                    s += exp(x[a * 6 + j * 2 + c]);
+                for (int j = 0; j < 3; j++)
+                    want[a * 6 + j * 2 + c] = exp(x[a * 6 + j * 2 + c]) / s;
+            }
+        }
+    }
+    close_to(y, want, 12, 1e-5);
+    pbl_onnx_weights_destroy(w);
+    pbl_graph_destroy(g);
+    free(p);
+}
+
+static void test_softmax_axis(void **state)
+{
+    (void)state;
+    softmax_case(11);
+    softmax_case(13);
+}
+
+/* ---- Reshape with 0 and -1 from an initializer; ReduceSum with axes as input (opset 13) ------- */
+
+static void test_reshape_reduce(void **state)
+{
+    (void)state;
+    static const int64_t dx[] = { 2, 3, 4 }, d1[] = { 2 }, d1a[] = { 1 };
+    static int64_t shape[] = { 0, -1 }, axes[] = { -1 };
+    static char *in_r[] = { "x", "shape" }, *out_r[] = { "r" }, *in_s[] = { "r", "axes" }, *out_s[] = { "s" };
+    mb b;
+    mb_init(&b, 13);
+    mb_input(&b, "x", 3, dx);
+    mb_init_i64(&b, "shape", d1, shape, 2);
+    mb_init_i64(&b, "axes", d1a, axes, 1);
+    mb_node(&b, "Reshape", "r", in_r, 2, out_r, 1);
+    Onnx__NodeProto *n = mb_node(&b, "ReduceSum", "s", in_s, 2, out_s, 1);
+    mb_attr_i(&b, n, "keepdims", 0);
+    mb_output(&b, "s");
+    size_t len;
+    uint8_t *p = mb_pack(&b, &len);
+    pbl_graph *g;
+    pbl_onnx_weights *w;
+    char err[1024];
+    assert_int_equal(load(p, len, &g, &w, err, sizeof err), PBL_OK);
+    /* [2,3,4] -> [2, 12] -> sum over the last dim -> [2]; integer constants make no parameters */
+    assert_int_equal(pbl_onnx_weights_count(w), 0);
+    pbl_value_info vi;
+    pbl_graph_value_info(g, pbl_graph_output(g, "s"), &vi);
+    assert_int_equal(vi.shape.ndim, 1);
+    assert_int_equal(vi.shape.dim[0], 2);
+    float x[24], y[2];
+    double want[2] = { 0, 0 };
+    for (int i = 0; i < 24; i++)
+        x[i] = (float)i, want[i / 12] += i;
+    run1(g, w, "x", x, 24, "s", y, 2);
+    close_to(y, want, 2, 1e-6);
+    pbl_onnx_weights_destroy(w);
+    pbl_graph_destroy(g);
+    free(p);
+}
+
+/* ---- bad input ------------------------------------------------------------------------------- */
+
+static void expect_fail(mb *b, pbl_status want, const char *needle)
+{
+    size_t len;
+    uint8_t *p = mb_pack(b, &len);
+    pbl_graph *g = (pbl_graph *)1;
+    pbl_onnx_weights *w = (pbl_onnx_weights *)1;
+    char err[1024];
+    assert_int_equal(load(p, len, &g, &w, err, sizeof err), want);
+    assert_null(g);
+    assert_null(w);
+    if (needle && !strstr(err, needle)) {
+        fprintf(stderr, "message '%s' lacks '%s'\n", err, needle);
+        fail();
+    }
+    free(p);
+}
+
+static void test_unsupported_lists_every_op(void **state)
+{
+    (void)state;
+    static const int64_t dx[] = { 2, 3 };
+    static char *x[] = { "x" }, *a[] = { "a" }, *bb[] = { "b" }, *c[] = { "c" }, *d[] = { "d" };
+    mb b;
+    mb_init(&b, 13);
+    mb_input(&b, "x", 2, dx);
+    mb_node(&b, "Erf", "e1", x, 1, a, 1);
+    mb_node(&b, "Relu", "r", a, 1, bb, 1);
+    mb_node(&b, "Gather", "g1", bb, 1, c, 1);
+    mb_node(&b, "Erf", "e2", c, 1, d, 1);
+    mb_output(&b, "d");
+    expect_fail(&b, PBL_ERR_UNSUPPORTED, "Erf (node 'e1'), Gather (node 'g1')");
+}
+
+static void test_malformed(void **state)
+{
+    (void)state;
+    pbl_graph *g;
+    char err[512];
+    static const uint8_t junk[] = { 0xff, 0xff, 0xff, 0xff, 0x0f, 0x12, 0x34 };
+    assert_int_equal(pbl_graph_from_onnx(&g, junk, sizeof junk, NULL, err, sizeof err), PBL_ERR_FORMAT);
+    assert_null(g);
+    /* every prefix of a valid model: a status, never a crash. A cut between two fields is a
+     * valid smaller message (the model without its opset import, say), so some load. */
+    mb b;
+    build_mlp(&b);
+    size_t len;
+    uint8_t *p = mb_pack(&b, &len);
+    int ok = 0, format = 0;
+    for (size_t cut = 0; cut < len; cut++) {
+        pbl_status s = pbl_graph_from_onnx(&g, p, cut, NULL, err, sizeof err);
+        ok += s == PBL_OK;
+        format += s == PBL_ERR_FORMAT;
+        assert_true(s == PBL_OK || s == PBL_ERR_FORMAT || s == PBL_ERR_UNSUPPORTED || s == PBL_ERR_SHAPE);
+        assert_true((s == PBL_OK) == (g != NULL));
+        pbl_graph_destroy(g);
+    }
+    printf("  %zu prefixes: %d load, %d PBL_ERR_FORMAT\n", len, ok, format);
+    assert_true(format > (int)len / 2);
+    free(p);
+    /* an empty buffer is a model without a graph */
+    assert_int_equal(pbl_graph_from_onnx(&g, NULL, 0, NULL, err, sizeof err), PBL_ERR_FORMAT);
+    assert_non_null(strstr(err, "no graph"));
+    assert_int_equal(pbl_graph_load_onnx(&g, "/nonexistent/model.onnx", NULL, err, sizeof err), PBL_ERR_IO);
+}
+
+static void test_structure_errors(void **state)
+{
+    (void)state;
+    static const int64_t dx[] = { 2, 3 }, huge[] = { INT64_C(1) << 31, INT64_C(1) << 31 }, dw[] = { 4, 3 };
+    static char *x[] = { "x" }, *a[] = { "a" }, *bb[] = { "b" }, *nope[] = { "nope" };
+    static float wdata[5];
+    mb b;
+    /* dangling input */
+    mb_init(&b, 13);
+    mb_input(&b, "x", 2, dx);
+    mb_node(&b, "Relu", "r", nope, 1, a, 1);
+    mb_output(&b, "a");
+    expect_fail(&b, PBL_ERR_FORMAT, "'nope' names no");
+    /* a value defined twice */
+    mb_init(&b, 13);
+    mb_input(&b, "x", 2, dx);
+    mb_node(&b, "Relu", "r1", x, 1, a, 1);
+    mb_node(&b, "Relu", "r2", x, 1, a, 1);
+    mb_output(&b, "a");
+    expect_fail(&b, PBL_ERR_FORMAT, "defined twice");
+    /* a cycle: a = relu(b), b = relu(a) */
+    mb_init(&b, 13);
+    mb_input(&b, "x", 2, dx);
+    mb_node(&b, "Relu", "r1", bb, 1, a, 1);
+    mb_node(&b, "Relu", "r2", a, 1, bb, 1);
+    mb_output(&b, "a");
+    expect_fail(&b, PBL_ERR_CYCLE, "cycle");
+    /* absurd input shape */
+    mb_init(&b, 13);
+    mb_input(&b, "x", 2, huge);
+    mb_node(&b, "Relu", "r", x, 1, a, 1);
+    mb_output(&b, "a");
+    expect_fail(&b, PBL_ERR_FORMAT, "absurd");
+    /* initializer data that does not match its dims */
+    mb_init(&b, 13);
+    mb_input(&b, "x", 2, dx);
+    mb_init_f(&b, "w", 2, dw, wdata, 5);
+    mb_node(&b, "Relu", "r", x, 1, a, 1);
+    mb_output(&b, "a");
+    expect_fail(&b, PBL_ERR_FORMAT, "12 elements but the data holds 5");
+    /* no outputs */
+    mb_init(&b, 13);
+    mb_input(&b, "x", 2, dx);
+    mb_node(&b, "Relu", "r", x, 1, a, 1);
+    expect_fail(&b, PBL_ERR_FORMAT, "no outputs");
+    /* shapes that do not fit an op */
+    static char *xw[] = { "x", "w" };
+    static const int64_t dw2[] = { 4, 4 };
+    static float w16[16];
+    mb_init(&b, 13);
+    mb_input(&b, "x", 2, dx);
+    mb_init_f(&b, "w", 2, dw2, w16, 16);
+    mb_node(&b, "MatMul", "mm", xw, 2, a, 1);
+    mb_output(&b, "a");
+    expect_fail(&b, PBL_ERR_SHAPE, "node 'mm' (MatMul)");
+}
+
+/* ---- allocation failures --------------------------------------------------------------------- */
+
+typedef struct counting {
+    long calls, fail_at;
+    size_t live;
+} counting;
+
+static void *c_alloc(void *user, size_t n)
+{
+    counting *c = user;
+    if (++c->calls == c->fail_at)
+        return NULL;
+    void *p = malloc(n);
+    if (p)
+        c->live += n;
+    return p;
+}
+
+static void c_free(void *user, void *p, size_t n)
+{
+    counting *c = user;
+    if (p)
+        c->live -= n;
+    free(p);
+}
+
+static void test_alloc_failures(void **state)
+{
+    (void)state;
+    mb b;
+    build_mlp(&b);
+    size_t len;
+    uint8_t *p = mb_pack(&b, &len);
+    long n_allocs = 0;
+    for (long k = 1;; k++) {
+        counting c = { .fail_at = k };
+        pbl_allocator a = { c_alloc, c_free, &c };
+        pbl_onnx_options o = pbl_onnx_options_default();
+        o.allocator = &a;
+        pbl_onnx_weights *w;
+        o.weights = &w;
+        pbl_graph *g;
+        char err[512];
+        pbl_status s = pbl_graph_from_onnx(&g, p, len, &o, err, sizeof err);
+        if (s == PBL_OK) {
+            pbl_onnx_weights_destroy(w);
+            pbl_graph_destroy(g);
+            assert_int_equal(c.live, 0);
+            n_allocs = k - 1;
+            break;
+        }
+        if (s != PBL_ERR_NOMEM)
+            fprintf(stderr, "failing allocation %ld: %s: %s\n", k, pbl_status_name(s), err);
+        assert_int_equal(s, PBL_ERR_NOMEM);
+        assert_null(g);
+        assert_int_equal(c.live, 0);
+    }
+    printf("  %ld allocations, each failed once: PBL_ERR_NOMEM, nothing leaked\n", n_allocs);
+    assert_true(n_allocs > 10);
+    free(p);
+}
+
+/* ---- tensor files ---------------------------------------------------------------------------- */
+
+static void test_tensor_file_round_trip(void **state)
+{
+    (void)state;
+    float data[6] = { 1, 2.5f, -3, 4, 5e-8f, 6 };
+    pbl_onnx_tensor t = { .name = "t", .dtype = PBL_F32, .shape = PBL_SHAPE(2, 3), .data = data, .bytes = sizeof data };
+    char path[] = "/tmp/pebble_test_onnx_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    char err[512];
+    assert_int_equal(pbl_onnx_tensor_write(path, &t, err, sizeof err), PBL_OK);
+    pbl_onnx_tensor r;
+    assert_int_equal(pbl_onnx_tensor_read(path, &r, err, sizeof err), PBL_OK);
+    assert_string_equal(r.name, "t");
+    assert_int_equal(r.dtype, PBL_F32);
+    assert_true(pbl_shape_equal(&r.shape, &t.shape));
+    assert_memory_equal(r.data, data, sizeof data);
+    pbl_onnx_tensor_free(&r);
+    /* a file that is not a tensor */
+    FILE *f = fopen(path, "wb");
+    fputs("\xff\xff\xff\xff", f);
+    fclose(f);
+    assert_int_equal(pbl_onnx_tensor_read(path, &r, err, sizeof err), PBL_ERR_FORMAT);
+    assert_null(r.data);
+    remove(path);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mlp),
+        cmocka_unit_test(test_softmax_axis),
+        cmocka_unit_test(test_reshape_reduce),
+        cmocka_unit_test(test_unsupported_lists_every_op),
+        cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_structure_errors),
+        cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test(test_tensor_file_round_trip),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
