@@ -34,16 +34,29 @@ static void put_text(FILE *f, const char *s)
     }
 }
 
-/* A step of about a fifth of span: 1, 2 or 5 times a power of ten (times a power of 1024 in
- * bytes, so that ticks fall on round KiB and MiB). */
-static double nice_step(double span, int bytes)
+/* Ticks for an axis of span: a step of about span/target, 1, 2 or 5 times a power of ten.
+ * Bytes count in the largest unit the span reaches (0.2 GiB, 0.4 GiB, ... rather than
+ * 205 MiB, 410 MiB, ...); steps are whole numbers. */
+typedef struct ticks {
+    double      step, unit;
+    int         digits;
+    const char *name;
+} ticks;
+
+static ticks ticks_for(double span, int target, int bytes)
 {
-    double unit = 1;
-    if (bytes)
-        while (span / unit >= 4 * 1024)
-            unit *= 1024;
-    double raw = span / unit / 5, p = pow(10, floor(log10(raw > 0 ? raw : 1))), m = raw / p;
-    return unit * p * (m < 1.5 ? 1 : m < 3.5 ? 2 : m < 7.5 ? 5 : 10);
+    static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+    int u = 0;
+    while (bytes && u < 4 && span >= pow(1024, u + 1))
+        u++;
+    ticks t = { .unit = bytes ? pow(1024, u) : 1, .name = bytes ? unit[u] : "" };
+    double raw = span / t.unit / target, p = pow(10, floor(log10(raw > 0 ? raw : 1))), m = raw / p;
+    double step = p * (m < 1.5 ? 1 : m < 3.5 ? 2 : m < 7.5 ? 5 : 10);
+    if ((!bytes || u == 0) && step < 1)
+        step = 1;
+    t.digits = step >= 1 ? 0 : (int)-floor(log10(step) + 1e-9);
+    t.step = step * t.unit;
+    return t;
 }
 
 /* Colour of record i: hues spread by the golden angle, so neighbours differ. */
@@ -78,15 +91,15 @@ void cli_viz_svg(FILE *f, const pbl_viz_plan *p, int32_t k, const char *title, c
 
     /* axes: address ticks (bytes) on the left, steps along the bottom */
     fprintf(f, "<g stroke=\"#e4e4e4\" fill=\"#555\">\n");
-    double step = nice_step(top, 1);
-    for (double y = 0; y <= top * 1.0001; y += step) {
-        double py = TOP + ph - y * sy;
-        human_bytes(c, sizeof c, y);
+    ticks tk = ticks_for(top, 6, 1);
+    for (int j = 0; j * tk.step <= top * 1.0001; j++) {
+        double py = TOP + ph - j * tk.step * sy;
         fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\"/><text x=\"%d\" y=\"%.1f\" "
-                   "text-anchor=\"end\" stroke=\"none\">%s</text>\n", LEFT, W - RIGHT, py, py, LEFT - 6, py + 4, c);
+                   "text-anchor=\"end\" stroke=\"none\">%.*f%s%s</text>\n", LEFT, W - RIGHT, py, py, LEFT - 6, py + 4,
+                j ? tk.digits : 0, j * tk.step / tk.unit, j ? " " : "", j ? tk.name : "");
     }
-    step = nice_step((double)(t1 - t0), 0);
-    for (double t = ceil((double)t0 / step) * step; t <= (double)t1; t += step) {
+    tk = ticks_for((double)(t1 - t0), 8, 0);
+    for (double t = ceil((double)t0 / tk.step) * tk.step; t <= (double)t1; t += tk.step) {
         double px = LEFT + (t - (double)t0) * sx;
         fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" stroke=\"none\">%.0f</text>\n", px,
                 H - BOTTOM + 16, t);
