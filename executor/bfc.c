@@ -160,7 +160,6 @@ PBL__API pbl_status pbl_bfc_create(pbl_bfc **out, const pbl_bfc_options *opt, ch
     b->trace_fn = o.trace_fn;
     b->trace_ctx = o.trace_ctx;
     b->free_slot = PBL__BFC_NONE;
-    b->used = PBL__BFC_NONE;
     for (int i = 0; i < PBL_BFC_NUM_BINS; i++)
         b->bins[i] = PBL__BFC_NONE;
     b->rng = 0x9E3779B97F4A7C15ull;
@@ -189,6 +188,7 @@ PBL__API void pbl_bfc_destroy(pbl_bfc *b)
         b->sub.free(b->sub.ctx, (void *)b->regions[i].base, b->regions[i].size);
     pbl__mem_free(&b->mem, b->regions, (size_t)b->cap_regions * sizeof *b->regions);
     pbl__mem_free(&b->mem, b->chunks, (size_t)b->cap_chunks * sizeof *b->chunks);
+    pbl__mem_free(&b->mem, b->used_tab, (size_t)b->used_cap * sizeof *b->used_tab);
     pbl__mem_strfree(&b->mem, b->name);
     pthread_mutex_destroy(&b->mu);
     pbl__mem m = b->mem;
@@ -344,7 +344,7 @@ static int32_t take_chunk(pbl_bfc *b, size_t rounded, size_t requested)
     c->in_use = 1;
     c->requested = requested;
     c->id = b->next_id++;
-    b->used = pbl__bfc_treap_insert(b->chunks, b->used, h, 0);
+    pbl__bfc_used_insert(b, h); /* room reserved by the caller */
     b->st.in_use += c->size;
     b->st.requested_in_use += requested;
     if (b->st.in_use > b->st.peak_in_use)
@@ -363,8 +363,8 @@ static pbl_status alloc_locked(pbl_bfc *b, size_t bytes, void **ptr)
                 b->name, bytes);
         return PBL_ERR_NOMEM;
     }
-    /* two records: a new region's chunk and a split's remainder */
-    if (chunks_reserve(b, 2) != PBL_OK) {
+    /* two records (a new region's chunk and a split's remainder) and a slot in the index */
+    if (chunks_reserve(b, 2) != PBL_OK || pbl__bfc_used_reserve(b, b->st.n_live + 1) != PBL_OK) {
         b->st.n_failures++;
         set_err(b, "%s: out of memory allocating %zu bytes: no host memory for bookkeeping",
                 b->name, bytes);
@@ -416,7 +416,7 @@ PBL__API pbl_status pbl_bfc_alloc(pbl_bfc *b, size_t bytes, void **ptr)
 static int32_t lookup_used(pbl_bfc *b, const void *ptr, const char *what)
 {
     uintptr_t p = (uintptr_t)ptr;
-    int32_t h = pbl__bfc_treap_find(b->chunks, b->used, p);
+    int32_t h = pbl__bfc_used_find(b, p);
     if (h != PBL__BFC_NONE)
         return h;
     b->st.n_bad_frees++;
@@ -458,7 +458,7 @@ PBL__API pbl_status pbl_bfc_free(pbl_bfc *b, void *ptr)
     pbl__bfc_chunk *c = &b->chunks[h];
     int64_t id = c->id;
     size_t requested = c->requested;
-    b->used = pbl__bfc_treap_erase(b->chunks, b->used, h, 0);
+    pbl__bfc_used_remove(b, h);
     b->st.in_use -= c->size;
     b->st.requested_in_use -= requested;
     b->st.n_live--;

@@ -3,8 +3,7 @@
  * TensorFlow keeps each bin as a std::set ordered by (size, address) so that a best-fit
  * search is a lower-bound lookup. Here each bin is a treap (a binary search tree whose
  * nodes also form a heap on random priorities: expected O(log n) depth) threaded through
- * the chunk records, so inserting and removing allocate nothing. The same code keeps the
- * tree of used chunks keyed by address alone. */
+ * the chunk records, so inserting and removing allocate nothing. */
 #include "executor/bfc_internal.h"
 
 int pbl__bfc_bin(size_t size)
@@ -14,23 +13,23 @@ int pbl__bfc_bin(size_t size)
     return bin < PBL_BFC_NUM_BINS - 1 ? bin : PBL_BFC_NUM_BINS - 1;
 }
 
-static int key_less(const pbl__bfc_chunk *c, int32_t a, int32_t b, int by_size)
+static int key_less(const pbl__bfc_chunk *c, int32_t a, int32_t b)
 {
-    if (by_size && c[a].size != c[b].size)
+    if (c[a].size != c[b].size)
         return c[a].size < c[b].size;
     return c[a].ptr < c[b].ptr;
 }
 
 /* Splits tree t into the keys below h's (*l) and above it (*r); h is not in t. */
-static void split(pbl__bfc_chunk *c, int32_t t, int32_t h, int by_size, int32_t *l, int32_t *r)
+static void split(pbl__bfc_chunk *c, int32_t t, int32_t h, int32_t *l, int32_t *r)
 {
     if (t == PBL__BFC_NONE) {
         *l = *r = PBL__BFC_NONE;
-    } else if (key_less(c, t, h, by_size)) {
-        split(c, c[t].right, h, by_size, &c[t].right, r);
+    } else if (key_less(c, t, h)) {
+        split(c, c[t].right, h, &c[t].right, r);
         *l = t;
     } else {
-        split(c, c[t].left, h, by_size, l, &c[t].left);
+        split(c, c[t].left, h, l, &c[t].left);
         *r = t;
     }
 }
@@ -50,28 +49,28 @@ static int32_t merge(pbl__bfc_chunk *c, int32_t a, int32_t b)
     return b;
 }
 
-static int32_t insert(pbl__bfc_chunk *c, int32_t t, int32_t h, int by_size)
+static int32_t insert(pbl__bfc_chunk *c, int32_t t, int32_t h)
 {
     if (t == PBL__BFC_NONE)
         return h;
     if (c[h].prio > c[t].prio) {
-        split(c, t, h, by_size, &c[h].left, &c[h].right);
+        split(c, t, h, &c[h].left, &c[h].right);
         return h;
     }
-    if (key_less(c, h, t, by_size))
-        c[t].left = insert(c, c[t].left, h, by_size);
+    if (key_less(c, h, t))
+        c[t].left = insert(c, c[t].left, h);
     else
-        c[t].right = insert(c, c[t].right, h, by_size);
+        c[t].right = insert(c, c[t].right, h);
     return t;
 }
 
-int32_t pbl__bfc_treap_insert(pbl__bfc_chunk *c, int32_t root, int32_t h, int by_size)
+int32_t pbl__bfc_treap_insert(pbl__bfc_chunk *c, int32_t root, int32_t h)
 {
     c[h].left = c[h].right = PBL__BFC_NONE;
-    return insert(c, root, h, by_size);
+    return insert(c, root, h);
 }
 
-int32_t pbl__bfc_treap_erase(pbl__bfc_chunk *c, int32_t t, int32_t h, int by_size)
+int32_t pbl__bfc_treap_erase(pbl__bfc_chunk *c, int32_t t, int32_t h)
 {
     if (t == PBL__BFC_NONE) /* not reached when h is in the tree */
         return t;
@@ -80,10 +79,10 @@ int32_t pbl__bfc_treap_erase(pbl__bfc_chunk *c, int32_t t, int32_t h, int by_siz
         c[t].left = c[t].right = PBL__BFC_NONE;
         return r;
     }
-    if (key_less(c, h, t, by_size))
-        c[t].left = pbl__bfc_treap_erase(c, c[t].left, h, by_size);
+    if (key_less(c, h, t))
+        c[t].left = pbl__bfc_treap_erase(c, c[t].left, h);
     else
-        c[t].right = pbl__bfc_treap_erase(c, c[t].right, h, by_size);
+        c[t].right = pbl__bfc_treap_erase(c, c[t].right, h);
     return t;
 }
 
@@ -101,13 +100,6 @@ int32_t pbl__bfc_treap_lower_bound(const pbl__bfc_chunk *c, int32_t t, size_t si
     return best;
 }
 
-int32_t pbl__bfc_treap_find(const pbl__bfc_chunk *c, int32_t t, uintptr_t p)
-{
-    while (t != PBL__BFC_NONE && c[t].ptr != p)
-        t = p < c[t].ptr ? c[t].left : c[t].right;
-    return t;
-}
-
 int32_t pbl__bfc_treap_max(const pbl__bfc_chunk *c, int32_t t)
 {
     if (t == PBL__BFC_NONE)
@@ -121,14 +113,14 @@ void pbl__bfc_bin_insert(pbl_bfc *b, int32_t h)
 {
     int bin = pbl__bfc_bin(b->chunks[h].size);
     b->chunks[h].bin = (int8_t)bin;
-    b->bins[bin] = pbl__bfc_treap_insert(b->chunks, b->bins[bin], h, 1);
+    b->bins[bin] = pbl__bfc_treap_insert(b->chunks, b->bins[bin], h);
     b->st.n_free_chunks++;
 }
 
 void pbl__bfc_bin_remove(pbl_bfc *b, int32_t h)
 {
     int bin = b->chunks[h].bin;
-    b->bins[bin] = pbl__bfc_treap_erase(b->chunks, b->bins[bin], h, 1);
+    b->bins[bin] = pbl__bfc_treap_erase(b->chunks, b->bins[bin], h);
     b->chunks[h].bin = -1;
     b->st.n_free_chunks--;
 }

@@ -3,10 +3,10 @@
  *
  * Nothing is stored inside the regions: a region's address may be device memory. Chunks are
  * records in one growable array, named by index ("handle"); an unused record waits on a free
- * list. A chunk is either free, and then sits in its bin's tree keyed by (size, address), or
- * in use, and then sits in one tree of used chunks keyed by address (pointer -> chunk on
- * free). Both trees are treaps threaded through the same left/right fields, so moving a chunk
- * between them allocates nothing: a free can never fail for want of bookkeeping memory. */
+ * list. A chunk is either free, and then sits in its bin's tree keyed by (size, address) (a
+ * treap threaded through the records: bfc_bins.c), or in use, and then sits in a hash table
+ * from address to record (bfc_used.c). Putting a chunk into a bin and taking one out of the
+ * table allocate nothing, so a free can never fail for want of bookkeeping memory. */
 #ifndef PBL_BFC_INTERNAL_H
 #define PBL_BFC_INTERNAL_H
 
@@ -57,7 +57,9 @@ struct pbl_bfc {
     int32_t         cap_chunks, n_slots, free_slot;
     uint64_t        rng;              /* treap priorities */
     int32_t         bins[PBL_BFC_NUM_BINS]; /* treap roots of free chunks by (size, address) */
-    int32_t         used;             /* treap root of used chunks by address */
+    int32_t        *used_tab;         /* used chunks by address: open addressing, NONE empty */
+    uint32_t        used_cap;         /* slots, a power of two (0 before the first alloc) */
+    int             used_bits;        /* log2(used_cap) */
     /* regions, sorted by base address */
     pbl__bfc_region *regions;
     int32_t         n_regions, cap_regions;
@@ -70,14 +72,12 @@ struct pbl_bfc {
 /* The bin of a free chunk of `size` bytes (>= 256). */
 int pbl__bfc_bin(size_t size);
 
-/* Treaps over b->chunks. by_size: key (size, ptr), else key ptr. insert/erase return the new
- * root; erase needs h to be in the tree. */
-int32_t pbl__bfc_treap_insert(pbl__bfc_chunk *c, int32_t root, int32_t h, int by_size);
-int32_t pbl__bfc_treap_erase(pbl__bfc_chunk *c, int32_t root, int32_t h, int by_size);
+/* Treaps over b->chunks keyed by (size, ptr). insert/erase return the new root; erase needs
+ * h to be in the tree. */
+int32_t pbl__bfc_treap_insert(pbl__bfc_chunk *c, int32_t root, int32_t h);
+int32_t pbl__bfc_treap_erase(pbl__bfc_chunk *c, int32_t root, int32_t h);
 /* The first chunk by (size, ptr) with size >= `size`; NONE when all are smaller. */
 int32_t pbl__bfc_treap_lower_bound(const pbl__bfc_chunk *c, int32_t root, size_t size);
-/* The chunk whose ptr is p; NONE if none. */
-int32_t pbl__bfc_treap_find(const pbl__bfc_chunk *c, int32_t root, uintptr_t p);
 /* The last chunk in key order (the largest of a bin); NONE for an empty tree. */
 int32_t pbl__bfc_treap_max(const pbl__bfc_chunk *c, int32_t root);
 
@@ -86,6 +86,13 @@ void pbl__bfc_bin_insert(pbl_bfc *b, int32_t h);
 void pbl__bfc_bin_remove(pbl_bfc *b, int32_t h);
 /* The largest free chunk's size (0 when none). */
 size_t pbl__bfc_largest_free(const pbl_bfc *b);
+
+/* The index of used chunks. reserve makes room for n entries (may allocate: PBL_ERR_NOMEM
+ * leaves the table as it was); insert needs that room; remove needs h to be in the table. */
+pbl_status pbl__bfc_used_reserve(pbl_bfc *b, int64_t n);
+void       pbl__bfc_used_insert(pbl_bfc *b, int32_t h);
+void       pbl__bfc_used_remove(pbl_bfc *b, int32_t h);
+int32_t    pbl__bfc_used_find(const pbl_bfc *b, uintptr_t p); /* NONE if none */
 
 /* Stats with the derived fields filled in; the caller holds b->mu. */
 void pbl__bfc_stats_locked(const pbl_bfc *b, pbl_bfc_stats *st);

@@ -174,7 +174,7 @@ PBL__API pbl_status pbl_bfc_dump(pbl_bfc *b, FILE *f)
 
 typedef struct tree_check {
     const pbl__bfc_chunk *c;
-    int     bin;       /* -1: the used tree */
+    int     bin;
     int32_t last;      /* previous node in order */
     size_t  count;
     const char *broken;
@@ -197,18 +197,13 @@ static void check_tree(tree_check *k, int32_t t, uint32_t parent_prio)
     int ordered;
     if (k->last == PBL__BFC_NONE)
         ordered = 1;
-    else if (k->bin >= 0)
+    else
         ordered = c[k->last].size < c[t].size ||
                   (c[k->last].size == c[t].size && c[k->last].ptr < c[t].ptr);
-    else
-        ordered = c[k->last].ptr < c[t].ptr;
     if (!ordered)
-        k->broken = k->bin >= 0 ? "a bin is not ordered by (size, address)"
-                                : "the used tree is not ordered by address";
-    else if (k->bin >= 0 && (c[t].in_use || c[t].bin != k->bin || pbl__bfc_bin(c[t].size) != k->bin))
+        k->broken = "a bin is not ordered by (size, address)";
+    else if (c[t].in_use || c[t].bin != k->bin || pbl__bfc_bin(c[t].size) != k->bin)
         k->broken = "a bin holds a chunk that is used or of another bin's size";
-    else if (k->bin < 0 && !c[t].in_use)
-        k->broken = "the used tree holds a free chunk";
     if (k->broken) {
         k->where = t;
         return;
@@ -268,21 +263,34 @@ static pbl_status check_locked(pbl_bfc *b)
         reserved += rg->size;
     }
     size_t in_bins = 0;
-    for (int i = -1; i < PBL_BFC_NUM_BINS; i++) {
+    for (int i = 0; i < PBL_BFC_NUM_BINS; i++) {
         tree_check k = { c, i, PBL__BFC_NONE, 0, NULL, PBL__BFC_NONE };
-        check_tree(&k, i < 0 ? b->used : b->bins[i], UINT32_MAX);
+        check_tree(&k, b->bins[i], UINT32_MAX);
         if (k.broken) {
             snprintf(b->errmsg, sizeof b->errmsg, "%s: check: %s (chunk at %p)", b->name,
                      k.broken, (void *)c[k.where].ptr);
             return PBL_ERR_INVALID_ARG;
         }
-        if (i < 0 && (int64_t)k.count != live) {
-            snprintf(b->errmsg, sizeof b->errmsg, "%s: check: the used tree holds %zu chunks, the regions %" PRId64,
-                     b->name, k.count, live);
+        in_bins += k.count;
+    }
+    /* the index of used chunks: every entry a used chunk found from its own address, one
+     * entry per used chunk */
+    int64_t indexed = 0;
+    for (uint32_t i = 0; i < b->used_cap; i++) {
+        int32_t h = b->used_tab[i];
+        if (h == PBL__BFC_NONE)
+            continue;
+        indexed++;
+        if (!c[h].in_use || pbl__bfc_used_find(b, c[h].ptr) != h) {
+            snprintf(b->errmsg, sizeof b->errmsg, "%s: check: the index of used chunks holds %s chunk at %p",
+                     b->name, c[h].in_use ? "an unreachable" : "a free", (void *)c[h].ptr);
             return PBL_ERR_INVALID_ARG;
         }
-        if (i >= 0)
-            in_bins += k.count;
+    }
+    if (indexed != live) {
+        snprintf(b->errmsg, sizeof b->errmsg, "%s: check: the index of used chunks holds %" PRId64 " chunks, the regions %" PRId64,
+                 b->name, indexed, live);
+        return PBL_ERR_INVALID_ARG;
     }
     const char *broken = NULL;
     if (in_bins != (size_t)free_chunks || free_chunks != b->st.n_free_chunks)

@@ -821,6 +821,37 @@ static void test_random_against_model(void **state)
     pbl_bfc_destroy(b);
 }
 
+/* Many live allocations, freed in a scrambled order: the index of used chunks (a hash table
+ * with backward-shift removal) must find every one and keep no stale entry. */
+static void test_many_live(void **state)
+{
+    enum { N = 20000 };
+    fake f;
+    pbl_bfc_options o = fake_options(&f, (size_t)1 << 30, 1 << 20);
+    pbl_bfc *b = make(&o);
+    static uintptr_t p[N];
+    for (int i = 0; i < N; i++) {
+        void *q;
+        assert_int_equal(pbl_bfc_alloc(b, 256 * (size_t)(1 + i % 3), &q), PBL_OK);
+        p[i] = (uintptr_t)q;
+    }
+    assert_int_equal(pbl_bfc_check(b), PBL_OK);
+    for (int k = 0; k < N; k++) {
+        int i = (int)(((uint64_t)k * 7919u) % N); /* 7919 is prime to N: a permutation */
+        assert_int_equal(pbl_bfc_free(b, (void *)p[i]), PBL_OK);
+        assert_int_equal(pbl_bfc_free(b, (void *)p[i]), PBL_ERR_INVALID_ARG);
+        if (k % 2500 == 0 && pbl_bfc_check(b) != PBL_OK)
+            fail_msg("after %d frees: %s", k + 1, pbl_bfc_errmsg(b));
+    }
+    pbl_bfc_stats st = stats(b);
+    assert_int_equal(st.in_use, 0);
+    assert_int_equal(st.n_live, 0);
+    assert_int_equal(st.n_bad_frees, N);
+    assert_int_equal(st.n_free_chunks, st.n_regions); /* every region one free chunk again */
+    assert_int_equal(pbl_bfc_check(b), PBL_OK);
+    pbl_bfc_destroy(b);
+}
+
 /* ---- bookkeeping allocation failures -------------------------------------------------------- */
 
 typedef struct counting {
@@ -977,6 +1008,7 @@ int main(void)
         cmocka_unit_test(test_trace),
         cmocka_unit_test(test_host_memory),
         cmocka_unit_test(test_random_against_model),
+        cmocka_unit_test(test_many_live),
         cmocka_unit_test(test_bookkeeping_failures),
         cmocka_unit_test(test_threads),
     };
