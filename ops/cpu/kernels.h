@@ -12,8 +12,11 @@ PBL__OP_LIST(PBL__CPU_DECL)
 #undef PBL__CPU_DECL
 
 /* Hot element-wise loops are compiled for AVX-512 and AVX2 beside the baseline, picked once
- * at load time by the dynamic linker (GCC target_clones), so one binary runs everywhere. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+ * at load time by the dynamic linker (GCC target_clones), so one binary runs everywhere.
+ * Not under ThreadSanitizer: the clones' ifunc resolvers are instrumented and run during
+ * relocation, before the TSan runtime is up, and crash the program at load. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
+    !defined(__SANITIZE_THREAD__)
 #define PBL__HOT __attribute__((target_clones("default", "avx2", "avx512f")))
 #else
 #define PBL__HOT
