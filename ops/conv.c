@@ -1,5 +1,6 @@
 /*
- * conv2d over NCHW and its gradient ops. Shape-only: planned, never run (no CPU kernel).
+ * conv2d over NCHW and its gradient ops. conv2d runs on the CPU (ops/cpu/conv.c: im2col + sgemm);
+ * the gradient ops are shape-only: planned, never run.
  *
  *   conv2d              x[N,C,H,W] w[Cout,C/groups,kh,kw] b?[Cout]  ->  y[N,Cout,OH,OW]
  *   conv2d_grad_input   dy[N,Cout,OH,OW] w                          ->  dx (shape: x's shape)
@@ -10,7 +11,7 @@
  * as an attribute rather than the tensor itself, so dx does not keep x alive (nor dw w): dx
  * reads w's data, dw reads x's, the bias gradient reads neither.
  */
-#include "ops/registry.h"
+#include "ops/cpu/kernels.h"
 #include "ops/window.h"
 
 enum { CV_STRIDE, CV_PAD, CV_DILATION, CV_GROUPS, CV_SHAPE };
@@ -142,6 +143,7 @@ const pbl__op pbl__op_conv2d = {
     .attrs = conv_attrs, .n_attrs = 4,
     .infer = conv_infer, .grad = conv_grad,
     .grad_reads_in = 0x3, /* w for dx, x for dw; b's data is never read */
+    .cpu = pbl__cpu_conv2d,
 };
 
 const pbl__op pbl__op_conv2d_grad_input = {

@@ -1,5 +1,7 @@
 /*
- * Pooling over NCHW and the gradient ops. Shape-only: planned, never run (no CPU kernel).
+ * Pooling over NCHW and the gradient ops. The forward ops run on the CPU (ops/cpu/pool.c;
+ * avg_pool2d divides by the taps inside x, ONNX's count_include_pad = 0); the gradient ops are
+ * shape-only: planned, never run.
  *
  *   max_pool2d            x[N,C,H,W]  ->  y[N,C,OH,OW]     kernel, stride, pad, dilation
  *   avg_pool2d            x[N,C,H,W]  ->  y[N,C,OH,OW]     kernel, stride, pad, dilation
@@ -11,7 +13,7 @@
  * Window attributes as in ops/window.h (ONNX's: stride defaults to 1, not to the kernel);
  * padding must be smaller than the kernel, so no window lies wholly in the padding.
  */
-#include "ops/registry.h"
+#include "ops/cpu/kernels.h"
 #include "ops/window.h"
 
 enum { PL_KERNEL, PL_STRIDE, PL_PAD, PL_DILATION, PL_SHAPE };
@@ -143,6 +145,7 @@ const pbl__op pbl__op_max_pool2d = {
     .attrs = pool_attrs, .n_attrs = 4,
     .infer = pool_infer, .grad = max_pool_grad,
     .grad_reads_in = 0x1, .grad_reads_out = 0x1, /* where the max was: x against y */
+    .cpu = pbl__cpu_max_pool2d,
 };
 
 const pbl__op pbl__op_max_pool2d_grad = {
@@ -155,6 +158,7 @@ const pbl__op pbl__op_avg_pool2d = {
     .name = "avg_pool2d", .n_in_min = 1, .n_in_max = 1, .n_out = 1,
     .attrs = pool_attrs, .n_attrs = 4,
     .infer = pool_infer, .grad = avg_pool_grad,
+    .cpu = pbl__cpu_avg_pool2d,
 };
 
 const pbl__op pbl__op_avg_pool2d_grad = {
@@ -220,6 +224,7 @@ static pbl_status global_pool_grad(pbl__grad_ctx *c)
 const pbl__op pbl__op_global_avg_pool = {
     .name = "global_avg_pool", .n_in_min = 1, .n_in_max = 1, .n_out = 1,
     .infer = global_pool_infer, .grad = global_pool_grad,
+    .cpu = pbl__cpu_global_avg_pool,
 };
 
 const pbl__op pbl__op_global_avg_pool_grad = {

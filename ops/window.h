@@ -66,6 +66,23 @@ static inline pbl_status pbl__window_parse(pbl__infer_ctx *c, const pbl__attr_va
     return PBL_OK;
 }
 
+/* The window of already-validated attributes (what a kernel reads: the node's shape rule
+ * checked them when it was built). kernel NULL leaves w->kernel at 1 for the caller. */
+static inline void pbl__window_of(const pbl__attr_val *kernel, const pbl__attr_val *stride,
+                                  const pbl__attr_val *pad, const pbl__attr_val *dilation, pbl__window *w)
+{
+    const pbl__attr_val *pairs[3] = { kernel, stride, dilation };
+    int64_t *dst[3] = { w->kernel, w->stride, w->dilation };
+    for (int k = 0; k < 3; k++) {
+        const pbl__attr_val *a = pairs[k];
+        dst[k][0] = a && a->n_ints ? a->ints[0] : 1;
+        dst[k][1] = a && a->n_ints ? a->ints[a->n_ints - 1] : 1;
+    }
+    for (int k = 0; k < 4; k++)
+        w->pad[k] = pad->n_ints == 0 ? 0 : pad->n_ints == 1 ? pad->ints[0]
+                  : pad->n_ints == 2 ? pad->ints[k % 2] : pad->ints[k];
+}
+
 /* The spatial output dims of window w over x (rank 4, NCHW) into oh/ow; 0 when the padded
  * input is smaller than the dilated kernel. */
 static inline void pbl__window_out(const pbl__window *w, const pbl_shape *x, int64_t out[2])

@@ -13,8 +13,9 @@
  *                to support (any status but PBL_ERR_UNSUPPORTED) — printed with the reason;
  *   unsupported  pebble said PBL_ERR_UNSUPPORTED: an op it does not map, an attribute value it
  *                cannot honour, or an op that is only planned (no CPU kernel yet).
- * Tolerance: |got − want| ≤ atol + rtol·|want| with rtol 1e-3, atol 1e-7 — the defaults the
- * ONNX backend test runner compares with (onnx/backend/test/runner). Outputs must also match
+ * Tolerance: |got − want| ≤ atol + rtol·|want| with rtol 1e-3, atol 1e-7 — the defaults of
+ * ONNX's own backend test loader (onnx/backend/test/loader/__init__.py, onnx 1.23; a test's
+ * data.json may override them there, which this program ignores). Outputs must also match
  * in shape and dtype. Exit status: 1 when fewer than N tests passed in all (--min-pass), else 0;
  * 77 (skipped) when no suite is installed.
  */

@@ -628,6 +628,188 @@ static void test_reshape_flatten_copy(void **state)
     assert_int_equal(fails, 0);
 }
 
+/* ---- conv2d, pools ------------------------------------------------------------------------------ */
+
+typedef struct win_case {
+    int64_t N, C, H, W, Co, KH, KW, groups;
+    int64_t stride[2], pad[4], dil[2];
+    int     bias;
+} win_case;
+
+static int64_t win_out(int64_t in, int64_t k, int64_t s, int64_t p0, int64_t p1, int64_t d)
+{
+    return (in + p0 + p1 - d * (k - 1) - 1) / s + 1;
+}
+
+/* conv2d against the definition: y[n,o,i,j] = b[o] + Σ_{c,u,v} x[n, g·C/G + c, i·s − p + u·d,
+ * j·s − p + v·d] · w[o, c, u, v] over taps inside x (g = o's group). */
+static int conv_case(th_rng *r, const win_case *k)
+{
+    int64_t OH = win_out(k->H, k->KH, k->stride[0], k->pad[0], k->pad[2], k->dil[0]);
+    int64_t OW = win_out(k->W, k->KW, k->stride[1], k->pad[1], k->pad[3], k->dil[1]);
+    int64_t Cg = k->C / k->groups, Cog = k->Co / k->groups;
+    th_set_case("conv2d x[%lld,%lld,%lld,%lld] w[%lld,%lld,%lld,%lld] groups %lld stride %lld,%lld pad %lld,%lld,%lld,%lld "
+                "dilation %lld,%lld%s", (long long)k->N, (long long)k->C, (long long)k->H, (long long)k->W,
+                (long long)k->Co, (long long)Cg, (long long)k->KH, (long long)k->KW, (long long)k->groups,
+                (long long)k->stride[0], (long long)k->stride[1], (long long)k->pad[0], (long long)k->pad[1],
+                (long long)k->pad[2], (long long)k->pad[3], (long long)k->dil[0], (long long)k->dil[1],
+                k->bias ? " bias" : "");
+    in_spec in[3] = { { .shape = PBL_SHAPE(k->N, k->C, k->H, k->W) }, { .shape = PBL_SHAPE(k->Co, Cg, k->KH, k->KW) },
+                      { .shape = PBL_SHAPE(k->Co) } };
+    pbl_attr at[] = { PBL_ATTR_INTS("stride", k->stride, 2), PBL_ATTR_INTS("pad", k->pad, 4),
+                      PBL_ATTR_INTS("dilation", k->dil, 2), PBL_ATTR_INT("groups", k->groups) };
+    one_node c;
+    if (one_build(&c, "conv2d", in, k->bias ? 3 : 2, at, 4))
+        return 1;
+    int64_t nx = numel(in[0].shape), nw = numel(in[1].shape), ny = k->N * k->Co * OH * OW;
+    float *x = th_falloc(nx), *w = th_falloc(nw), *b = th_falloc(k->Co), *y = th_falloc(ny);
+    double *want = th_dalloc(ny), *scale = th_dalloc(ny);
+    th_fill(r, x, nx, -1, 1);
+    th_fill(r, w, nw, -1, 1);
+    th_fill(r, b, k->Co, -1, 1);
+    int fails = one_run(&c, (const void *[]){ x, w, b });
+    fails += out_shape_is(&c, 0, PBL_SHAPE(k->N, k->Co, OH, OW));
+    if (!fails)
+        fails += read_value(&c, c.out[0], y, ny);
+    for (int64_t n = 0; n < k->N; n++)
+        for (int64_t o = 0; o < k->Co; o++)
+            for (int64_t i = 0; i < OH; i++)
+                for (int64_t j = 0; j < OW; j++) {
+                    int64_t g = o / Cog, at_ = ((n * k->Co + o) * OH + i) * OW + j;
+                    double s = k->bias ? b[o] : 0, a = k->bias ? fabs(b[o]) : 0;
+                    for (int64_t ci = 0; ci < Cg; ci++)
+                        for (int64_t u = 0; u < k->KH; u++)
+                            for (int64_t v = 0; v < k->KW; v++) {
+                                int64_t ih = i * k->stride[0] - k->pad[0] + u * k->dil[0];
+                                int64_t iw = j * k->stride[1] - k->pad[1] + v * k->dil[1];
+                                if (ih < 0 || ih >= k->H || iw < 0 || iw >= k->W)
+                                    continue;
+                                double p = (double)x[((n * k->C + g * Cg + ci) * k->H + ih) * k->W + iw] *
+                                           w[((o * Cg + ci) * k->KH + u) * k->KW + v];
+                                s += p;
+                                a += fabs(p);
+                            }
+                    want[at_] = s;
+                    scale[at_] = a;
+                }
+    if (!fails)
+        fails += th_close("y", y, want, scale, ny, 1e-6, 1e-5);
+    free(x), free(w), free(b), free(y), free(want), free(scale);
+    one_free(&c);
+    return fails;
+}
+
+static void test_conv2d(void **state)
+{
+    (void)state;
+    th_rng r = th_rng_seed(1313);
+    const win_case cases[] = {
+        { 2, 3, 5, 6, 4, 3, 3, 1, { 1, 1 }, { 1, 1, 1, 1 }, { 1, 1 }, 1 },   /* same padding */
+        { 1, 4, 7, 7, 6, 3, 2, 2, { 2, 1 }, { 0, 1, 1, 0 }, { 1, 1 }, 1 },   /* groups, strides, asymmetric pads */
+        { 2, 2, 8, 6, 3, 3, 3, 1, { 1, 2 }, { 2, 0, 2, 1 }, { 2, 1 }, 0 },   /* dilation, no bias */
+        { 3, 5, 4, 3, 2, 1, 1, 1, { 1, 1 }, { 0, 0, 0, 0 }, { 1, 1 }, 1 },   /* 1x1: read x in place */
+        { 1, 4, 5, 5, 4, 3, 3, 4, { 1, 1 }, { 1, 1, 1, 1 }, { 1, 1 }, 0 },   /* depthwise */
+    };
+    int fails = 0;
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++)
+        fails += conv_case(&r, &cases[i]);
+    assert_int_equal(fails, 0);
+}
+
+/* max / average over the window's taps inside x (padding is neither a max candidate nor counted) */
+static int pool_case(th_rng *r, const char *op, const win_case *k)
+{
+    int64_t OH = win_out(k->H, k->KH, k->stride[0], k->pad[0], k->pad[2], k->dil[0]);
+    int64_t OW = win_out(k->W, k->KW, k->stride[1], k->pad[1], k->pad[3], k->dil[1]);
+    th_set_case("%s x[%lld,%lld,%lld,%lld] kernel %lld,%lld stride %lld,%lld pad %lld,%lld,%lld,%lld dilation %lld,%lld",
+                op, (long long)k->N, (long long)k->C, (long long)k->H, (long long)k->W, (long long)k->KH,
+                (long long)k->KW, (long long)k->stride[0], (long long)k->stride[1], (long long)k->pad[0],
+                (long long)k->pad[1], (long long)k->pad[2], (long long)k->pad[3], (long long)k->dil[0],
+                (long long)k->dil[1]);
+    int is_max = strcmp(op, "max_pool2d") == 0;
+    in_spec in[1] = { { .shape = PBL_SHAPE(k->N, k->C, k->H, k->W) } };
+    int64_t kern[2] = { k->KH, k->KW };
+    pbl_attr at[] = { PBL_ATTR_INTS("kernel", kern, 2), PBL_ATTR_INTS("stride", k->stride, 2),
+                      PBL_ATTR_INTS("pad", k->pad, 4), PBL_ATTR_INTS("dilation", k->dil, 2) };
+    one_node c;
+    if (one_build(&c, op, in, 1, at, 4))
+        return 1;
+    int64_t nx = numel(in[0].shape), ny = k->N * k->C * OH * OW;
+    float *x = th_falloc(nx), *y = th_falloc(ny);
+    double *want = th_dalloc(ny);
+    th_fill(r, x, nx, -3, -1); /* all negative: a max that wrongly took a padding 0 shows */
+    int fails = one_run(&c, (const void *[]){ x });
+    fails += out_shape_is(&c, 0, PBL_SHAPE(k->N, k->C, OH, OW));
+    if (!fails)
+        fails += read_value(&c, c.out[0], y, ny);
+    for (int64_t p = 0; p < k->N * k->C; p++)
+        for (int64_t i = 0; i < OH; i++)
+            for (int64_t j = 0; j < OW; j++) {
+                double m = -INFINITY, s = 0;
+                int cnt = 0;
+                for (int64_t u = 0; u < k->KH; u++)
+                    for (int64_t v = 0; v < k->KW; v++) {
+                        int64_t ih = i * k->stride[0] - k->pad[0] + u * k->dil[0];
+                        int64_t iw = j * k->stride[1] - k->pad[1] + v * k->dil[1];
+                        if (ih < 0 || ih >= k->H || iw < 0 || iw >= k->W)
+                            continue;
+                        double t = x[(p * k->H + ih) * k->W + iw];
+                        m = t > m ? t : m;
+                        s += t;
+                        cnt++;
+                    }
+                want[(p * OH + i) * OW + j] = is_max ? m : s / cnt;
+            }
+    if (!fails)
+        fails += th_close("y", y, want, NULL, ny, 1e-7, 1e-6);
+    free(x), free(y), free(want);
+    one_free(&c);
+    return fails;
+}
+
+static void test_pools(void **state)
+{
+    (void)state;
+    th_rng r = th_rng_seed(1414);
+    const win_case cases[] = {
+        { 2, 3, 6, 6, 0, 2, 2, 1, { 2, 2 }, { 0, 0, 0, 0 }, { 1, 1 }, 0 },
+        { 1, 2, 5, 7, 0, 3, 3, 1, { 1, 2 }, { 1, 1, 2, 0 }, { 1, 1 }, 0 },
+        { 2, 1, 7, 6, 0, 2, 3, 1, { 2, 1 }, { 1, 0, 0, 2 }, { 2, 2 }, 0 },
+    };
+    int fails = 0;
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
+        fails += pool_case(&r, "max_pool2d", &cases[i]);
+        fails += pool_case(&r, "avg_pool2d", &cases[i]);
+    }
+    /* global average pooling: the mean of each (n, c) plane, spatial rank 2 and 1 */
+    const pbl_shape shapes[] = { PBL_SHAPE(2, 3, 4, 5), PBL_SHAPE(3, 2, 7) };
+    for (int i = 0; i < 2; i++) {
+        char sx[64];
+        th_set_case("global_avg_pool x%s", pbl_shape_str(&shapes[i], sx, sizeof sx));
+        in_spec in[1] = { { .shape = shapes[i] } };
+        one_node c;
+        fails += one_build(&c, "global_avg_pool", in, 1, NULL, 0);
+        int64_t nx = numel(shapes[i]), NC = shapes[i].dim[0] * shapes[i].dim[1], S = nx / NC;
+        float *x = th_falloc(nx), *y = th_falloc(NC);
+        double *want = th_dalloc(NC);
+        th_fill(&r, x, nx, -2, 2);
+        if (!fails)
+            fails += one_run(&c, (const void *[]){ x });
+        if (!fails)
+            fails += read_value(&c, c.out[0], y, NC);
+        for (int64_t p = 0; p < NC; p++) {
+            for (int64_t q = 0; q < S; q++)
+                want[p] += x[p * S + q];
+            want[p] /= (double)S;
+        }
+        if (!fails)
+            fails += th_close("y", y, want, NULL, NC, 1e-7, 1e-6);
+        free(x), free(y), free(want);
+        one_free(&c);
+    }
+    assert_int_equal(fails, 0);
+}
+
 /* ---- concat ---------------------------------------------------------------------------------- */
 
 /* Three inputs x_i: shape `base` with dim `axis` set to len[i]; y against an index-by-index
@@ -1156,6 +1338,8 @@ int main(void)
         cmocka_unit_test(test_reductions),
         cmocka_unit_test(test_reshape_flatten_copy),
         cmocka_unit_test(test_concat),
+        cmocka_unit_test(test_conv2d),
+        cmocka_unit_test(test_pools),
         cmocka_unit_test(test_dropout_p0_is_identity),
         cmocka_unit_test(test_dropout_half),
         cmocka_unit_test(test_scale_fill),

@@ -32,13 +32,20 @@
  * mse_loss_grad               pred target dloss       dpred
  *
  *
- * Shape-only ops (planned, never run: the CPU backend refuses them with PBL_ERR_UNSUPPORTED;
- * they let pebble plan convolutional networks and transformers):
+ * div                         a, b (bcast)            y = a / b
+ * concat                      x1..x16 (one dtype)     y            axis (required); all dims but
+ *                                                                  axis agree; not differentiable
+ *
+ * Convolution and pooling (the forward ops run on the CPU; their gradient ops are shape-only):
  * conv2d                      x[N,C,H,W] w[Co,C/g,kh,kw] b?[Co]  y  stride, pad (1, 2 or 4 ints),
  *                                                                   dilation, groups (1)
  * max_pool2d / avg_pool2d     x[N,C,H,W]              y            kernel (required), stride (1),
- *                                                                  pad, dilation
+ *                                                                  pad, dilation; avg divides by
+ *                                                                  the taps inside x (not pads)
  * global_avg_pool             x[N,C,...]              y[N,C,1,...]
+ *
+ * Shape-only ops (planned, never run: the CPU backend refuses them with PBL_ERR_UNSUPPORTED;
+ * they let pebble plan convolutional networks and transformers):
  * batch_norm                  x[N,C,...] scale[C] bias[C]  y, mean, inv_std   eps (1e-5)
  * layer_norm                  x[...,D] gamma[D] beta[D]    y, mean, inv_std   eps (1e-5)
  * embedding                   ids (i32, any rank) table[V,D]  y[...,D]
