@@ -10,6 +10,8 @@
  *           steps of other streams before it and an event record after it when another
  *           stream waits for it; then one sync (executor/backend.h describes the protocol).
  *           One stream (the default) runs everything in order on the calling thread.
+ *           In dynamic mode the DTR runtime (executor/dtr.c) runs the schedule instead,
+ *           allocating from a pool as it goes.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +19,7 @@
 #include <string.h>
 
 #include "executor/backend.h"
+#include "executor/dtr.h"
 #include "executor/exec_internal.h"
 #include "executor/storage.h"
 #include "executor/stream_sync.h"
@@ -55,6 +58,7 @@ struct pbl_exec {
     size_t              n_io;
     void               *arena;
     void               *variables;
+    pbl__dtr           *dtr;          /* dynamic mode's runtime, else NULL */
     int                 dirty;        /* bindings changed: refresh pointers before running */
     int32_t            *poison_start; /* poison: records whose last access is step t - 1 are */
     int32_t            *poison_rec;   /* poison_rec[poison_start[t] .. poison_start[t+1]) */
@@ -68,7 +72,7 @@ PBL__API pbl_exec_options pbl_exec_options_default(void)
 {
     pbl_exec_options o = { .allocator = NULL, .backend = PBL_BACKEND_CPU, .storage = PBL_STORAGE_PLANNED,
                            .strategy = NULL, .poison = 0, .threads = 0, .flush_denormals = 1,
-                           .targets = NULL, .n_targets = 0 };
+                           .targets = NULL, .n_targets = 0, .budget = 0, .trace = NULL, .evict_log = NULL };
     return o;
 }
 
@@ -93,6 +97,7 @@ PBL__API void pbl_exec_destroy(pbl_exec *e)
 {
     if (!e)
         return;
+    pbl__dtr_destroy(e->dtr); /* before the backend closes: it frees pool memory there */
     if (e->bctx) {
         e->be->free(e->bctx, e->arena, e->st.arena_bytes);
         e->be->free(e->bctx, e->variables, e->st.variable_bytes);
@@ -167,6 +172,8 @@ static void refresh_pointers(pbl_exec *e)
         case PBL__PLACE_ALIAS:
         case PBL__PLACE_NONE:
             e->ptr[v] = NULL;
+            break;
+        case PBL__PLACE_DYNAMIC: /* the dynamic runtime sets it (kept outputs after a run) */
             break;
         }
     }
@@ -349,8 +356,8 @@ static pbl_status create_steps(pbl_exec *e, const pbl_exec_options *o, const int
     if (s == PBL_OK)
         s = build_steps(e, order, stream, n_order);
     pbl__mem_free(&e->mem, stream, (size_t)(n_order ? n_order : 1) * sizeof *stream);
-    if (s == PBL_OK && o->poison)
-        s = build_poison_lists(e);
+    if (s == PBL_OK && o->poison && o->storage != PBL_STORAGE_DYNAMIC)
+        s = build_poison_lists(e); /* dynamic mode frees bytes instead of reusing them */
     if (s == PBL_OK)
         s = build_sync(e, o->poison);
     return s;
@@ -431,6 +438,14 @@ static pbl_status create(pbl_exec **out, const pbl_graph *g, const pbl_exec_opti
             s = e->be->sync(e->bctx, NULL);
         if (s != PBL_OK)
             pbl__exec_fail(e, s, "zero-filling the variables on the %s backend failed", e->be->name);
+    }
+    if (s == PBL_OK && o.storage == PBL_STORAGE_DYNAMIC) {
+        pbl__dtr_config dc = { .g = g, .st = &e->st, .be = e->be, .bctx = e->bctx, .mem = &e->mem,
+                               .budget = o.budget, .trace = o.trace, .log = o.evict_log };
+        char why[512] = "";
+        s = pbl__dtr_create(&e->dtr, &dc, why, sizeof why);
+        if (s != PBL_OK)
+            pbl__exec_fail(e, s, "%s", why);
     }
     if (s == PBL_OK) {
         for (pbl_value v = 0; v < g->n_values; v++)
@@ -583,7 +598,13 @@ PBL__API pbl_status pbl_exec_run(pbl_exec *e)
     if (e->be->run_begin)
         e->be->run_begin(e->bctx);
     pbl_status s = PBL_OK;
-    for (int32_t i = 0; i < e->n_steps && s == PBL_OK; i++)
+    if (e->dtr) {
+        char why[512] = "";
+        s = pbl__dtr_run(e->dtr, e->ptr, e->runs, why, sizeof why);
+        if (s != PBL_OK)
+            pbl__exec_fail(e, s, "%s", why);
+    }
+    for (int32_t i = 0; i < e->n_steps && s == PBL_OK && !e->dtr; i++)
         s = enqueue_step(e, i);
     /* always sync: queued work must finish before the caller touches its buffers */
     const pbl__kargs *failed = NULL;
@@ -616,6 +637,19 @@ PBL__API pbl_status pbl_exec_stats_get(const pbl_exec *e, pbl_exec_stats *out)
                              .host_peak = e->mem.peak, .naive_bytes = e->st.naive_bytes,
                              .lower_bound = e->st.lower_bound, .records = e->st.live.n_records,
                              .inplace = e->st.live.n_inplace, .strategy = e->st.strategy };
+    if (e->dtr) {
+        pbl__dtr_stats ds;
+        pbl__dtr_stats_get(e->dtr, &ds);
+        out->dynamic_budget = ds.budget;
+        out->dynamic_min_budget = ds.min_budget;
+        out->dynamic_peak = ds.peak;
+        out->dynamic_unlimited_peak = ds.unlimited_peak;
+        out->evictions = ds.evictions;
+        out->remat_ops = ds.remat_ops;
+        out->remat_depth = ds.max_depth > 0 ? ds.max_depth - 1 : 0;
+        out->dynamic_pool_bytes = ds.pool_bytes;
+        out->dynamic_pool_peak_in_use = ds.pool_peak_in_use;
+    }
     return PBL_OK;
 }
 
@@ -632,6 +666,16 @@ PBL__API pbl_status pbl_exec_dump_plan(const pbl_exec *e, FILE *f)
 {
     if (!e || !f)
         return PBL_ERR_INVALID_ARG;
+    if (e->dtr) {
+        pbl_exec_stats st;
+        pbl_exec_stats_get(e, &st);
+        fprintf(f, "dynamic mode: nothing planned; budget %llu bytes (0: none), largest working set %llu, "
+                   "peak %llu (without a budget %llu); last run: %lld evictions, %lld kernels re-run\n",
+                (unsigned long long)st.dynamic_budget, (unsigned long long)st.dynamic_min_budget,
+                (unsigned long long)st.dynamic_peak, (unsigned long long)st.dynamic_unlimited_peak,
+                (long long)st.evictions, (long long)st.remat_ops);
+        return ferror(f) ? PBL_ERR_IO : PBL_OK;
+    }
     const pbl_graph_records *lv = &e->st.live;
     const pbl_graph *g = e->g;
     int32_t nr = lv->n_records;

@@ -21,7 +21,7 @@ void pbl__storage_free(pbl__storage *s, pbl__mem *m)
 static uint64_t align_up(uint64_t x) { return (x + PBL__ALIGN - 1) & ~(uint64_t)(PBL__ALIGN - 1); }
 
 /* Variables first (their own region), then node outputs from their records. */
-static void place_values(const pbl_graph *g, pbl__storage *s, int planned)
+static void place_values(const pbl_graph *g, pbl__storage *s, int planned, int dynamic)
 {
     for (pbl_value v = 0; v < g->n_values; v++) {
         s->alias[v] = PBL_NONE;
@@ -38,6 +38,12 @@ static void place_values(const pbl_graph *g, pbl__storage *s, int planned)
         for (int32_t k = 0; k < nd->n_out; k++) {
             pbl_value v = nd->out[k];
             int32_t r = s->live.value_record[v];
+            if (r >= 0 && dynamic) {
+                s->place[v] = PBL__PLACE_DYNAMIC;
+                s->kept[v] = s->live.records[r].last == s->live.n_steps;
+                s->naive_bytes = align_up(s->naive_bytes + pbl__meta_bytes(&g->values[v].meta));
+                continue;
+            }
             if (r >= 0) {
                 s->place[v] = PBL__PLACE_ARENA;
                 s->offset[v] = (uint64_t)s->plan.offset[r];
@@ -62,12 +68,12 @@ pbl_status pbl__storage_plan(const pbl_graph *g, const pbl_exec_options *o, pbl_
                              char *err, size_t errlen)
 {
     memset(s, 0, sizeof *s);
-    int planned = o->storage == PBL_STORAGE_PLANNED;
-    if (!planned && o->storage != PBL_STORAGE_NAIVE) {
+    int planned = o->storage == PBL_STORAGE_PLANNED, dynamic = o->storage == PBL_STORAGE_DYNAMIC;
+    if (!planned && !dynamic && o->storage != PBL_STORAGE_NAIVE) {
         snprintf(err, errlen, "storage mode %d is not supported", (int)o->storage);
         return PBL_ERR_INVALID_ARG;
     }
-    s->strategy = planned ? (o->strategy ? o->strategy : "best") : "naive";
+    s->strategy = dynamic ? "dynamic" : planned ? (o->strategy ? o->strategy : "best") : "naive";
     pbl_liveness_options lo = pbl_liveness_options_default();
     lo.allocator = o->allocator;
     lo.align = PBL__ALIGN;
@@ -81,8 +87,9 @@ pbl_status pbl__storage_plan(const pbl_graph *g, const pbl_exec_options *o, pbl_
     po.allocator = o->allocator;
     po.align = PBL__ALIGN;
     char why[256] = "";
-    st = pbl_plan_records(s->live.records, s->live.n_records, s->strategy, &po, &s->plan, why, sizeof why);
-    if (st == PBL_OK)
+    if (!dynamic) /* dynamic mode plans nothing: s->plan stays empty */
+        st = pbl_plan_records(s->live.records, s->live.n_records, s->strategy, &po, &s->plan, why, sizeof why);
+    if (st == PBL_OK && !dynamic)
         st = pbl_plan_verify(s->live.records, s->live.n_records, &s->plan, PBL__ALIGN, 0, why, sizeof why);
     if (st != PBL_OK) {
         snprintf(err, errlen, "planning storage with '%s': %s", s->strategy, why);
@@ -103,6 +110,6 @@ pbl_status pbl__storage_plan(const pbl_graph *g, const pbl_exec_options *o, pbl_
         pbl__storage_free(s, m);
         return PBL_ERR_NOMEM;
     }
-    place_values(g, s, planned);
+    place_values(g, s, planned, dynamic);
     return PBL_OK;
 }

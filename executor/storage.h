@@ -2,7 +2,8 @@
  * The storage step: where every value of the schedule lives. The executor asks it once, then
  * binds addresses. It runs liveness (graph -> usage records and the schedule), plans the
  * records with a strategy of the planner core, verifies the result, and gives every value a
- * place. PBL_STORAGE_NAIVE is the `naive` strategy without in-place sharing.
+ * place. PBL_STORAGE_NAIVE is the `naive` strategy without in-place sharing. PBL_STORAGE_DYNAMIC
+ * takes no in-place offers and plans nothing: node outputs are placed in the dynamic pool.
  */
 #ifndef PBL_STORAGE_H
 #define PBL_STORAGE_H
@@ -16,6 +17,7 @@ typedef enum pbl__place {
     PBL__PLACE_VARIABLE,  /* a variable: caller buffer if bound, else the variable region */
     PBL__PLACE_ARENA,     /* node output at `offset` in the arena */
     PBL__PLACE_ALIAS,     /* the storage of value `alias` (a variable an update writes in place) */
+    PBL__PLACE_DYNAMIC,   /* node output allocated from the pool as it runs (executor/dtr.c) */
 } pbl__place;
 
 typedef struct pbl__storage {

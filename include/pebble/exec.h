@@ -23,6 +23,28 @@
  * options restricts it to what some outputs need (an evaluation executor over a training
  * graph runs only the forward pass, sharing parameters through pbl_exec_bind).
  *
+ * Dynamic mode (storage = PBL_STORAGE_DYNAMIC). Nothing is planned ahead: the schedule runs
+ * node by node, each node output is allocated from a pool when its node runs and freed after
+ * its last reader (graph outputs stay until the next run). With `budget` set, the pool's
+ * charged bytes (each tensor rounded up to 256) never exceed it: when an allocation would,
+ * the resident tensor with the smallest h_DTR = cost / (bytes x staleness) is evicted, its
+ * cost including that of the evicted tensors around it (h_DTR^eq of Kirisame et al., "Dynamic
+ * Tensor Rematerialization", ICLR 2021, as MegEngine implements it), and an evicted tensor is
+ * recomputed by re-running its producer when it is read again. Costs are estimated from shapes
+ * (multiply-adds and elements touched), staleness counts kernels, so runs are reproducible.
+ * Never evicted: variables (they are outside the pool and the budget), update outputs, the
+ * running node's inputs and outputs, and any tensor that could only be recomputed after an
+ * update overwrote a weight it depends on. Results are bit-identical to planned storage.
+ * pbl_exec_create checks the budget with a dry run (no kernels, the same decisions) and
+ * returns PBL_ERR_BUDGET, naming the smallest budget that works, when it cannot run the graph.
+ * The pool is a BFC pool (pebble/bfc.h) over the backend's memory, told to split every chunk
+ * so that a tensor's chunk is its size rounded up to 256: the budget is the pool's in-use
+ * bytes; the regions it holds may exceed it by fragmentation (dynamic_pool_bytes).
+ * `trace` is the pool's allocation trace (pbl_bfc_options.trace: "op,id,bytes" rows, the
+ * format bench/bfc_replay reads); `evict_log` gets a CSV row per eviction and
+ * rematerialisation: `event,run,clock,value,bytes,detail` (detail: h_DTR^eq of the victim;
+ * the nesting of a rematerialisation).
+ *
  * The graph must outlive the executor and must not change while it exists.
  * Thread-safety: one executor is used by one thread at a time; executors are independent.
  */
@@ -44,6 +66,10 @@ typedef enum pbl_backend_kind {
 typedef enum pbl_storage_mode {
     PBL_STORAGE_NAIVE,   /* every node output its own bytes in the arena, no reuse */
     PBL_STORAGE_PLANNED, /* liveness + in-place + a planner strategy: one small arena (default) */
+    PBL_STORAGE_DYNAMIC, /* eager: each output allocated from a pool as its node runs and freed
+                            after its last reader; with a `budget`, Dynamic Tensor
+                            Rematerialization evicts and recomputes tensors to stay within it
+                            (see "Dynamic mode" above) */
 } pbl_storage_mode;
 
 typedef struct pbl_exec_options {
@@ -63,6 +89,13 @@ typedef struct pbl_exec_options {
                                        0 keeps full IEEE gradual underflow. */
     const char *const   *targets;   /* output names to compute; NULL: all outputs + updates */
     int32_t              n_targets;
+    uint64_t             budget;    /* PBL_STORAGE_DYNAMIC: most pool bytes (each tensor counted
+                                       rounded up to 256, as the pool's chunks are); 0: no limit */
+    FILE                *trace;     /* PBL_STORAGE_DYNAMIC: NULL, or a stream for the pool's
+                                       allocation trace (see "Dynamic mode" above); it must stay
+                                       open until the executor is destroyed */
+    FILE                *evict_log; /* PBL_STORAGE_DYNAMIC: NULL, or a stream for a CSV row per
+                                       eviction and rematerialisation; open until the last run */
 } pbl_exec_options;
 
 pbl_exec_options pbl_exec_options_default(void);
@@ -102,7 +135,19 @@ typedef struct pbl_exec_stats {
     uint64_t lower_bound;    /* the most bytes live at one step: no plan of these records is smaller */
     int32_t  records;        /* usage records planned (values sharing in place count once) */
     int32_t  inplace;        /* in-place offers taken */
-    const char *strategy;    /* the strategy that planned the arena */
+    const char *strategy;    /* the strategy that planned the arena ("dynamic" in dynamic mode) */
+    /* dynamic mode (zero otherwise) */
+    uint64_t dynamic_budget;    /* the budget (0: none) */
+    uint64_t dynamic_min_budget;/* the largest single-node working set: no smaller budget works */
+    uint64_t dynamic_peak;      /* most pool bytes held at once in the last run (charged) */
+    uint64_t dynamic_unlimited_peak; /* the same with no budget (checked at create) */
+    int64_t  evictions;         /* tensors evicted in the last run */
+    int64_t  remat_ops;         /* kernels re-run to rematerialise in the last run */
+    int32_t  remat_depth;       /* deepest nesting of rematerialisations in the last run
+                                   (a tensor recomputed to recompute another: 2, ...) */
+    uint64_t dynamic_pool_bytes;/* bytes the pool holds from the backend now */
+    uint64_t dynamic_pool_peak_in_use; /* the pool's own count of its peak in-use bytes: equal
+                                   to the largest dynamic_peak of any run */
 } pbl_exec_stats;
 
 /* Writes the storage plan: one line per record (offset, bytes, live steps, the values in it),
