@@ -141,6 +141,10 @@ static void put_double(text *t, double x)
         if (memcmp(&back, &x, sizeof x) == 0)
             break;
     }
+    /* under a locale whose decimal point is not '.', %g wrote that; JSON wants '.' */
+    for (char *c = buf; *c; c++)
+        if (!((*c >= '0' && *c <= '9') || *c == 'e' || *c == 'E' || *c == '+' || *c == '-'))
+            *c = '.';
     puts_(t, buf);
     if (!strpbrk(buf, ".eE"))
         puts_(t, ".0");

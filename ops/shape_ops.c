@@ -18,6 +18,9 @@ static pbl_status reshape_infer(pbl__infer_ctx *c)
         else if (s->ints[i] <= 0)
             return pbl__infer_fail(c, PBL_ERR_ATTR, "shape dim %d is %lld; dims must be positive (one may be -1)",
                                    (int)i, (long long)s->ints[i]);
+        else if (known > n / s->ints[i]) /* more elements than x has: no need to multiply on (overflow) */
+            return pbl__infer_fail(c, PBL_ERR_SHAPE, "x is %s (%lld elements); the new shape has more",
+                                   pbl_shape_str(&c->in[0].shape, sx, sizeof sx), (long long)n);
         else
             known *= s->ints[i];
     }

@@ -17,7 +17,12 @@ typedef struct pbl__window {
     int64_t pad[4];       /* top, left, bottom, right */
 } pbl__window;
 
-/* a->ints as 2 ints (1 value: both), each >= lo; empty gives `dflt`. Fails with PBL_ERR_ATTR. */
+/* The largest kernel, stride, dilation or pad: far beyond any tensor's dims (2^40 elements at
+ * most), and small enough that dilation·(kernel − 1) and in + pads cannot overflow int64. */
+#define PBL__WINDOW_MAX INT64_C(2147483647)
+
+/* a->ints as 2 ints (1 value: both), each in lo..PBL__WINDOW_MAX; empty gives `dflt`. Fails
+ * with PBL_ERR_ATTR. */
 static inline pbl_status pbl__window_pair(pbl__infer_ctx *c, const pbl__attr_val *a, const char *what,
                                           int64_t dflt, int64_t lo, int64_t out[2])
 {
@@ -27,9 +32,9 @@ static inline pbl_status pbl__window_pair(pbl__infer_ctx *c, const pbl__attr_val
     out[0] = a->n_ints == 0 ? dflt : a->ints[0];
     out[1] = a->n_ints == 0 ? dflt : a->ints[a->n_ints - 1];
     for (int k = 0; k < 2; k++)
-        if (out[k] < lo)
-            return pbl__infer_fail(c, PBL_ERR_ATTR, "%s is %lld; it must be at least %lld", what,
-                                   (long long)out[k], (long long)lo);
+        if (out[k] < lo || out[k] > PBL__WINDOW_MAX)
+            return pbl__infer_fail(c, PBL_ERR_ATTR, "%s is %lld; it must be %lld..%lld", what,
+                                   (long long)out[k], (long long)lo, (long long)PBL__WINDOW_MAX);
     return PBL_OK;
 }
 
@@ -59,8 +64,9 @@ static inline pbl_status pbl__window_parse(pbl__infer_ctx *c, const pbl__attr_va
     for (int k = 0; k < 4; k++) {
         int64_t p = pad->n_ints == 0 ? 0 : pad->n_ints == 1 ? pad->ints[0]
                   : pad->n_ints == 2 ? pad->ints[k % 2] : pad->ints[k];
-        if (p < 0)
-            return pbl__infer_fail(c, PBL_ERR_ATTR, "pad is %lld; it must not be negative", (long long)p);
+        if (p < 0 || p > PBL__WINDOW_MAX)
+            return pbl__infer_fail(c, PBL_ERR_ATTR, "pad is %lld; it must be 0..%lld", (long long)p,
+                                   (long long)PBL__WINDOW_MAX);
         w->pad[k] = p;
     }
     return PBL_OK;

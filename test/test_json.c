@@ -427,6 +427,37 @@ static void test_order_and_minor_version(void **state)
     assert_int_equal(pbl_graph_find_node(g, "b"), 1);
     assert_int_equal(pbl_graph_output(g, "y"), pbl_graph_find_value(g, "b"));
     pbl_graph_destroy(g);
+
+    /* node a rewired to read node b, made after it: a valid graph whose nodes are out of
+     * topological order; it loads with b first, and saves are stable from then on */
+    assert_int_equal(pbl_graph_create(&g, NULL), PBL_OK);
+    pbl_value x = pbl_input(g, "x", PBL_SHAPE(4, 3));
+    pbl_node a;
+    pbl_value ya;
+    pbl_node_desc da = { .op = "relu", .name = "a", .inputs = &x, .n_inputs = 1 };
+    assert_int_equal(pbl_graph_add_node(g, &da, &a, &ya), PBL_OK);
+    pbl_value yb = pbl_tanh(g, x);
+    assert_int_equal(pbl_graph_set_input(g, a, 0, yb), PBL_OK);
+    assert_int_equal(pbl_graph_set_output(g, "y", ya), PBL_OK);
+    assert_int_equal(pbl_graph_validate(g), PBL_OK);
+    size_t n1, n2, n3;
+    char *t1 = to_json(g, &n1);
+    pbl_graph *h1 = from_json(t1, n1);
+    assert_int_equal(pbl_graph_find_node(h1, "a"), 1);
+    pbl_node_info ni;
+    assert_int_equal(pbl_graph_node_info(h1, 1, &ni), PBL_OK);
+    assert_int_equal(ni.inputs[0], pbl_graph_find_value(h1, "tanh1"));
+    char *t2 = to_json(h1, &n2);
+    pbl_graph *h2 = from_json(t2, n2);
+    char *t3 = to_json(h2, &n3);
+    assert_int_equal(n2, n3);
+    assert_memory_equal(t2, t3, n2);
+    pbl_json_free(t1);
+    pbl_json_free(t2);
+    pbl_json_free(t3);
+    pbl_graph_destroy(h2);
+    pbl_graph_destroy(h1);
+    pbl_graph_destroy(g);
 }
 
 /* ---- memory ---------------------------------------------------------------------------------- */

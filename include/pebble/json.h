@@ -5,7 +5,9 @@
  * its nodes in order (forward, backward and optimizer updates, with the attributes the
  * builder was given), and its named outputs. Saving, loading and saving again gives the same
  * bytes, and a loaded graph has the same value and node ids as the one saved, so it plans
- * and runs identically.
+ * and runs identically. (The one exception: a graph in which pbl_graph_set_input made a node
+ * read a later node's output loads with its nodes in a topological order, so its ids differ;
+ * from then on its saves are stable.)
  *
  *     char err[512];
  *     if (pbl_graph_save_json(g, "mlp.json", err, sizeof err) != PBL_OK)
