@@ -91,12 +91,12 @@ PBL__API pbl_status pbl_viz_plan_records(const pbl_usage_record *r, int32_t n, c
     out->records = r;
     out->n_records = n;
     out->align = o.align;
-    out->lower_bound = pbl_records_lower_bound(r, n);
-    if (out->lower_bound < 0)
-        return say(err, errlen, PBL_ERR_NOMEM, "viz: out of memory for the lower bound");
     pbl_status s = live_curve(out);
     if (s != PBL_OK)
         return say(err, errlen, s, "viz: out of memory for the live-bytes curve of %d records", (int)n);
+    for (int32_t j = 0; j < out->n_points; j++) /* the curve's peak is the lower bound */
+        if (out->live[j] > out->lower_bound)
+            out->lower_bound = out->live[j];
     out->strategies = pbl__plan_alloc(o.allocator, (size_t)count * sizeof *out->strategies);
     if (!out->strategies)
         return say(err, errlen, PBL_ERR_NOMEM, "viz: out of memory for %d strategies", (int)count);

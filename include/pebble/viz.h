@@ -63,7 +63,7 @@ typedef struct pbl_viz_plan {
     const pbl_usage_record *records;     /* the caller's, borrowed: keep them while p lives */
     int32_t                 n_records;
     int64_t                 align;
-    int64_t                 lower_bound; /* pbl_records_lower_bound */
+    int64_t                 lower_bound; /* the curve's peak (pbl_records_lower_bound) */
     /* The live-bytes curve, a step function: live[k] bytes from time[k] up to time[k + 1];
      * the last point has 0 bytes. The distinct firsts and lasts, ascending. */
     int64_t                *time, *live;
