@@ -160,7 +160,7 @@ static int32_t evicted_neighbours(pbl__dtr *d, pbl_value v)
             int32_t nvals = pass ? nd->n_out : nd->n_in;
             for (int32_t k = 0; k < nvals; k++) {
                 pbl_value u = vals[k];
-                if (!d->dyn[u] || d->state[u] != T_EVICTED || d->set[u] < 0)
+                if (!d->dyn[u] || (d->state[u] != T_EVICTED && d->state[u] != T_DEAD) || d->set[u] < 0)
                     continue;
                 int32_t r = pbl__dtr_dsu_find(&d->dsu, d->set[u]);
                 int32_t j = 0;
@@ -198,20 +198,28 @@ static pbl_value pick_victim(pbl__dtr *d, double *score)
     return best;
 }
 
-static pbl_status evict(pbl__dtr *d, pbl_value v, double score, char *err, size_t errlen)
+/* Drops v's bytes: evicted (still to be read) or dead (read by no later node, but maybe by a
+ * rematerialisation). Either way it joins the union-find with its evicted neighbours, as
+ * MegEngine drops rather than frees a tensor that a recomputation may still need. */
+static pbl_status drop(pbl__dtr *d, pbl_value v, int st, char *err, size_t errlen)
 {
     int32_t n = evicted_neighbours(d, v);
     int32_t s = pbl__dtr_dsu_add(&d->dsu, d->mem, d->node_cost[d->g->values[v].producer]);
     if (s < 0)
-        return fail(err, errlen, PBL_ERR_NOMEM, "dynamic mode: out of memory evicting '%s'", vname(d, v));
+        return fail(err, errlen, PBL_ERR_NOMEM, "dynamic mode: out of memory dropping '%s'", vname(d, v));
     for (int32_t j = 0; j < n; j++)
         pbl__dtr_dsu_union(&d->dsu, s, d->roots[j]);
-    log_row(d, "evict", v, score);
     release(d, v);
-    set_state(d, v, T_EVICTED);
+    set_state(d, v, st);
     d->set[v] = s;
-    d->evictions++;
     return PBL_OK;
+}
+
+static pbl_status evict(pbl__dtr *d, pbl_value v, double score, char *err, size_t errlen)
+{
+    log_row(d, "evict", v, score);
+    d->evictions++;
+    return drop(d, v, T_EVICTED, err, errlen);
 }
 
 /* Pool bytes for v, evicting until the budget holds them. */
@@ -296,10 +304,9 @@ static pbl_status exec_node(pbl__dtr *d, void **ptr, const frame *f, char *err, 
         d->last[v] = d->clock;
         if (!f->remat)
             d->uses_left[v]--;
-        if (d->uses_left[v] == 0 && !d->kept[v] && !d->pin[v] && d->state[v] == T_RESIDENT) {
-            release(d, v);
-            set_state(d, v, T_DEAD);
-        }
+        if (d->uses_left[v] == 0 && !d->kept[v] && !d->pin[v] && d->state[v] == T_RESIDENT &&
+            (s = drop(d, v, T_DEAD, err, errlen)) != PBL_OK)
+            return s;
     }
     for (int32_t k = 0; k < nd->n_out; k++) {
         pbl_value v = nd->out[k];
@@ -312,8 +319,9 @@ static pbl_status exec_node(pbl__dtr *d, void **ptr, const frame *f, char *err, 
             log_row(d, "remat", v, (double)(d->depth - 1));
         d->set[v] = -1;
         if (d->uses_left[v] == 0 && !d->kept[v] && v != f->target) {
-            release(d, v); /* nobody reads it (an unused output, or a dead sibling recomputed) */
-            set_state(d, v, T_DEAD);
+            /* nobody reads it (an unused output, or a dead sibling recomputed) */
+            if ((s = drop(d, v, T_DEAD, err, errlen)) != PBL_OK)
+                return s;
         } else {
             set_state(d, v, T_RESIDENT);
         }

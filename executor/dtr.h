@@ -9,7 +9,8 @@
  *
  *     h(t) = (cost(t) + cost of the evicted components next to t) / (charge(t) * staleness(t))
  *
- * is evicted (executor/dtr_heuristic.c). An evicted tensor that is read again is recomputed by
+ * is evicted (executor/dtr_heuristic.c). Tensors freed after their last reader count as
+ * evicted here (a recomputation may still need them), as MegEngine drops them. An evicted tensor that is read again is recomputed by
  * re-running its producer, whose own evicted inputs are recomputed first — an explicit stack
  * of frames, never C recursion, so a chain of any length works.
  *
