@@ -99,8 +99,8 @@ void cli_records_free(cli_records *r);
 int cli_viz(int argc, char **argv);
 extern const char   cli_viz_html[];
 extern const size_t cli_viz_html_len;
-/* Writes the static SVG picture of strategy k of p to f. */
-void cli_viz_svg(FILE *f, const pbl_viz_plan *p, int32_t k, const char *title, const char *const *ids);
+/* Writes the static SVG picture of strategy k of p, named and coloured from l, to f. */
+void cli_viz_svg(FILE *f, const pbl_viz_plan *p, int32_t k, const pbl_viz_labels *l);
 
 /* Writes s as a JSON string (quotes included). */
 void cli_json_string(FILE *f, const char *s);

@@ -170,7 +170,7 @@ static int write_html(FILE *f, viz_job *job)
 
 static int write_svg(FILE *f, viz_job *job)
 {
-    cli_viz_svg(f, job->plan, job->strategy, job->labels->title, job->labels->ids);
+    cli_viz_svg(f, job->plan, job->strategy, job->labels);
     return 0;
 }
 

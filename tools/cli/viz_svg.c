@@ -59,15 +59,20 @@ static ticks ticks_for(double span, int target, int bytes)
     return t;
 }
 
-/* Colour of record i: hues spread by the golden angle, so neighbours differ. */
-static void colour(int32_t i, char *buf, size_t cap)
+/* Colour of record i: hues spread by the golden angle, so neighbours differ; for graphs, as
+ * the page does, forward tensors in blues and greens, gradients in oranges and reds. */
+static void colour(int32_t i, int backward, int graph, char *buf, size_t cap)
 {
-    double h = fmod(i * 137.508, 360.0);
-    snprintf(buf, cap, "hsl(%.0f,62%%,%d%%)", h, 58 + (int)(i % 3) * 6);
+    double k = fmod(i * 0.618033988749895, 1.0);
+    int light = 52 + (int)(i % 3) * 7;
+    double hue = !graph ? fmod(i * 137.508, 360.0) : backward ? fmod(350 + k * 60, 360.0) : 160 + k * 90;
+    snprintf(buf, cap, "hsl(%.0f,%d%%,%d%%)", hue, !graph ? 60 : backward ? 72 : 55, light);
 }
 
-void cli_viz_svg(FILE *f, const pbl_viz_plan *p, int32_t k, const char *title, const char *const *ids)
+void cli_viz_svg(FILE *f, const pbl_viz_plan *p, int32_t k, const pbl_viz_labels *l)
 {
+    const char *title = l->title;
+    const char *const *ids = l->ids;
     const pbl_viz_strategy *s = &p->strategies[k];
     int64_t t0 = p->n_points ? p->time[0] : 0, t1 = p->n_points ? p->time[p->n_points - 1] : 1;
     double pw = W - LEFT - RIGHT, ph = H - TOP - BOTTOM;
@@ -113,7 +118,10 @@ void cli_viz_svg(FILE *f, const pbl_viz_plan *p, int32_t k, const char *title, c
         const pbl_usage_record *r = &p->records[i];
         double x = LEFT + (double)(r->first - t0) * sx, w = (double)(r->last - r->first) * sx;
         double h = (double)r->size * sy, y = TOP + ph - (double)(s->offset[i] + r->size) * sy;
-        colour(i, c, sizeof c);
+        pbl_value_info vi;
+        int backward = l->graph && pbl_graph_value_info(l->graph, l->graph_records->record_value[i], &vi) == PBL_OK &&
+                       vi.is_backward;
+        colour(i, backward, l->graph != NULL, c, sizeof c);
         fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\"><title>", x, y,
                 w > 0.5 ? w : 0.5, h > 0.5 ? h : 0.5, c);
         if (ids && ids[i])
