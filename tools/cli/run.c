@@ -4,6 +4,7 @@
  *     pebble run MODEL [--input NAME=FILE.pb|FILE.npy ...] [--threads N] [--repeat N]
  *                      [--warmup N] [--output-dir D] [--output-format npy|pb]
  *                      [--dim N] [--strategy NAME] [--zero-unbound] [--format table|json]
+ *                      [--expect NAME=FILE ... [--rtol R] [--atol A]]
  *
  * MODEL is an ONNX model (its initializers are bound zero-copy as the parameters), a JSON
  * graph file or zoo:NAME (whose parameters have no data: pass --zero-unbound to run them on
@@ -14,9 +15,12 @@
  * this program's own address space, loading included; getrusage's ru_maxrss elsewhere — on
  * Linux that one also keeps the peak of whatever process exec'd this one, e.g. a Python
  * driver) are printed with every output's shape and first values. --output-dir
- * writes each output as D/<name>.npy (or .pb).
+ * writes each output as D/<name>.npy (or .pb). --expect compares output NAME with FILE
+ * (|got − want| ≤ atol + rtol·|want|, default rtol 1e-3, atol 1e-7: ONNX's test defaults) and
+ * makes the exit status 1 when any element is outside.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -41,7 +45,8 @@ static void print_usage(FILE *f)
                "  --output-dir D      write each output to D/NAME.npy (--output-format pb: .pb)\n"
                "  --dim N             size of an ONNX model's symbolic input dims (default 1)\n"
                "  --strategy NAME     memory planner strategy (default best)\n"
-               "  --zero-unbound      zero-fill inputs and parameters that have no data\n");
+               "  --zero-unbound      zero-fill inputs and parameters that have no data\n"
+               "  --expect NAME=FILE  compare output NAME with FILE (--rtol 1e-3, --atol 1e-7); exit 1 if outside\n");
 }
 
 /* Peak resident set in KiB and where it came from. */
@@ -95,11 +100,14 @@ int cli_run(int argc, char **argv)
     static const cli_flag flags[] = { { "--input", 1 }, { "--threads", 1 }, { "--repeat", 1 }, { "--warmup", 1 },
                                       { "--output-dir", 1 }, { "--output-format", 1 }, { "--dim", 1 },
                                       { "--strategy", 1 }, { "--zero-unbound", 0 }, { "--format", 1 },
+                                      { "--expect", 1 }, { "--rtol", 1 }, { "--atol", 1 },
                                       { "--help", 0 }, { "-h", 0 } };
-    enum { F_INPUT, F_THREADS, F_REPEAT, F_WARMUP, F_OUTDIR, F_OUTFMT, F_DIM, F_STRATEGY, F_ZERO, F_FORMAT };
+    enum { F_INPUT, F_THREADS, F_REPEAT, F_WARMUP, F_OUTDIR, F_OUTFMT, F_DIM, F_STRATEGY, F_ZERO, F_FORMAT,
+           F_EXPECT, F_RTOL, F_ATOL };
     cli_args args = { .argc = argc, .argv = argv, .i = 1, .command = "run" };
-    const char *model = NULL, *outdir = NULL, *strategy = NULL, *inputs[MAX_INPUTS];
-    int n_inputs = 0, zero = 0, json = 0, pb_out = 0;
+    const char *model = NULL, *outdir = NULL, *strategy = NULL, *inputs[MAX_INPUTS], *expects[MAX_INPUTS];
+    int n_inputs = 0, n_expects = 0, zero = 0, json = 0, pb_out = 0, mismatches = 0;
+    double rtol = 1e-3, atol = 1e-7;
     int64_t threads = 0, repeat = 1, warmup = 1, dim = 1;
     int which;
     const char *v;
@@ -121,6 +129,18 @@ int cli_run(int argc, char **argv)
                 return CLI_USAGE;
             }
             inputs[n_inputs++] = v;
+        } else if (which == F_EXPECT) {
+            if (n_expects == MAX_INPUTS || !strchr(v, '=')) {
+                cli_error("--expect: '%s' is not NAME=FILE%s", v, n_expects == MAX_INPUTS ? " (or too many)" : "");
+                return CLI_USAGE;
+            }
+            expects[n_expects++] = v;
+        } else if (which == F_RTOL) {
+            if (cli_parse_double("--rtol", v, 0, 1e9, &rtol))
+                return CLI_USAGE;
+        } else if (which == F_ATOL) {
+            if (cli_parse_double("--atol", v, 0, 1e9, &atol))
+                return CLI_USAGE;
         } else if (which == F_THREADS) {
             if (cli_parse_int("--threads", v, 1, 1024, &threads))
                 return CLI_USAGE;
@@ -324,6 +344,40 @@ int cli_run(int argc, char **argv)
             }
             printf("%s\n", n > 8 ? " ..." : "");
         }
+        for (int i = 0; i < n_expects; i++) {
+            size_t nl = strlen(name);
+            if (strncmp(expects[i], name, nl) != 0 || expects[i][nl] != '=')
+                continue;
+            pbl_onnx_tensor want;
+            int erc = cli_tensor_read(expects[i] + nl + 1, &want);
+            if (erc != CLI_OK) {
+                free(t.data);
+                rc = erc;
+                goto done;
+            }
+            int64_t n = pbl_shape_numel(&vi.shape), bad = 0, worst = 0;
+            double maxd = 0;
+            if (want.dtype != vi.dtype || !pbl_shape_equal(&want.shape, &vi.shape)) {
+                char s1[96];
+                fprintf(stderr, "pebble: --expect %s: %s is %s %s, the output %s %s\n", name, expects[i] + nl + 1,
+                        pbl_dtype_name(want.dtype), pbl_shape_str(&want.shape, s1, sizeof s1), pbl_dtype_name(vi.dtype), sh);
+                bad = n ? n : 1;
+            } else {
+                for (int64_t j = 0; j < n; j++) {
+                    double got = vi.dtype == PBL_F32 ? ((float *)t.data)[j] : ((int32_t *)t.data)[j];
+                    double exp_ = vi.dtype == PBL_F32 ? ((float *)want.data)[j] : ((int32_t *)want.data)[j];
+                    double d = fabs(got - exp_);
+                    if (d > maxd || d != d)
+                        maxd = d, worst = j;
+                    bad += !(d <= atol + rtol * fabs(exp_));
+                }
+            }
+            if (!json)
+                printf("expect %s: %lld of %lld elements outside rtol %g atol %g; max |got - want| %.3g at [%lld]\n", name,
+                       (long long)bad, (long long)n, rtol, atol, maxd, (long long)worst);
+            mismatches += bad > 0;
+            pbl_onnx_tensor_free(&want);
+        }
         if (outdir) {
             char fname[512], path[4096];
             file_name(name, fname, sizeof fname);
@@ -346,6 +400,10 @@ int cli_run(int argc, char **argv)
         printf("latency per run over %lld runs (after %lld warm-up): mean %.4f ms, median %.4f ms, min %.4f ms\n",
                (long long)repeat, (long long)warmup, mean, median, ms[0]);
         printf("load + plan + bind: %.2f ms; peak RSS %ld KiB (%s)\n", t_load, rss, rss_source);
+    }
+    if (rc == CLI_OK && mismatches) {
+        cli_error("%s: %d output(s) differ from --expect", model, mismatches);
+        rc = CLI_FAIL;
     }
 done:
     for (int i = 0; data && i < n_inputs; i++)

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The pebble command line on ONNX models (libonnx-testdata's node tests): `pebble run` takes
+# .pb and .npy inputs, prints each output and the timing, writes outputs, and --expect checks
+# an output against ONNX's expected file (and fails on a wrong one); `pebble plan MODEL.onnx --strategy all`
+# plans it; missing inputs, unsupported ops and malformed files give one line and exit 2.
+#
+# usage: pebble_cli_onnx.sh PATH/TO/pebble
+set -u
+bin=${1:?usage: pebble_cli_onnx.sh PATH/TO/pebble}
+data=/usr/share/libonnx-testdata/data/node
+[ -d "$data" ] || { echo "SKIP: $data is missing (install libonnx-testdata)"; exit 77; }
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/pebble_cli_onnx.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+passed=0
+fail() {
+    echo "FAIL: $*"
+    for f in out err; do
+        [ -s "$tmp/$f" ] && { echo "--- std$f:"; head -c 4000 "$tmp/$f"; }
+    done
+    echo "$passed passed, 1 failed"
+    exit 1
+}
+pass() {
+    passed=$((passed + 1))
+    echo "ok $passed - $*"
+}
+rc=0
+run() {
+    "$bin" "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if grep -q Sanitizer "$tmp/out" "$tmp/err"; then fail "pebble $*: a sanitizer reported an error"; fi
+}
+
+gemm=$data/test_gemm_all_attributes
+run run "$gemm/model.onnx" --input a="$gemm/test_data_set_0/input_0.pb" --input b="$gemm/test_data_set_0/input_1.pb" \
+    --input c="$gemm/test_data_set_0/input_2.pb" --repeat 3 --output-dir "$tmp/o" --output-format pb
+[ $rc -eq 0 ] || fail "pebble run gemm: exit $rc"
+grep -q '^output y \[3, 5\] f32:' "$tmp/out" || fail "pebble run gemm: no output line"
+grep -q '^latency per run over 3 runs' "$tmp/out" || fail "pebble run gemm: no latency line"
+grep -q 'peak RSS [0-9]* KiB' "$tmp/out" || fail "pebble run gemm: no peak RSS"
+[ -s "$tmp/o/y.pb" ] || fail "pebble run gemm: --output-dir wrote no y.pb"
+pass "pebble run on .pb inputs prints outputs, latency, peak RSS and writes y.pb"
+
+set0="$gemm/test_data_set_0"
+run run "$gemm/model.onnx" --input a="$set0/input_0.pb" --input b="$set0/input_1.pb" --input c="$set0/input_2.pb" \
+    --expect y="$set0/output_0.pb"
+[ $rc -eq 0 ] && grep -q '^expect y: 0 of 15 elements outside' "$tmp/out" || fail "pebble run --expect (right): exit $rc"
+run run "$gemm/model.onnx" --input a="$set0/input_0.pb" --input b="$set0/input_1.pb" --input c="$set0/input_2.pb" \
+    --expect y="$set0/input_2.pb"
+[ $rc -eq 1 ] || fail "pebble run --expect (a file of another shape): exit $rc"
+run run "$gemm/model.onnx" --input a="$set0/input_0.pb" --input b="$set0/input_1.pb" --input c="$set0/input_2.pb" \
+    --expect y="$tmp/o/y.pb" --rtol 0 --atol 0
+[ $rc -eq 0 ] || fail "pebble run --expect its own written output, exactly: exit $rc"
+pass "pebble run --expect: ONNX's expected output matches, another file does not, its own .pb exactly"
+
+run run "$gemm/model.onnx" --input a="$gemm/test_data_set_0/input_0.pb" --output-dir "$tmp/n" --zero-unbound
+[ $rc -eq 0 ] || fail "pebble run --zero-unbound: exit $rc"
+head -c 6 "$tmp/n/y.npy" | od -c | grep -q 'N   U   M   P   Y' || fail "pebble run: y.npy has no NUMPY magic"
+run run "$gemm/model.onnx" --input a="$tmp/n/y.npy"
+[ $rc -eq 2 ] && grep -q "holds f32 \[3, 5\] but the input is f32 \[4, 3\]" "$tmp/err" || fail "pebble run: a wrong-shaped .npy: exit $rc"
+pass "pebble run writes .npy outputs and refuses a wrongly shaped .npy input"
+
+run run "$gemm/model.onnx" --input a="$gemm/test_data_set_0/input_0.pb"
+[ $rc -eq 2 ] && grep -q "input 'b' \[5, 4\] has no data" "$tmp/err" || fail "pebble run with a missing input: exit $rc"
+pass "pebble run names a missing input"
+
+run run "$data/test_lstm_defaults/model.onnx"
+[ $rc -eq 2 ] && grep -q "unsupported ONNX ops: LSTM" "$tmp/err" || fail "pebble run on LSTM: exit $rc"
+[ "$(wc -l < "$tmp/err")" -eq 1 ] || fail "pebble run on LSTM: more than one line"
+pass "an unsupported op is one line, exit 2"
+
+for m in test_gemm_all_attributes test_conv_with_strides_padding test_softmax_axis_1; do
+    run plan "$data/$m/model.onnx" --strategy all
+    [ $rc -eq 0 ] && grep -q '^best ' "$tmp/out" || fail "pebble plan $m --strategy all: exit $rc"
+done
+pass "pebble plan MODEL.onnx --strategy all"
+
+printf 'not a protobuf \377\377\377' > "$tmp/bad.onnx"
+run plan "$tmp/bad.onnx"
+[ $rc -eq 2 ] && grep -q "bad.onnx: not a valid ONNX model" "$tmp/err" || fail "pebble plan on garbage: exit $rc"
+run run "$tmp/missing.onnx"
+[ $rc -eq 1 ] || fail "pebble run on a missing file: exit $rc"
+pass "malformed (exit 2) and missing (exit 1) model files"
+
+echo "$passed passed, 0 failed"
