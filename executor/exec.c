@@ -72,7 +72,8 @@ PBL__API pbl_exec_options pbl_exec_options_default(void)
 {
     pbl_exec_options o = { .allocator = NULL, .backend = PBL_BACKEND_CPU, .storage = PBL_STORAGE_PLANNED,
                            .strategy = NULL, .poison = 0, .threads = 0, .flush_denormals = 1,
-                           .targets = NULL, .n_targets = 0, .budget = 0, .trace = NULL, .evict_log = NULL };
+                           .targets = NULL, .n_targets = 0, .budget = 0, .trace = NULL, .evict_log = NULL,
+                           .streams = 1 };
     return o;
 }
 
@@ -213,126 +214,109 @@ static pbl_status collect_inputs(pbl_exec *e)
     return PBL_OK;
 }
 
-/* For the poison option: the records that die after each step (graph outputs never do). */
+/* The step after which record r is NaN-filled (its last access), or -1 (kept to the end). */
+static int32_t poison_step(const pbl_exec *e, int32_t r)
+{
+    const pbl__storage *st = &e->st;
+    if (st->multi)
+        return st->sr.to_end[r] || st->sr.access_start[r] == st->sr.access_start[r + 1]
+                   ? -1 : st->sr.access[st->sr.access_start[r + 1] - 1];
+    return st->live.records[r].last < e->n_steps ? (int32_t)st->live.records[r].last - 1 : -1;
+}
+
+/* For the poison option: the records whose last access is step t - 1 (slot t). */
 static pbl_status build_poison_lists(pbl_exec *e)
 {
-    const pbl_graph_records *lv = &e->st.live;
-    int32_t n = e->n_steps, nr = lv->n_records;
+    int32_t n = e->n_steps, nr = e->st.live.n_records;
     e->poison_start = pbl__mem_calloc(&e->mem, (size_t)(n + 1) * sizeof *e->poison_start);
     e->poison_rec = pbl__mem_alloc(&e->mem, (size_t)(nr ? nr : 1) * sizeof *e->poison_rec);
     if (!e->poison_start || !e->poison_rec)
         return pbl__exec_fail(e, PBL_ERR_NOMEM, "out of memory");
     for (int32_t r = 0; r < nr; r++)
-        if (lv->records[r].last < n)
-            e->poison_start[lv->records[r].last]++; /* dies after step last - 1: slot last */
+        if (poison_step(e, r) >= 0)
+            e->poison_start[poison_step(e, r) + 1]++;
     for (int32_t t = 0; t < n; t++)
         e->poison_start[t + 1] += e->poison_start[t];
     /* fill back to front, so poison_start[t] ends as the start of slot t */
-    for (int32_t r = nr - 1; r >= 0; r--) {
-        int64_t last = lv->records[r].last;
-        if (last < n)
-            e->poison_rec[--e->poison_start[last]] = r;
-    }
+    for (int32_t r = nr - 1; r >= 0; r--)
+        if (poison_step(e, r) >= 0)
+            e->poison_rec[--e->poison_start[poison_step(e, r) + 1]] = r;
     return PBL_OK;
 }
 
-/* Appends need (t sees a) to the CSR being counted (pass 0) or filled (pass 1). */
-static void add_need(int pass, int32_t *start, int32_t *fill, int32_t *need, int32_t t, int32_t a)
-{
-    if (pass == 0)
-        start[t + 1]++;
-    else
-        need[fill[t]++] = a;
-}
-
-/* Which earlier steps each step must see, beyond its own stream: the producers of its inputs
- * and, for updates, the earlier readers of what they overwrite (the dependency graph); with
- * poison, a fill after step L of a record whose last access is L must also come after that
- * record's accesses on other streams. Then the events that give it (stream_sync.h). */
+/* Which earlier steps each step must see beyond its own stream: the stream plan's waits
+ * (dependencies, and the ordering its memory plan relies on) and, with poison, for a fill
+ * after step L of a record whose last access is L, that record's accesses on other streams.
+ * Then the events that give it (stream_sync.h). */
 static pbl_status build_sync(pbl_exec *e, int poison)
 {
-    const pbl_graph *g = e->g;
-    const pbl_graph_records *lv = &e->st.live;
+    const pbl__storage *st = &e->st;
     int32_t n = e->n_steps, k = e->n_streams;
-    size_t nn = (size_t)(g->n_nodes ? g->n_nodes : 1), nr = (size_t)(lv->n_records ? lv->n_records : 1);
-    int32_t *stream = pbl__mem_alloc(&e->mem, (size_t)(n ? n : 1) * sizeof *stream);
-    int32_t *step_of = pbl__mem_alloc(&e->mem, nn * sizeof *step_of);
-    int32_t *poison_at = pbl__mem_alloc(&e->mem, nr * sizeof *poison_at); /* per record: L, or -1 */
-    int32_t *start = pbl__mem_calloc(&e->mem, (size_t)(n + 2) * sizeof *start);
+    int32_t *start = pbl__mem_calloc(&e->mem, (size_t)(n + 1) * sizeof *start);
     int32_t *fill = pbl__mem_alloc(&e->mem, (size_t)(n + 1) * sizeof *fill);
-    int32_t *need = NULL;
-    pbl__deps d;
-    memset(&d, 0, sizeof d);
+    int32_t *stream = pbl__mem_alloc(&e->mem, (size_t)(n ? n : 1) * sizeof *stream);
+    int32_t *need = NULL, n_need = 0;
     char why[256] = "";
-    pbl_status s = stream && step_of && poison_at && start && fill ? PBL_OK : PBL_ERR_NOMEM;
-    if (s == PBL_OK && k > 1)
-        s = pbl__deps_build(g, &e->mem, &d);
-    if (s != PBL_OK) {
-        pbl__exec_fail(e, s, "out of memory");
-        goto done;
-    }
-    for (int32_t i = 0; i < g->n_nodes; i++)
-        step_of[i] = -1;
-    for (int32_t t = 0; t < n; t++) {
+    pbl_status s = start && fill && stream ? PBL_OK : pbl__exec_fail(e, PBL_ERR_NOMEM, "out of memory");
+    for (int32_t t = 0; s == PBL_OK && t < n; t++)
         stream[t] = e->steps[t].stream;
-        step_of[e->steps[t].node] = t;
-    }
-    for (int32_t r = 0; r < lv->n_records; r++)
-        poison_at[r] = poison && lv->records[r].last < n ? (int32_t)lv->records[r].last - 1 : -1;
-    for (int pass = 0; k > 1 && pass < 2; pass++) {
+    for (int pass = 0; s == PBL_OK && st->multi && pass < 2; pass++) {
         if (pass == 1) {
             for (int32_t t = 0; t < n; t++)
                 start[t + 1] += start[t];
             memcpy(fill, start, (size_t)(n + 1) * sizeof *fill);
-            need = pbl__mem_alloc(&e->mem, (size_t)(start[n] ? start[n] : 1) * sizeof *need);
+            n_need = start[n];
+            need = pbl__mem_alloc(&e->mem, (size_t)(n_need ? n_need : 1) * sizeof *need);
             if (!need) {
                 s = pbl__exec_fail(e, PBL_ERR_NOMEM, "out of memory");
-                goto done;
+                break;
             }
         }
-        for (int32_t t = 0; t < n; t++) {
-            pbl_node v = e->steps[t].node;
-            for (int32_t i = d.pred_start[v]; i < d.pred_start[v + 1]; i++)
-                if (step_of[d.pred[i]] >= 0 && stream[step_of[d.pred[i]]] != stream[t])
-                    add_need(pass, start, fill, need, t, step_of[d.pred[i]]);
-            const pbl__node *nd = &g->nodes[v];
-            for (int32_t j = 0; j < nd->n_in + nd->n_out; j++) {
-                pbl_value x = j < nd->n_in ? nd->in[j] : nd->out[j - nd->n_in];
-                int32_t r = lv->value_record[x];
-                if (r >= 0 && poison_at[r] >= 0 && stream[poison_at[r]] != stream[t])
-                    add_need(pass, start, fill, need, poison_at[r], t);
+        for (int32_t t = 0; t < n; t++)
+            for (int32_t w = st->sp.wait_start[t]; w < st->sp.wait_start[t + 1]; w++) {
+                if (pass == 0)
+                    start[t + 1]++;
+                else
+                    need[fill[t]++] = st->sp.wait[w];
+            }
+        for (int32_t r = 0; poison && r < st->sr.n_records; r++) {
+            int32_t last = poison_step(e, r);
+            for (int32_t a = st->sr.access_start[r]; last >= 0 && a < st->sr.access_start[r + 1]; a++) {
+                if (stream[st->sr.access[a]] == stream[last])
+                    continue;
+                if (pass == 0)
+                    start[last + 1]++;
+                else
+                    need[fill[last]++] = st->sr.access[a];
             }
         }
     }
-    {
+    if (s == PBL_OK) {
         int32_t none = 0;
         s = pbl__stream_sync_build(n, k, stream, start, need ? need : &none, &e->mem, &e->sync, why, sizeof why);
+        if (s != PBL_OK)
+            pbl__exec_fail(e, s, "synchronising %d streams: %s", (int)k, why);
     }
-    if (s != PBL_OK) {
-        pbl__exec_fail(e, s, "synchronising %d streams: %s", (int)k, why);
-        goto done;
-    }
-    for (int32_t t = 0; t < n; t++)
+    for (int32_t t = 0; s == PBL_OK && t < n; t++)
         e->steps[t].event = e->sync.event[t];
-done:
-    pbl__deps_free(&d, &e->mem);
-    pbl__mem_free(&e->mem, need, (size_t)(start && start[n] ? start[n] : 1) * sizeof *need);
-    pbl__mem_free(&e->mem, stream, (size_t)(n ? n : 1) * sizeof *stream);
-    pbl__mem_free(&e->mem, step_of, nn * sizeof *step_of);
-    pbl__mem_free(&e->mem, poison_at, nr * sizeof *poison_at);
-    pbl__mem_free(&e->mem, start, (size_t)(n + 2) * sizeof *start);
+    pbl__mem_free(&e->mem, need, (size_t)(n_need ? n_need : 1) * sizeof *need);
+    pbl__mem_free(&e->mem, start, (size_t)(n + 1) * sizeof *start);
     pbl__mem_free(&e->mem, fill, (size_t)(n + 1) * sizeof *fill);
+    pbl__mem_free(&e->mem, stream, (size_t)(n ? n : 1) * sizeof *stream);
     return s;
 }
 
-/* stream_of_node: per node of the graph its stream, or NULL (everything on stream 0). */
-static pbl_status create_steps(pbl_exec *e, const pbl_exec_options *o, const int32_t *stream_of_node)
+/* Plans storage (on streams when asked) and lays out the steps, the poison lists and the
+ * waits. stream_of_node: per node of the graph its stream (n_streams of them), or NULL. */
+static pbl_status create_steps(pbl_exec *e, const pbl_exec_options *o, int32_t n_streams, const int32_t *stream_of_node)
 {
     const pbl_graph *g = e->g;
-    char why[384] = "";
-    pbl_status s = pbl__storage_plan(g, o, &e->mem, &e->st, why, sizeof why);
+    char why[512] = "";
+    pbl_status s = pbl__storage_plan(g, o, n_streams, stream_of_node, &e->mem, &e->st, why, sizeof why);
     if (s != PBL_OK)
         return pbl__exec_fail(e, s, "%s", why);
+    /* the colouring may use fewer streams than asked for */
+    e->n_streams = e->st.multi ? e->st.sp.n_streams : 1;
     const int32_t *order = e->st.live.schedule;
     int32_t n_order = e->st.live.n_steps;
     for (int32_t i = 0; i < n_order && s == PBL_OK; i++) {
@@ -341,21 +325,9 @@ static pbl_status create_steps(pbl_exec *e, const pbl_exec_options *o, const int
         if (!e->be->has_kernel(NULL, op))
             s = pbl__exec_fail(e, PBL_ERR_UNSUPPORTED, "node '%s' (%s): the %s backend has no kernel for this op (it can be planned, not run)",
                                nd->name, op->name, e->be->name);
-        if (s == PBL_OK && stream_of_node && (stream_of_node[order[i]] < 0 || stream_of_node[order[i]] >= e->n_streams))
-            s = pbl__exec_fail(e, PBL_ERR_INVALID_ARG, "node '%s': stream %d is outside [0, %d)", nd->name,
-                               (int)stream_of_node[order[i]], (int)e->n_streams);
-    }
-    int32_t *stream = NULL;
-    if (s == PBL_OK && stream_of_node) {
-        stream = pbl__mem_alloc(&e->mem, (size_t)(n_order ? n_order : 1) * sizeof *stream);
-        if (!stream)
-            s = pbl__exec_fail(e, PBL_ERR_NOMEM, "out of memory");
-        for (int32_t i = 0; stream && i < n_order; i++)
-            stream[i] = stream_of_node[order[i]];
     }
     if (s == PBL_OK)
-        s = build_steps(e, order, stream, n_order);
-    pbl__mem_free(&e->mem, stream, (size_t)(n_order ? n_order : 1) * sizeof *stream);
+        s = build_steps(e, order, e->st.multi ? e->st.sp.stream : NULL, n_order);
     if (s == PBL_OK && o->poison && o->storage != PBL_STORAGE_DYNAMIC)
         s = build_poison_lists(e); /* dynamic mode frees bytes instead of reusing them */
     if (s == PBL_OK)
@@ -363,8 +335,8 @@ static pbl_status create_steps(pbl_exec *e, const pbl_exec_options *o, const int
     return s;
 }
 
-/* pbl_exec_create with every node's stream given (stream_of_node, n_streams), or NULL for the
- * default single stream. */
+/* pbl_exec_create, with every node's stream given (stream_of_node, n_streams) or, when
+ * stream_of_node is NULL, o->streams streams coloured by pbl_graph_streams. */
 static pbl_status create(pbl_exec **out, const pbl_graph *g, const pbl_exec_options *opt, int32_t n_streams,
                          const int32_t *stream_of_node, char *errmsg, size_t errlen)
 {
@@ -387,17 +359,11 @@ static pbl_status create(pbl_exec **out, const pbl_graph *g, const pbl_exec_opti
     }
     e->mem = m;
     e->g = g;
-    e->n_streams = n_streams;
+    e->n_streams = 1;
     pbl_status s = PBL_OK;
     if (o.backend != PBL_BACKEND_CPU)
         s = pbl__exec_fail(e, PBL_ERR_UNSUPPORTED, "backend %d is not built in", (int)o.backend);
     e->be = &pbl__backend_cpu;
-    if (s == PBL_OK && n_streams < 1)
-        s = pbl__exec_fail(e, PBL_ERR_INVALID_ARG, "%d streams: at least one is needed", (int)n_streams);
-    if (s == PBL_OK && n_streams > 1 && o.storage != PBL_STORAGE_NAIVE)
-        s = pbl__exec_fail(e, PBL_ERR_UNSUPPORTED,
-                           "%d streams with planned storage need a happens-before-safe plan; use naive storage",
-                           (int)n_streams);
     /* Validation reports through the graph's message, which the executor copies. */
     if (s == PBL_OK) {
         pbl_graph *mg = (pbl_graph *)g;
@@ -414,7 +380,7 @@ static pbl_status create(pbl_exec **out, const pbl_graph *g, const pbl_exec_opti
             s = pbl__exec_fail(e, PBL_ERR_NOMEM, "out of memory");
     }
     if (s == PBL_OK)
-        s = create_steps(e, &o, stream_of_node);
+        s = create_steps(e, &o, stream_of_node ? n_streams : o.streams ? o.streams : 1, stream_of_node);
     if (s == PBL_OK)
         s = collect_inputs(e);
     if (s == PBL_OK) {
@@ -463,7 +429,7 @@ static pbl_status create(pbl_exec **out, const pbl_graph *g, const pbl_exec_opti
 PBL__API pbl_status pbl_exec_create(pbl_exec **out, const pbl_graph *g, const pbl_exec_options *opt,
                                     char *errmsg, size_t errlen)
 {
-    return create(out, g, opt, 1, NULL, errmsg, errlen);
+    return create(out, g, opt, 0, NULL, errmsg, errlen);
 }
 
 pbl_status pbl__exec_create_assigned(pbl_exec **out, const pbl_graph *g, const pbl_exec_options *opt,
@@ -636,7 +602,8 @@ PBL__API pbl_status pbl_exec_stats_get(const pbl_exec *e, pbl_exec_stats *out)
                              .variable_bytes = e->st.variable_bytes, .host_bytes = e->mem.live,
                              .host_peak = e->mem.peak, .naive_bytes = e->st.naive_bytes,
                              .lower_bound = e->st.lower_bound, .records = e->st.live.n_records,
-                             .inplace = e->st.live.n_inplace, .strategy = e->st.strategy };
+                             .inplace = e->st.live.n_inplace, .strategy = e->st.strategy,
+                             .streams = e->n_streams, .waits = e->sync.n_waits };
     if (e->dtr) {
         pbl__dtr_stats ds;
         pbl__dtr_stats_get(e->dtr, &ds);

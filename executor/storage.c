@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "graph/schedule.h"
+#include "graph/stream_internal.h"
 #include "ops/registry.h"
 
 void pbl__storage_free(pbl__storage *s, pbl__mem *m)
@@ -13,7 +15,12 @@ void pbl__storage_free(pbl__storage *s, pbl__mem *m)
     pbl__mem_free(m, s->offset, n * sizeof *s->offset);
     pbl__mem_free(m, s->alias, n * sizeof *s->alias);
     pbl__mem_free(m, s->kept, n * sizeof *s->kept);
-    pbl_graph_records_free(&s->live);
+    if (s->multi) { /* live only views sr and sp */
+        pbl_stream_records_free(&s->sr);
+        pbl_stream_plan_free(&s->sp);
+    } else {
+        pbl_graph_records_free(&s->live);
+    }
     pbl_assignment_free(&s->plan);
     memset(s, 0, sizeof *s);
 }
@@ -64,8 +71,131 @@ static void place_values(const pbl_graph *g, pbl__storage *s, int planned, int d
     }
 }
 
-pbl_status pbl__storage_plan(const pbl_graph *g, const pbl_exec_options *o, pbl__mem *m, pbl__storage *s,
-                             char *err, size_t errlen)
+/* A stream plan from a given stream per node: the executor's schedule, and waits for every
+ * dependency (data and write-after-read) that crosses streams, transitively reduced. */
+static pbl_status assigned_plan(const pbl_graph *g, const pbl_exec_options *o, int32_t n_streams,
+                                const int32_t *stream_of_node, pbl_stream_plan *sp, char *err, size_t errlen)
+{
+    pbl__mem m;
+    pbl__mem_init(&m, o->allocator);
+    memset(sp, 0, sizeof *sp);
+    sp->allocator = o->allocator;
+    sp->n_streams = n_streams;
+    int32_t *order = NULL, n = 0, *need_start = NULL, *need = NULL, *step_of = NULL;
+    size_t nn = (size_t)(g->n_nodes ? g->n_nodes : 1);
+    pbl__deps d;
+    memset(&d, 0, sizeof d);
+    pbl_status s = pbl__graph_schedule(g, o->targets, o->n_targets, &m, &order, &n, err, errlen);
+    if (s != PBL_OK)
+        return s;
+    sp->n_steps = n;
+    size_t ns = pbl__stream_n(sp);
+    sp->schedule = pbl__mem_alloc(&m, ns * sizeof *sp->schedule);
+    sp->stream = pbl__mem_alloc(&m, ns * sizeof *sp->stream);
+    sp->cost = pbl__mem_alloc(&m, ns * sizeof *sp->cost);
+    step_of = pbl__mem_alloc(&m, nn * sizeof *step_of);
+    need_start = pbl__mem_calloc(&m, (ns + 1) * sizeof *need_start);
+    s = sp->schedule && sp->stream && sp->cost && step_of && need_start ? pbl__deps_build(g, &m, &d) : PBL_ERR_NOMEM;
+    if (s == PBL_OK)
+        need = pbl__mem_alloc(&m, (size_t)(d.n_edges ? d.n_edges : 1) * sizeof *need);
+    if (s != PBL_OK || !need) {
+        snprintf(err, errlen, "out of memory");
+        s = PBL_ERR_NOMEM;
+        goto done;
+    }
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        step_of[i] = -1;
+    for (int32_t t = 0; t < n; t++) {
+        pbl_node v = order[t];
+        if (stream_of_node[v] < 0 || stream_of_node[v] >= n_streams) {
+            snprintf(err, errlen, "node '%s': stream %d is outside [0, %d)", g->nodes[v].name, (int)stream_of_node[v],
+                     (int)n_streams);
+            s = PBL_ERR_INVALID_ARG;
+            goto done;
+        }
+        sp->schedule[t] = v;
+        sp->stream[t] = stream_of_node[v];
+        sp->cost[t] = pbl_node_cost(g, v);
+        step_of[v] = t;
+    }
+    int32_t k = 0;
+    for (int32_t t = 0; t < n; t++) {
+        need_start[t] = k;
+        for (int32_t e = d.pred_start[order[t]]; e < d.pred_start[order[t] + 1]; e++)
+            if (step_of[d.pred[e]] >= 0)
+                need[k++] = step_of[d.pred[e]];
+    }
+    need_start[n] = k;
+    s = pbl__stream_reduce(sp, &m, need_start, need);
+    if (s != PBL_OK)
+        snprintf(err, errlen, "out of memory");
+done:
+    pbl__schedule_free(g, &m, order);
+    pbl__deps_free(&d, &m);
+    pbl__mem_free(&m, step_of, nn * sizeof *step_of);
+    pbl__mem_free(&m, need_start, (ns + 1) * sizeof *need_start);
+    pbl__mem_free(&m, need, (size_t)(d.n_edges ? d.n_edges : 1) * sizeof *need);
+    if (s != PBL_OK)
+        pbl_stream_plan_free(sp);
+    return s;
+}
+
+/* Several streams: the stream plan, its records with their accesses, a happens-before-safe
+ * plan (naive: every record its own bytes), verified; then live and plan view them. */
+static pbl_status plan_streams(const pbl_graph *g, const pbl_exec_options *o, int32_t n_streams,
+                               const int32_t *stream_of_node, int planned, pbl__storage *s, char *err, size_t errlen)
+{
+    char why[320] = "";
+    pbl_status st;
+    s->multi = 1;
+    if (stream_of_node) {
+        st = assigned_plan(g, o, n_streams, stream_of_node, &s->sp, why, sizeof why);
+    } else {
+        pbl_stream_options so = pbl_stream_options_default();
+        so.allocator = o->allocator;
+        so.n_streams = n_streams;
+        so.targets = o->targets;
+        so.n_targets = o->n_targets;
+        st = pbl_graph_streams(g, &so, &s->sp, why, sizeof why);
+    }
+    if (st == PBL_OK)
+        st = pbl_stream_plan_check(g, &s->sp, why, sizeof why);
+    pbl_liveness_options lo = pbl_liveness_options_default();
+    lo.allocator = o->allocator;
+    lo.align = PBL__ALIGN;
+    lo.inplace = planned;
+    if (st == PBL_OK)
+        st = pbl_graph_stream_liveness(g, &s->sp, &lo, &s->sr, why, sizeof why);
+    if (st == PBL_OK && planned) {
+        pbl_stream_storage_options so = pbl_stream_storage_options_default();
+        so.allocator = o->allocator;
+        so.align = PBL__ALIGN;
+        so.strategy = PBL_STREAM_STRATEGY_HB;
+        so.interval_strategy = o->strategy ? o->strategy : "best";
+        s->strategy = pbl_stream_strategy_name(so.strategy);
+        st = pbl_stream_plan_records(&s->sp, &s->sr, &so, &s->plan, NULL, why, sizeof why);
+    } else if (st == PBL_OK) {
+        pbl_plan_options po = pbl_plan_options_default();
+        po.allocator = o->allocator;
+        po.align = PBL__ALIGN;
+        st = pbl_plan_records(s->sr.records, s->sr.n_records, "naive", &po, &s->plan, why, sizeof why);
+    }
+    if (st == PBL_OK) /* whatever made it: the executor runs only a plan the verifier accepts */
+        st = pbl_stream_plan_verify(&s->sp, &s->sr, &s->plan, PBL__ALIGN, why, sizeof why);
+    if (st != PBL_OK) {
+        snprintf(err, errlen, "planning storage on %d streams with '%s': %s", (int)n_streams, s->strategy, why);
+        return st;
+    }
+    s->live = (pbl_graph_records){ .records = s->sr.records, .record_value = s->sr.record_value,
+                                   .n_records = s->sr.n_records, .value_record = s->sr.value_record,
+                                   .n_values = s->sr.n_values, .schedule = s->sp.schedule,
+                                   .n_steps = s->sp.n_steps, .n_inplace = s->sr.n_inplace,
+                                   .allocator = o->allocator };
+    return PBL_OK;
+}
+
+pbl_status pbl__storage_plan(const pbl_graph *g, const pbl_exec_options *o, int32_t n_streams,
+                             const int32_t *stream_of_node, pbl__mem *m, pbl__storage *s, char *err, size_t errlen)
 {
     memset(s, 0, sizeof *s);
     int planned = o->storage == PBL_STORAGE_PLANNED, dynamic = o->storage == PBL_STORAGE_DYNAMIC;
@@ -73,28 +203,45 @@ pbl_status pbl__storage_plan(const pbl_graph *g, const pbl_exec_options *o, pbl_
         snprintf(err, errlen, "storage mode %d is not supported", (int)o->storage);
         return PBL_ERR_INVALID_ARG;
     }
+    if (n_streams < 1 || n_streams > PBL_MAX_STREAMS) {
+        snprintf(err, errlen, "%d streams: need 1 to %d", (int)n_streams, PBL_MAX_STREAMS);
+        return PBL_ERR_INVALID_ARG;
+    }
+    if (dynamic && (n_streams > 1 || stream_of_node)) {
+        snprintf(err, errlen, "dynamic storage runs on one stream (%d asked for)", (int)n_streams);
+        return PBL_ERR_UNSUPPORTED;
+    }
     s->strategy = dynamic ? "dynamic" : planned ? (o->strategy ? o->strategy : "best") : "naive";
-    pbl_liveness_options lo = pbl_liveness_options_default();
-    lo.allocator = o->allocator;
-    lo.align = PBL__ALIGN;
-    lo.inplace = planned;
-    lo.targets = o->targets;
-    lo.n_targets = o->n_targets;
-    pbl_status st = pbl_graph_liveness(g, &lo, &s->live, err, errlen);
-    if (st != PBL_OK)
-        return st;
-    pbl_plan_options po = pbl_plan_options_default();
-    po.allocator = o->allocator;
-    po.align = PBL__ALIGN;
-    char why[256] = "";
-    if (!dynamic) /* dynamic mode plans nothing: s->plan stays empty */
-        st = pbl_plan_records(s->live.records, s->live.n_records, s->strategy, &po, &s->plan, why, sizeof why);
-    if (st == PBL_OK && !dynamic)
-        st = pbl_plan_verify(s->live.records, s->live.n_records, &s->plan, PBL__ALIGN, 0, why, sizeof why);
-    if (st != PBL_OK) {
-        snprintf(err, errlen, "planning storage with '%s': %s", s->strategy, why);
-        pbl__storage_free(s, m);
-        return st;
+    pbl_status st;
+    if (n_streams > 1 || stream_of_node) {
+        st = plan_streams(g, o, n_streams, stream_of_node, planned, s, err, errlen);
+        if (st != PBL_OK) {
+            pbl__storage_free(s, m);
+            return st;
+        }
+    } else {
+        pbl_liveness_options lo = pbl_liveness_options_default();
+        lo.allocator = o->allocator;
+        lo.align = PBL__ALIGN;
+        lo.inplace = planned;
+        lo.targets = o->targets;
+        lo.n_targets = o->n_targets;
+        st = pbl_graph_liveness(g, &lo, &s->live, err, errlen);
+        if (st != PBL_OK)
+            return st;
+        pbl_plan_options po = pbl_plan_options_default();
+        po.allocator = o->allocator;
+        po.align = PBL__ALIGN;
+        char why[256] = "";
+        if (!dynamic) /* dynamic mode plans nothing: s->plan stays empty */
+            st = pbl_plan_records(s->live.records, s->live.n_records, s->strategy, &po, &s->plan, why, sizeof why);
+        if (st == PBL_OK && !dynamic)
+            st = pbl_plan_verify(s->live.records, s->live.n_records, &s->plan, PBL__ALIGN, 0, why, sizeof why);
+        if (st != PBL_OK) {
+            snprintf(err, errlen, "planning storage with '%s': %s", s->strategy, why);
+            pbl__storage_free(s, m);
+            return st;
+        }
     }
     int64_t lb = pbl_records_lower_bound(s->live.records, s->live.n_records);
     s->lower_bound = lb > 0 ? (uint64_t)lb : 0;

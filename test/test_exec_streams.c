@@ -1,8 +1,9 @@
 /* The stream runtime: steps spread over several streams (CPU worker threads, events between
  * them) compute exactly the bits one stream computes — on the training MLP and on seeded
- * random graphs with random stream assignments, NaN poison on — the waits derived from the
- * dependencies are the fewest the vector clocks allow, and a kernel failing on a worker is a
- * status naming the node, after which the executor runs again. */
+ * random graphs, with the colouring of pbl_graph_streams and with random stream assignments,
+ * with naive and with happens-before-planned storage, NaN poison on — the waits are the
+ * fewest the vector clocks allow, and a kernel failing on a worker is a status naming the
+ * node, after which the executor runs again. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -108,38 +109,59 @@ static float *mlp_train(const mlp *m, pbl_exec *e, int steps, size_t *n_out)
     return res;
 }
 
-/* 1, 2 and 4 streams, each node on a seeded random stream, give the single stream's bits. */
+/* 1, 2 and 4 streams — coloured by pbl_graph_streams, and each node on a seeded random stream
+ * — give the bits of one stream with serial planned storage, for naive and happens-before
+ * planned storage, NaN poison on. */
 static void test_mlp_streams_match(void **state)
 {
     (void)state;
     enum { STEPS = 30 };
     mlp m;
     mlp_build(&m);
-    pbl_exec_options o = pbl_exec_options_default();
-    o.storage = PBL_STORAGE_NAIVE;
-    o.poison = 1;
     size_t n_ref, n;
+    pbl_exec_options o = pbl_exec_options_default();
+    o.poison = 1;
     pbl_exec *e = make_exec(m.g, &o, 1, NULL);
     float *ref = mlp_train(&m, e, STEPS, &n_ref);
+    pbl_exec_stats serial;
+    pbl_exec_stats_get(e, &serial);
     pbl_exec_destroy(e);
     int32_t nn = pbl_graph_node_count(m.g);
     int32_t *assign = malloc((size_t)nn * sizeof *assign);
-    for (int32_t k = 1; k <= 4; k *= 2) {
-        for (int trial = 0; trial < 3; trial++) {
-            rng = 1000u + (uint64_t)(k * 10 + trial);
-            for (int32_t i = 0; i < nn; i++)
-                assign[i] = (int32_t)(next() % (uint32_t)k);
-            e = make_exec(m.g, &o, k, assign);
-            float *got = mlp_train(&m, e, STEPS, &n);
-            assert_int_equal(n, n_ref);
-            if (memcmp(got, ref, n * sizeof *got) != 0)
-                print_error("%d streams, trial %d: parameters or losses differ from one stream\n", (int)k, trial);
-            assert_memory_equal(got, ref, n * sizeof *got);
-            free(got);
-            pbl_exec_destroy(e);
+    for (int storage = 0; storage < 2; storage++) {
+        o.storage = storage ? PBL_STORAGE_PLANNED : PBL_STORAGE_NAIVE;
+        for (int32_t k = 1; k <= 4; k *= 2) {
+            for (int trial = -1; trial < 3; trial++) { /* -1: pbl_graph_streams' colouring */
+                rng = 1000u + (uint64_t)(k * 10 + trial);
+                for (int32_t i = 0; i < nn; i++)
+                    assign[i] = (int32_t)(next() % (uint32_t)k);
+                o.streams = k;
+                e = make_exec(m.g, &o, k, trial < 0 ? NULL : assign);
+                pbl_exec_stats st;
+                pbl_exec_stats_get(e, &st);
+                float *got = mlp_train(&m, e, STEPS, &n);
+                assert_int_equal(n, n_ref);
+                if (memcmp(got, ref, n * sizeof *got) != 0)
+                    print_error("%s, %d streams, trial %d: parameters or losses differ from one stream\n",
+                                storage ? "planned" : "naive", (int)k, trial);
+                assert_memory_equal(got, ref, n * sizeof *got);
+                if (trial < 0)
+                    printf("  MLP, %d steps, %s storage, %d streams asked: %d used, %d waits, arena %llu bytes "
+                           "(serial plan %llu): bit-identical to one stream (and 3 random assignments)\n",
+                           STEPS, storage ? "planned" : "naive", (int)k, (int)st.streams, (int)st.waits,
+                           (unsigned long long)st.arena_bytes, (unsigned long long)serial.arena_bytes);
+                assert_true(st.streams >= 1 && st.streams <= k);
+                if (storage)
+                    assert_true(st.arena_bytes >= serial.lower_bound);
+                free(got);
+                pbl_exec_destroy(e);
+            }
         }
-        printf("  MLP, %d steps on %d streams (3 random assignments): bit-identical to one stream\n", STEPS, (int)k);
     }
+    o.streams = PBL_MAX_STREAMS + 1;
+    char err[256];
+    assert_int_equal(pbl_exec_create(&e, m.g, &o, err, sizeof err), PBL_ERR_INVALID_ARG);
+    printf("  %d streams -> %s\n", PBL_MAX_STREAMS + 1, err);
     free(assign);
     free(ref);
     pbl_graph_destroy(m.g);
@@ -264,42 +286,49 @@ static float *rgraph_run(const rgraph *r, pbl_exec *e, size_t *n_out)
     return res;
 }
 
+/* Each graph: one stream with serial planned storage is the reference; 1..4 streams with a
+ * random assignment and with the colouring, naive and happens-before planned, poison on. */
 static void test_random_graphs_match(void **state)
 {
     (void)state;
-    enum { SEEDS = 40 };
+    enum { SEEDS = 30 };
     int runs = 0;
-    pbl_exec_options o = pbl_exec_options_default();
-    o.storage = PBL_STORAGE_NAIVE;
-    o.poison = 1;
     for (int seed = 0; seed < SEEDS; seed++) {
         rgraph r;
         rgraph_build(&r, (uint64_t)seed, 6 + seed % 30);
         size_t n_ref, n;
+        pbl_exec_options o = pbl_exec_options_default();
+        o.poison = 1;
         pbl_exec *e = make_exec(r.g, &o, 1, NULL);
         float *ref = rgraph_run(&r, e, &n_ref);
         pbl_exec_destroy(e);
         int32_t nn = pbl_graph_node_count(r.g);
         int32_t *assign = malloc((size_t)nn * sizeof *assign);
         for (int32_t k = 1; k <= 4; k++) {
-            rng = (uint64_t)seed * 31u + (uint64_t)k;
-            for (int32_t i = 0; i < nn; i++)
-                assign[i] = (int32_t)(next() % (uint32_t)k);
-            e = make_exec(r.g, &o, k, assign);
-            float *got = rgraph_run(&r, e, &n);
-            assert_int_equal(n, n_ref);
-            if (memcmp(got, ref, n * sizeof *got) != 0)
-                print_error("seed %d, %d streams: results differ from one stream\n", seed, (int)k);
-            assert_memory_equal(got, ref, n * sizeof *got);
-            free(got);
-            pbl_exec_destroy(e);
-            runs++;
+            for (int variant = 0; variant < 4; variant++) { /* bit 0: planned; bit 1: colouring */
+                rng = (uint64_t)seed * 31u + (uint64_t)k;
+                for (int32_t i = 0; i < nn; i++)
+                    assign[i] = (int32_t)(next() % (uint32_t)k);
+                o.storage = variant & 1 ? PBL_STORAGE_PLANNED : PBL_STORAGE_NAIVE;
+                o.streams = k;
+                e = make_exec(r.g, &o, k, variant & 2 ? NULL : assign);
+                float *got = rgraph_run(&r, e, &n);
+                assert_int_equal(n, n_ref);
+                if (memcmp(got, ref, n * sizeof *got) != 0)
+                    print_error("seed %d, %d streams, %s storage, %s: results differ from one stream\n", seed,
+                                (int)k, variant & 1 ? "planned" : "naive", variant & 2 ? "coloured" : "random");
+                assert_memory_equal(got, ref, n * sizeof *got);
+                free(got);
+                pbl_exec_destroy(e);
+                runs++;
+            }
         }
         free(assign);
         free(ref);
         pbl_graph_destroy(r.g);
     }
-    printf("  %d random training graphs x 1..4 streams = %d runs, each bit-identical to one stream\n", SEEDS, runs);
+    printf("  %d random training graphs x 1..4 streams x {naive, planned} x {random, coloured} = %d runs, each "
+           "bit-identical to one stream\n", SEEDS, runs);
 }
 
 /* ---- failures ---- */
@@ -339,21 +368,18 @@ static void test_kernel_failure_on_a_stream(void **state)
     assert_int_equal(pbl_exec_run_count(e), 1);
     pbl_exec_destroy(e);
 
-    /* bad assignments and planned storage on several streams are statuses */
-    char err[256];
+    /* a bad assignment is a status */
+    char err[384];
     assign[0] = 7;
     assert_int_equal(pbl__exec_create_assigned(&e, m.g, &o, 3, assign, err, sizeof err), PBL_ERR_INVALID_ARG);
     assert_null(e);
     printf("  stream 7 of 3 -> %s\n", err);
-    assign[0] = 0;
-    pbl_exec_options planned = pbl_exec_options_default();
-    assert_int_equal(pbl__exec_create_assigned(&e, m.g, &planned, 3, assign, err, sizeof err), PBL_ERR_UNSUPPORTED);
-    printf("  planned storage on 3 streams -> %s\n", err);
     free(assign);
     pbl_graph_destroy(m.g);
 }
 
-/* Every allocation of a 2-stream create failing in turn gives PBL_ERR_NOMEM and leaks nothing. */
+/* Every allocation of a 2-stream create (planned, poison) failing in turn gives PBL_ERR_NOMEM
+ * and leaks nothing. */
 typedef struct counting { int64_t n, fail_at, live; } counting;
 static void *c_alloc(void *u, size_t n)
 {
@@ -382,7 +408,6 @@ static void test_allocation_failures(void **state)
     counting c = { 0, 0, 0 };
     pbl_allocator a = { .alloc = c_alloc, .free = c_free, .user = &c };
     pbl_exec_options o = pbl_exec_options_default();
-    o.storage = PBL_STORAGE_NAIVE;
     o.poison = 1;
     o.allocator = &a;
     pbl_exec *e = make_exec(m.g, &o, 2, assign);

@@ -81,7 +81,8 @@ typedef struct pbl_exec_options {
                                        (0xFF bytes), so a planning bug shows as a wrong result */
     int32_t              threads;   /* BLAS threads; 0 keeps the BLAS library's setting. OpenBLAS
                                        keeps this per process: executors asking for different
-                                       counts override each other. */
+                                       counts override each other. With several streams BLAS
+                                       runs single-threaded (see streams). */
     int32_t              flush_denormals; /* default 1: during a run, the calling thread treats
                                        denormal floats as zero (x86 FTZ+DAZ; restored after).
                                        Denormals are ~1e4x slower on x86 and Adam's moments
@@ -96,6 +97,18 @@ typedef struct pbl_exec_options {
                                        open until the executor is destroyed */
     FILE                *evict_log; /* PBL_STORAGE_DYNAMIC: NULL, or a stream for a CSV row per
                                        eviction and rematerialisation; open until the last run */
+    int32_t              streams;   /* default 1 (0 reads as 1): streams, 1..PBL_MAX_STREAMS. Above
+                                       1, pbl_graph_streams colours the schedule (it may use
+                                       fewer), storage is planned happens-before-safe and
+                                       verified (pebble/streams.h), and the CPU backend runs
+                                       one worker thread per stream with BLAS single-threaded
+                                       (OpenBLAS 0.3.21 is not safe with several threaded
+                                       sgemm callers). Results are bit-identical to one stream.
+                                       The default is 1 on CPU because one stream runs inline
+                                       on the calling thread with no hand-off, keeps BLAS's own
+                                       threads for large products and uses the smallest arena;
+                                       several streams pay off for graphs with independent
+                                       branches of small ops (bench/streams_bench). */
 } pbl_exec_options;
 
 pbl_exec_options pbl_exec_options_default(void);
@@ -148,6 +161,8 @@ typedef struct pbl_exec_stats {
     uint64_t dynamic_pool_bytes;/* bytes the pool holds from the backend now */
     uint64_t dynamic_pool_peak_in_use; /* the pool's own count of its peak in-use bytes: equal
                                    to the largest dynamic_peak of any run */
+    int32_t  streams;        /* streams the schedule runs on */
+    int32_t  waits;          /* cross-stream event waits per run */
 } pbl_exec_stats;
 
 /* Writes the storage plan: one line per record (offset, bytes, live steps, the values in it),
