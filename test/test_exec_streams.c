@@ -162,6 +162,10 @@ static void test_mlp_streams_match(void **state)
     char err[256];
     assert_int_equal(pbl_exec_create(&e, m.g, &o, err, sizeof err), PBL_ERR_INVALID_ARG);
     printf("  %d streams -> %s\n", PBL_MAX_STREAMS + 1, err);
+    o.streams = 2;
+    o.storage = PBL_STORAGE_DYNAMIC;
+    assert_int_equal(pbl_exec_create(&e, m.g, &o, err, sizeof err), PBL_ERR_UNSUPPORTED);
+    printf("  dynamic storage on 2 streams -> %s\n", err);
     free(assign);
     free(ref);
     pbl_graph_destroy(m.g);
