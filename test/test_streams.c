@@ -497,6 +497,87 @@ static void test_racy_random_rejected(void **state)
     assert_true(tried >= 10);
 }
 
+static int count(const char *text, const char *what)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, what)) != NULL; p += strlen(what))
+        n++;
+    return n;
+}
+
+/* DOT: one box per step, one ellipse per variable read, one solid edge per input read, one
+ * dashed red edge per wait, offsets on planned values; and Graphviz parses it. */
+static void test_dot(void **state)
+{
+    (void)state;
+    char err[256];
+    pbl_graph *g = random_dag(11, 14, 1);
+    pbl_stream_options so = pbl_stream_options_default();
+    so.n_streams = 3;
+    pbl_stream_plan sp;
+    assert_int_equal(pbl_graph_streams(g, &so, &sp, err, sizeof err), PBL_OK);
+    pbl_stream_storage st;
+    assert_int_equal(pbl_graph_stream_storage(g, &sp, NULL, &st, err, sizeof err), PBL_OK);
+    const char *path = "test_streams_dot.dot";
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(pbl_graph_write_dot(g, &sp, &st, f, err, sizeof err), PBL_OK);
+    fclose(f);
+    f = fopen(path, "r");
+    static char text[1 << 20];
+    size_t len = fread(text, 1, sizeof text - 1, f);
+    text[len] = '\0';
+    fclose(f);
+    int inputs = 0, variables = 0;
+    uint8_t *seen = calloc((size_t)pbl_graph_value_count(g), 1);
+    for (int32_t t = 0; t < sp.n_steps; t++) {
+        pbl_node_info ni;
+        pbl_graph_node_info(g, sp.schedule[t], &ni);
+        inputs += ni.n_inputs;
+        for (int32_t k = 0; k < ni.n_inputs; k++) {
+            pbl_value_info vi;
+            pbl_graph_value_info(g, ni.inputs[k], &vi);
+            if (vi.producer == PBL_NONE && !seen[ni.inputs[k]]++)
+                variables++;
+        }
+    }
+    free(seen);
+    assert_int_equal(count(text, "[shape=box"), sp.n_steps);
+    assert_int_equal(count(text, "[shape=ellipse"), variables);
+    assert_int_equal(count(text, "->"), inputs + sp.wait_start[sp.n_steps]);
+    assert_int_equal(count(text, "style=dashed, color=red"), sp.wait_start[sp.n_steps]);
+    assert_true(sp.wait_start[sp.n_steps] > 0);
+    assert_true(count(text, " @ ") > 0);
+    for (int32_t c = 0; c < sp.n_streams; c++) {
+        char want[32];
+        snprintf(want, sizeof want, "stream %d\"", (int)c);
+        assert_true(count(text, want) > 0);
+    }
+    if (system("command -v dot > /dev/null 2>&1") == 0) {
+        int rc = system("dot -Tsvg test_streams_dot.dot -o test_streams_dot.svg");
+        assert_int_equal(rc, 0);
+        print_message("dot -Tsvg parsed the graph\n");
+    } else {
+        print_message("graphviz not installed: DOT not parsed\n");
+    }
+    /* one stream when no plan is given: no waits */
+    f = fopen(path, "w");
+    assert_int_equal(pbl_graph_write_dot(g, NULL, NULL, f, err, sizeof err), PBL_OK);
+    fclose(f);
+    f = fopen(path, "r");
+    len = fread(text, 1, sizeof text - 1, f);
+    text[len] = '\0';
+    fclose(f);
+    assert_int_equal(count(text, "style=dashed"), 0);
+    assert_int_equal(count(text, " @ "), 0);
+    assert_int_equal(count(text, "->"), inputs);
+    remove(path);
+    remove("test_streams_dot.svg");
+    pbl_stream_storage_free(&st);
+    pbl_stream_plan_free(&sp);
+    pbl_graph_destroy(g);
+}
+
 /* Bad input is a status, not a crash. */
 static void test_bad_input(void **state)
 {
@@ -591,6 +672,7 @@ int main(void)
         cmocka_unit_test(test_racy_plan_rejected),
         cmocka_unit_test(test_racy_boundaries),
         cmocka_unit_test(test_racy_random_rejected),
+        cmocka_unit_test(test_dot),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_alloc_failures),
     };
