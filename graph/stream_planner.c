@@ -427,7 +427,14 @@ static pbl_status plan_hb_events(pbl_stream_plan *sp, const pbl_stream_records *
     pbl_assignment b = { 0 };
     s = plan_hb(&cur, sr, o, m, &b, err, errlen);
     if (s == PBL_OK && b.arena < out->arena) {
-        int32_t added = cur.wait_start[cur.n_steps] - sp->wait_start[sp->n_steps];
+        /* waits of cur that sp lacks (both lists ascend per step) */
+        int32_t added = 0;
+        for (int32_t t = 0; t < sp->n_steps; t++)
+            for (int32_t e = cur.wait_start[t], f = sp->wait_start[t]; e < cur.wait_start[t + 1]; e++) {
+                while (f < sp->wait_start[t + 1] && sp->wait[f] < cur.wait[e])
+                    f++;
+                added += f == sp->wait_start[t + 1] || sp->wait[f] != cur.wait[e];
+            }
         pbl_assignment_free(out);
         *out = b;
         /* sp takes cur's waits (allocated with sp's allocator: m was made from it) */

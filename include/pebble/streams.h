@@ -163,9 +163,11 @@ pbl_stream_storage_options pbl_stream_storage_options_default(void);
 const char *pbl_stream_strategy_name(pbl_stream_strategy s); /* "colour", "hb", "hb_events"; NULL */
 
 /* Plans offsets for sr's records over sp with o's strategy (graph-free: records and access
- * steps in, offsets out). HB_EVENTS may add waits to *sp (reallocated with sp's allocator);
- * *n_added (may be NULL) gets their number before reduction. The result is verified with
- * pbl_stream_plan_verify before it is returned. PBL_ERR_INVALID_ARG, PBL_ERR_NOMEM,
+ * steps in, offsets out). HB_EVENTS may add waits to *sp (reallocated with sp's allocator, so
+ * sp's wait arrays must be ones pbl_graph_streams made); *n_added (may be NULL) gets the
+ * number of waits in the new plan that the old one lacked (the reduction may drop old ones
+ * the new ones imply). The result is verified with pbl_stream_plan_verify before it is
+ * returned. PBL_ERR_INVALID_ARG, PBL_ERR_NOMEM,
  * PBL_ERR_RACE (a strategy bug: the verifier refused its plan). */
 pbl_status pbl_stream_plan_records(pbl_stream_plan *sp, const pbl_stream_records *sr,
                                    const pbl_stream_storage_options *o, pbl_assignment *out, int32_t *n_added,
@@ -184,7 +186,7 @@ typedef struct pbl_stream_storage {
     pbl_stream_records live;         /* records, value_record, accesses */
     pbl_assignment     plan;         /* per record: offset; plan.arena: arena bytes */
     int64_t            lower_bound;  /* serial lower bound: pbl_records_lower_bound(live.records) */
-    int32_t            n_added_waits;/* waits HB_EVENTS added to the stream plan */
+    int32_t            n_added_waits;/* waits HB_EVENTS added to the stream plan (as n_added) */
 } pbl_stream_storage;
 
 /* Liveness over sp, then pbl_stream_plan_records; sp gains HB_EVENTS' waits. Value names
