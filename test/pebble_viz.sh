@@ -92,6 +92,20 @@ if [ "$mode" = cli ]; then
         grep '<rect x=.*<title>' "$tmp/mlp_json.svg" >"$tmp/a" && grep '<rect x=.*<title>' "$tmp/mlp.svg" >"$tmp/b" \
             && diff -q "$tmp/a" "$tmp/b" >/dev/null || fail "the JSON graph file's rectangles differ from zoo:mlp_train's"
         pass "viz of the exported JSON graph file: the same 14 rectangles, names and offsets"
+        # --dot: one box per scheduled node; waits (dashed red) only with several streams
+        run viz zoo:mlp_train --dot "$tmp/mlp1.dot"
+        [ "$rc" -eq 0 ] || fail "viz zoo:mlp_train --dot: exit $rc"
+        run viz zoo:mlp_train --dot "$tmp/mlp2.dot" --streams 2 --stream-strategy hb_events
+        [ "$rc" -eq 0 ] || fail "viz zoo:mlp_train --dot --streams 2: exit $rc"
+        b1=$(grep -c 'shape=box' "$tmp/mlp1.dot"); b2=$(grep -c 'shape=box' "$tmp/mlp2.dot")
+        w1=$(grep -c 'style=dashed' "$tmp/mlp1.dot"); w2=$(grep -c 'style=dashed' "$tmp/mlp2.dot")
+        [ "$b1" -gt 0 ] && [ "$b1" -eq "$b2" ] && [ "$w1" -eq 0 ] && [ "$w2" -gt 0 ] \
+            || fail "--dot: $b1 and $b2 nodes, $w1 and $w2 waits (expected equal nodes, waits only on 2 streams)"
+        grep -q 'stream 1"' "$tmp/mlp2.dot" || fail "--dot --streams 2: no node on stream 1"
+        if command -v dot >/dev/null 2>&1; then
+            dot -Tsvg "$tmp/mlp2.dot" -o "$tmp/mlp2.svg" || fail "dot -Tsvg does not parse the --dot output"
+        fi
+        pass "viz zoo:mlp_train --dot: $b1 nodes; --streams 2: $w2 waits drawn dashed"
     elif grep -q 'not part of this build' "$tmp/err"; then
         echo "skip - zoo graphs are not part of this build"
     else
@@ -113,7 +127,8 @@ if [ "$mode" = cli ]; then
     # errors: one line, the right exit status, and no file left behind
     for args in "viz|no FILE given" "viz $tmp/five.csv|nothing to write" \
                 "viz $tmp/five.csv --svg $tmp/x.svg --strategy nope|--strategy: unknown strategy 'nope'" \
-                "viz $tmp/five.csv --html|--html" "viz $tmp/five.csv --html=|--html: empty file name"; do
+                "viz $tmp/five.csv --html|--html" "viz $tmp/five.csv --html=|--html: empty file name" \
+                "viz $tmp/five.csv --dot $tmp/x.dot|is not a graph"; do
         run ${args%%|*}
         [ "$rc" -eq 2 ] || fail "pebble ${args%%|*}: exit $rc, expected 2"
         grep -q -- "^pebble: .*${args#*|}" "$tmp/err" && [ "$(wc -l <"$tmp/err")" -eq 1 ] \

@@ -17,7 +17,7 @@
 static void print_usage(FILE *f)
 {
     fprintf(f,
-            "usage: pebble viz FILE [--html OUT] [--svg OUT] [options]\n"
+            "usage: pebble viz FILE [--html OUT] [--svg OUT] [--dot OUT] [options]\n"
             "\n"
             "Plans FILE's usage records with every strategy and draws the plans: one rectangle\n"
             "per tensor, its lifetime across and its bytes up, at its offset in the arena.\n"
@@ -34,6 +34,11 @@ static void print_usage(FILE *f)
             "                     each tensor's details on hover (no network needed)\n"
             "  --svg OUT          a static picture of one strategy\n"
             "  --strategy NAME    the strategy --svg draws (default: best, the smallest arena)\n"
+            "  --dot OUT          graphs only: Graphviz DOT of the scheduled graph, nodes filled\n"
+            "                     by stream, values labelled with bytes and arena offset, waits\n"
+            "                     between streams dashed red (render: dot -Tsvg OUT)\n"
+            "  --streams N        --dot: colour the schedule into N streams (default 1)\n"
+            "  --stream-strategy NAME  --dot: colour, hb or hb_events (default hb)\n"
             "  --align N          offsets are multiples of N (default 1 for CSV, 64 for graphs)\n"
             "  --time-limit S     seconds for searching strategies (default: their own)\n"
             "  --batch N          zoo graphs: the batch size (default: the model's)\n"
@@ -45,8 +50,8 @@ static void print_usage(FILE *f)
 }
 
 typedef struct viz_opts {
-    const char *file, *html, *svg, *strategy;
-    int64_t     align, batch;
+    const char *file, *html, *svg, *strategy, *dot, *stream_strategy;
+    int64_t     align, batch, streams;
     double      time_limit;
 } viz_opts;
 
@@ -55,9 +60,10 @@ static int parse_args(int argc, char **argv, viz_opts *o)
 {
     static const cli_flag flags[] = { { "--html", 1 },  { "--svg", 1 },   { "--strategy", 1 },
                                       { "--align", 1 }, { "--batch", 1 }, { "--time-limit", 1 },
-                                      { "--help", 0 },  { "-h", 0 } };
-    enum { F_HTML, F_SVG, F_STRATEGY, F_ALIGN, F_BATCH, F_TIME, F_HELP, F_H };
-    *o = (viz_opts){ .strategy = "best" };
+                                      { "--help", 0 },  { "-h", 0 },      { "--dot", 1 },
+                                      { "--streams", 1 }, { "--stream-strategy", 1 } };
+    enum { F_HTML, F_SVG, F_STRATEGY, F_ALIGN, F_BATCH, F_TIME, F_HELP, F_H, F_DOT, F_STREAMS, F_STREAM_STRATEGY };
+    *o = (viz_opts){ .strategy = "best", .streams = 1, .stream_strategy = "hb" };
     cli_args a = { .argc = argc, .argv = argv, .i = 1, .command = "viz" };
     int which;
     const char *v;
@@ -88,6 +94,19 @@ static int parse_args(int argc, char **argv, viz_opts *o)
         case F_STRATEGY:
             o->strategy = v;
             break;
+        case F_DOT:
+            if (!v[0]) {
+                cli_error("--dot: empty file name");
+                return CLI_USAGE;
+            }
+            o->dot = v;
+            break;
+        case F_STREAMS:
+            bad = cli_parse_int("--streams", v, 1, PBL_MAX_STREAMS, &o->streams);
+            break;
+        case F_STREAM_STRATEGY:
+            o->stream_strategy = v;
+            break;
         case F_ALIGN:
             bad = cli_parse_int("--align", v, 1, INT64_C(1) << 30, &o->align);
             break;
@@ -108,8 +127,8 @@ static int parse_args(int argc, char **argv, viz_opts *o)
         cli_error("viz: no FILE given (see pebble viz --help)");
         return CLI_USAGE;
     }
-    if (!o->html && !o->svg) {
-        cli_error("viz: nothing to write: give --html OUT and/or --svg OUT");
+    if (!o->html && !o->svg && !o->dot) {
+        cli_error("viz: nothing to write: give --html OUT, --svg OUT and/or --dot OUT");
         return CLI_USAGE;
     }
     return -1;
@@ -148,6 +167,9 @@ typedef struct viz_job {
     const pbl_viz_plan   *plan;
     const pbl_viz_labels *labels;
     int32_t               strategy; /* for SVG */
+    const pbl_graph          *graph;   /* for DOT */
+    const pbl_stream_plan    *streams;
+    const pbl_stream_storage *storage;
     char                  err[1024];
 } viz_job;
 
@@ -172,6 +194,59 @@ static int write_svg(FILE *f, viz_job *job)
 {
     cli_viz_svg(f, job->plan, job->strategy, job->labels);
     return 0;
+}
+
+static int write_file(const char *path, write_fn fn, viz_job *job);
+
+static int write_dot(FILE *f, viz_job *job)
+{
+    return pbl_graph_write_dot(job->graph, job->streams, job->storage, f, job->err, sizeof job->err) == PBL_OK ? 0 : -1;
+}
+
+/* --dot: the graph coloured into o->streams streams, its memory planned over them with the
+ * stream strategy (verified race-free), drawn as DOT. */
+static int viz_dot(const viz_opts *o)
+{
+    int32_t k = 0;
+    while (pbl_stream_strategy_name((pbl_stream_strategy)k) &&
+           strcmp(pbl_stream_strategy_name((pbl_stream_strategy)k), o->stream_strategy) != 0)
+        k++;
+    if (!pbl_stream_strategy_name((pbl_stream_strategy)k)) {
+        cli_error("--stream-strategy: unknown strategy '%s' (one of: colour, hb, hb_events)", o->stream_strategy);
+        return CLI_USAGE;
+    }
+    if (!cli_model_is_graph(o->file)) {
+        cli_error("--dot: %s is not a graph (give zoo:NAME or a graph file: %s)", o->file, cli_model_extensions());
+        return CLI_USAGE;
+    }
+    pbl_graph *g;
+    int rc = cli_model_load(o->file, o->batch, &g);
+    if (rc != CLI_OK)
+        return rc;
+    char err[1024];
+    pbl_stream_options so = pbl_stream_options_default();
+    so.n_streams = (int32_t)o->streams;
+    pbl_stream_plan sp;
+    pbl_stream_storage st = { 0 };
+    pbl_status s = pbl_graph_streams(g, &so, &sp, err, sizeof err);
+    if (s == PBL_OK) {
+        pbl_stream_storage_options po = pbl_stream_storage_options_default();
+        po.strategy = (pbl_stream_strategy)k;
+        if (o->align)
+            po.align = o->align;
+        s = pbl_graph_stream_storage(g, &sp, &po, &st, err, sizeof err);
+    }
+    if (s != PBL_OK) {
+        cli_error("%s: %s", o->file, err);
+        rc = CLI_FAIL;
+    } else {
+        viz_job job = { .graph = g, .streams = &sp, .storage = &st };
+        rc = write_file(o->dot, write_dot, &job);
+    }
+    pbl_stream_storage_free(&st);
+    pbl_stream_plan_free(&sp);
+    pbl_graph_destroy(g);
+    return rc;
 }
 
 /* Writes path through a temporary file in its directory, renamed into place on success. */
@@ -215,6 +290,11 @@ int cli_viz(int argc, char **argv)
         return rc;
     if (check_strategy_name(o.strategy) != CLI_OK) /* before the planning, not after */
         return CLI_USAGE;
+    if (o.dot) {
+        rc = viz_dot(&o);
+        if (rc != CLI_OK || (!o.html && !o.svg))
+            return rc;
+    }
 
     cli_records src;
     rc = cli_records_load(o.file, o.batch, o.align, &src);
