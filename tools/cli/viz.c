@@ -21,12 +21,13 @@ static void print_usage(FILE *f)
             "\n"
             "Plans FILE's usage records with every strategy and draws the plans: one rectangle\n"
             "per tensor, its lifetime across and its bytes up, at its offset in the arena.\n"
-            "FILE is a records CSV (id,lower,upper,size), a graph file (%s) or zoo:NAME, a\n"
-            "model of tools/zoo"
+            "FILE is a records CSV (id,lower,upper,size), a graph file (%s) or\n"
+            "zoo:NAME, a model of tools/zoo"
 #ifndef PEBBLE_HAVE_ZOO
             " (not in this build)"
 #endif
-            ";\nfor graphs, hovering a tensor shows its values, shape, producer and consumers.\n"
+            ". For graphs, hovering a tensor shows its values, shape,\n"
+            "producer and consumers.\n"
             "\n"
             "options:\n"
             "  --html OUT         one self-contained page: every strategy's plan, the live-bytes\n"
