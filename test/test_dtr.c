@@ -426,6 +426,90 @@ static void test_victim(void **state)
     pbl_graph_destroy(g);
 }
 
+/* ---- updates and eviction ----------------------------------------------------------------------
+ * "act" = tanh(x W0ᵀ + b0) is a graph output, read after the run, but SGD overwrites W0 during
+ * the run: recomputing act after that would give other bits. So act must never be evicted,
+ * however stale it gets under the tightest budget; the other activations may be. */
+static void test_update_hazard(void **state)
+{
+    (void)state;
+    enum { B = 64, D = 32, L = 6 };
+    pbl_graph *g;
+    assert_int_equal(pbl_graph_create(&g, NULL), PBL_OK);
+    pbl_value x = pbl_input(g, "x", PBL_SHAPE(B, D)), t = pbl_label(g, "t", PBL_F32, PBL_SHAPE(B, D));
+    pbl_value p[2 * L], h = x, act = PBL_NONE;
+    for (int l = 0; l < L; l++) {
+        char wn[8], bn[8];
+        snprintf(wn, sizeof wn, "w%d", l);
+        snprintf(bn, sizeof bn, "b%d", l);
+        p[2 * l] = pbl_param(g, wn, PBL_SHAPE(D, D));
+        p[2 * l + 1] = pbl_param(g, bn, PBL_SHAPE(D));
+        h = pbl_tanh(g, pbl_fully_connected(g, h, p[2 * l], p[2 * l + 1]));
+        if (l == 0)
+            act = h;
+    }
+    pbl_value loss = pbl_mse_loss(g, h, t);
+    assert_int_equal(pbl_graph_build_status(g), PBL_OK);
+    assert_int_equal(pbl_graph_set_output(g, "loss", loss), PBL_OK);
+    assert_int_equal(pbl_graph_set_output(g, "act", act), PBL_OK);
+    pbl_value gr[2 * L];
+    assert_int_equal(pbl_graph_gradient(g, loss, p, 2 * L, gr), PBL_OK);
+    pbl_optimizer_options o = pbl_optimizer_options_default(PBL_OPTIM_SGD);
+    o.lr = 0.5;
+    assert_int_equal(pbl_graph_add_optimizer(g, &o, p, gr, 2 * L), PBL_OK);
+    char err[512], *log = NULL;
+    size_t log_len = 0;
+    pbl_exec *e[2];
+    pbl_exec_options eo = pbl_exec_options_default();
+    assert_int_equal(pbl_exec_create(&e[0], g, &eo, err, sizeof err), PBL_OK);
+    eo.storage = PBL_STORAGE_DYNAMIC;
+    eo.budget = 1;
+    assert_int_equal(pbl_exec_create(&e[1], g, &eo, err, sizeof err), PBL_ERR_BUDGET);
+    eo.budget = named_budget(err);
+    FILE *lf = open_memstream(&log, &log_len);
+    assert_non_null(lf);
+    eo.evict_log = lf;
+    assert_int_equal(pbl_exec_create(&e[1], g, &eo, err, sizeof err), PBL_OK);
+    static float xs[B * D], ts[B * D], w[D * D], bias[D], out[2][B * D];
+    rng_state = 99;
+    for (int i = 0; i < B * D; i++) {
+        xs[i] = uniform() - 0.5f;
+        ts[i] = uniform() - 0.5f;
+    }
+    for (int k = 0; k < 2; k++) {
+        rng_state = 5;
+        for (int l = 0; l < L; l++) {
+            for (int i = 0; i < D * D; i++)
+                w[i] = (uniform() - 0.5f) * 0.6f;
+            for (int i = 0; i < D; i++)
+                bias[i] = (uniform() - 0.5f) * 0.1f;
+            assert_int_equal(pbl_exec_write(e[k], p[2 * l], w, sizeof w), PBL_OK);
+            assert_int_equal(pbl_exec_write(e[k], p[2 * l + 1], bias, sizeof bias), PBL_OK);
+        }
+        assert_int_equal(pbl_exec_write(e[k], x, xs, sizeof xs), PBL_OK);
+        assert_int_equal(pbl_exec_write(e[k], t, ts, sizeof ts), PBL_OK);
+        for (int r = 0; r < 2; r++)
+            assert_int_equal(pbl_exec_run(e[k]), PBL_OK);
+        assert_int_equal(pbl_exec_read(e[k], act, out[k], sizeof out[k]), PBL_OK);
+    }
+    fclose(lf);
+    pbl_exec_stats st;
+    assert_int_equal(pbl_exec_stats_get(e[1], &st), PBL_OK);
+    pbl_value_info ai;
+    assert_int_equal(pbl_graph_value_info(g, act, &ai), PBL_OK);
+    char needle[96];
+    snprintf(needle, sizeof needle, ",%s,", ai.name);
+    printf("  budget %llu: %lld evictions, '%s' evicted: %s\n", (unsigned long long)eo.budget, (long long)st.evictions,
+           ai.name, strstr(log, needle) ? "yes" : "no");
+    assert_true(st.evictions > 0);
+    assert_null(strstr(log, needle));
+    assert_memory_equal(out[0], out[1], sizeof out[0]);
+    free(log);
+    pbl_exec_destroy(e[0]);
+    pbl_exec_destroy(e[1]);
+    pbl_graph_destroy(g);
+}
+
 /* ---- failing host allocations ---------------------------------------------------------------- */
 
 typedef struct counting {
@@ -510,6 +594,7 @@ int main(void)
         cmocka_unit_test(test_mlp100_budgets),
         cmocka_unit_test(test_budget_too_small),
         cmocka_unit_test(test_chain_1000),
+        cmocka_unit_test(test_update_hazard),
         cmocka_unit_test(test_alloc_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
