@@ -419,7 +419,6 @@ static int32_t lookup_used(pbl_bfc *b, const void *ptr, const char *what)
     int32_t h = pbl__bfc_used_find(b, p);
     if (h != PBL__BFC_NONE)
         return h;
-    b->st.n_bad_frees++;
     int32_t r = region_of(b, p);
     if (r < 0) {
         set_err(b, "%s: %s(%p): not an address in any region of this pool (never allocated here)",
@@ -452,6 +451,7 @@ PBL__API pbl_status pbl_bfc_free(pbl_bfc *b, void *ptr)
     pthread_mutex_lock(&b->mu);
     int32_t h = lookup_used(b, ptr, "free");
     if (h == PBL__BFC_NONE) {
+        b->st.n_bad_frees++;
         pthread_mutex_unlock(&b->mu);
         return PBL_ERR_INVALID_ARG;
     }
@@ -510,8 +510,6 @@ PBL__API pbl_status pbl_bfc_size(pbl_bfc *b, const void *ptr, size_t *requested,
             *requested = b->chunks[h].requested;
         if (chunk)
             *chunk = b->chunks[h].size;
-    } else {
-        b->st.n_bad_frees--; /* a query, not a free */
     }
     pthread_mutex_unlock(&b->mu);
     return h != PBL__BFC_NONE ? PBL_OK : PBL_ERR_INVALID_ARG;
