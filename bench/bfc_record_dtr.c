@@ -2,9 +2,11 @@
  * bfc_record_dtr: records the BFC pool's allocation trace of pebble's dynamic mode (DTR)
  * running MLP training steps, for bfc_replay.
  *
- *   bfc_record_dtr OUT.csv [--layers L] [--width W] [--batch B] [--steps S] [--budget-pct P]
+ *   bfc_record_dtr OUT.csv [--hidden W1,W2,...] [--layers L --width W] [--batch B] [--steps S]
+ *                          [--budget-pct P]
  *
- * Builds x [B,784] -> L-1 hidden fully_connected+relu layers of width W -> 10 classes,
+ * Builds x [B,784] -> fully_connected+relu hidden layers (--hidden: these widths, default
+ * 256,128 as the zoo's mlp; --layers L --width W: L-1 of width W) -> 10 classes,
  * softmax cross-entropy, the gradient of every weight and bias and Adam (lr 1e-3), with
  * parameters drawn like PyTorch's nn.Linear (U(+-1/sqrt(in)), seeded) and a random batch.
  * Runs S steps (default 2: the second starts with the first's outputs still in the pool)
@@ -42,7 +44,7 @@ static float uniform(void) /* [0, 1), xorshift64* */
     return (float)((rng * 0x2545F4914F6CDD1Dull) >> 40) / 16777216.0f;
 }
 
-static int build(net *n, int layers, int64_t width, int64_t batch)
+static int build(net *n, int layers, const int64_t *hidden, int64_t batch)
 {
     memset(n, 0, sizeof *n);
     if (pbl_graph_create(&n->g, NULL) != PBL_OK)
@@ -52,7 +54,7 @@ static int build(net *n, int layers, int64_t width, int64_t batch)
     pbl_value h = n->x;
     int64_t in = IN;
     for (int l = 0; l < layers; l++) {
-        int64_t out = l < layers - 1 ? width : CLASSES;
+        int64_t out = l < layers - 1 ? hidden[l] : CLASSES;
         char wn[32], bn[32];
         snprintf(wn, sizeof wn, "w%d", l + 1);
         snprintf(bn, sizeof bn, "b%d", l + 1);
@@ -108,15 +110,23 @@ static pbl_status open_exec(pbl_exec **e, net *n, uint64_t budget, FILE *trace, 
 int main(int argc, char **argv)
 {
     if (argc < 2 || argv[1][0] == '-') {
-        fprintf(stderr, "usage: bfc_record_dtr OUT.csv [--layers L] [--width W] [--batch B] "
-                        "[--steps S] [--budget-pct P]\n");
+        fprintf(stderr, "usage: bfc_record_dtr OUT.csv [--hidden W1,W2,...] [--layers L --width W] "
+                        "[--batch B] [--steps S] [--budget-pct P]\n");
         return 2;
     }
     int layers = 3, steps = 2;
-    int64_t width = 256, batch = 128;
+    static int64_t hidden[MAX_LAYERS] = { 256, 128 };
+    int64_t width = 0, batch = 128;
     double pct = 0;
     for (int i = 2; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--layers") == 0)
+        if (strcmp(argv[i], "--hidden") == 0) {
+            layers = 1;
+            for (char *p = argv[i + 1]; *p && layers < MAX_LAYERS; layers++) {
+                hidden[layers - 1] = strtoll(p, &p, 10);
+                if (*p == ',')
+                    p++;
+            }
+        } else if (strcmp(argv[i], "--layers") == 0)
             layers = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--width") == 0)
             width = atoll(argv[i + 1]);
@@ -131,9 +141,17 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (layers < 1 || layers > MAX_LAYERS || width < 1 || batch < 1 || steps < 1 || pct < 0) {
+    if (layers < 1 || layers > MAX_LAYERS || width < 0 || batch < 1 || steps < 1 || pct < 0) {
         fprintf(stderr, "bfc_record_dtr: bad option value\n");
         return 2;
+    }
+    for (int l = 0; l < layers - 1; l++) {
+        if (width)
+            hidden[l] = width;
+        if (hidden[l] < 1) {
+            fprintf(stderr, "bfc_record_dtr: bad hidden width\n");
+            return 2;
+        }
     }
     static net n; /* large: off the stack */
     char err[512] = "";
@@ -142,7 +160,7 @@ int main(int argc, char **argv)
     int32_t *y = malloc((size_t)batch * sizeof *y);
     FILE *out = NULL;
     pbl_exec *e = NULL;
-    if (!x || !y || build(&n, layers, width, batch) != 0) {
+    if (!x || !y || build(&n, layers, hidden, batch) != 0) {
         fprintf(stderr, "bfc_record_dtr: building the MLP failed: %s\n",
                 n.g ? pbl_graph_errmsg(n.g) : "out of memory");
         goto done;
@@ -182,10 +200,10 @@ int main(int argc, char **argv)
     float loss = 0;
     pbl_exec_read(e, pbl_graph_output(n.g, "loss"), &loss, sizeof loss);
     fprintf(stderr,
-            "MLP %d layers, width %lld, batch %lld, %d steps, budget %llu (%.0f%% of the unlimited "
-            "peak %llu): peak %llu, %lld evictions, %lld kernels re-run, remat depth %d, pool "
-            "holds %llu; loss %.4f\n",
-            layers, (long long)width, (long long)batch, steps, (unsigned long long)budget, pct,
+            "MLP %d layers, first hidden width %lld, batch %lld, %d steps, budget %llu (%.0f%% of "
+            "the unlimited peak %llu): peak %llu, %lld evictions, %lld kernels re-run, remat depth "
+            "%d, pool holds %llu; loss %.4f\n",
+            layers, (long long)(layers > 1 ? hidden[0] : 0), (long long)batch, steps, (unsigned long long)budget, pct,
             (unsigned long long)st.dynamic_unlimited_peak, (unsigned long long)st.dynamic_peak,
             (long long)st.evictions, (long long)st.remat_ops, (int)st.remat_depth,
             (unsigned long long)st.dynamic_pool_bytes, loss);
