@@ -41,7 +41,8 @@
 #include "graph/plan_exact.h"
 
 #define DEFAULT_NODES   20000 /* search nodes when no time limit is given */
-#define DEFAULT_SECONDS 1.0   /* the safety net for that case: far above what DEFAULT_NODES take */
+#define DEFAULT_SECONDS 10.0  /* the safety net for that case: far above what DEFAULT_NODES take, even
+                                 under a sanitizer on a loaded machine (1 s was reached there) */
 #define DECIDE_NODES    5000000 /* the same with a capacity: a decision stops at its first packing */
 #define DECIDE_SECONDS  60.0
 #define LB_SHARE        0.1   /* of the budget, for trying the lower bound when minimising */
