@@ -161,22 +161,24 @@ def main():
         print(json.dumps({"onnxruntime": ort.__version__, "rows": rows}, indent=1))
         return
     print(f"pebble run vs ONNX Runtime {ort.__version__} (CPU), warmup {args.warmup}, {args.repeat} timed runs; "
-          "latency = median per inference; peak = VmHWM of each process")
-    print(f"{'model':<5} {'batch':>5} {'thr':>3} | {'pebble ms':>10} {'ORT ms':>9} {'speedup':>7} | "
+          "latency = median (min) per inference; peak = VmHWM of each process")
+    print(f"{'model':<5} {'batch':>5} {'thr':>3} | {'pebble ms':>18} {'ORT ms':>18} {'speedup':>7} | "
           f"{'pebble MiB':>10} {'ORT MiB':>8} {'ORT-floor':>9} | {'max|peb-ORT|':>12} {'max|peb-torch|':>14}")
     for r in rows:
         o = r["ort"]
         om, orss, ofl = o["latency_ms"]["median"], o["peak_rss_kib"] / 1024, (o["peak_rss_kib"] - o["floor_rss_kib"]) / 1024
+        ot = f"{om:.4f} ({o['latency_ms']['min']:.4f})"
         if "error" in r["pebble"]:
             state = "planned only" if r["pebble"]["planned_only"] else "error"
-            print(f"{r['model']:<5} {r['batch']:>5} {r['threads']:>3} | {state:>10} {om:>9.4f} {'-':>7} | "
+            print(f"{r['model']:<5} {r['batch']:>5} {r['threads']:>3} | {state:>18} {ot:>18} {'-':>7} | "
                   f"{'-':>10} {orss:>8.1f} {ofl:>9.1f} | {'-':>12} {'-':>14}   ({r['pebble']['error'][:90]})")
             continue
         p = r["pebble"]
         pm, prss = p["latency_ms"]["median"], p["peak_rss_kib"] / 1024
-        print(f"{r['model']:<5} {r['batch']:>5} {r['threads']:>3} | {pm:>10.4f} {om:>9.4f} {om / pm:>6.2f}x | "
+        pt = f"{pm:.4f} ({p['latency_ms']['min']:.4f})"
+        print(f"{r['model']:<5} {r['batch']:>5} {r['threads']:>3} | {pt:>18} {ot:>18} {om / pm:>6.2f}x | "
               f"{prss:>10.1f} {orss:>8.1f} {ofl:>9.1f} | {r['pebble_vs_ort']:>12.3g} {r['pebble_vs_torch']:>14.3g}")
-    print("ORT-floor: ORT's peak minus its process's peak before the session was created (interpreter, numpy, "
+    print("speedup: ORT median / pebble median (above 1: pebble faster). ORT-floor: ORT's peak minus its process's peak before the session was created (interpreter, numpy, "
           "onnxruntime import). Work files: " + work)
 
 

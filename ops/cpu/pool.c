@@ -5,8 +5,21 @@
 #include "ops/cpu/kernels.h"
 #include "ops/window.h"
 
+/* The taps k (0 ≤ k < K) of output position o whose input o·s − pad + k·d lies in [0, X):
+ * [*lo, *hi), an empty range when none does. */
+static void tap_range(int64_t o, int64_t s, int64_t pad, int64_t d, int64_t K, int64_t X, int64_t *lo, int64_t *hi)
+{
+    int64_t base = o * s - pad; /* input = base + k·d */
+    int64_t a = base >= 0 ? 0 : (-base + d - 1) / d, b = X - base <= 0 ? 0 : (X - base + d - 1) / d;
+    *lo = a < K ? a : K;
+    *hi = b < K ? b : K;
+    if (*hi < *lo)
+        *hi = *lo;
+}
+
 /* x[N,C,H,W] -> y[N,C,OH,OW]: each output the max or mean of the window's taps that fall
- * inside x (the shape rule keeps every window overlapping x). */
+ * inside x (the shape rule keeps every window overlapping x). Tap ranges are found per
+ * output row and column, so the inner loops have no bounds tests. */
 static pbl_status pool(const pbl__kargs *a, int is_max)
 {
     const pbl_shape *xs = &a->in_meta[0].shape, *ys = &a->out_meta[0].shape;
@@ -18,27 +31,31 @@ static pbl_status pool(const pbl__kargs *a, int is_max)
     for (int64_t nc = 0; nc < NC; nc++) {
         const float *xp = x + nc * H * W;
         float *yp = y + nc * OH * OW;
-        for (int64_t oh = 0; oh < OH; oh++)
+        for (int64_t oh = 0; oh < OH; oh++) {
+            int64_t h0, h1;
+            tap_range(oh, w.stride[0], w.pad[0], w.dilation[0], w.kernel[0], H, &h0, &h1);
             for (int64_t ow = 0; ow < OW; ow++) {
-                float m = -FLT_MAX;
-                double sum = 0.0;
-                int64_t count = 0;
-                for (int64_t kh = 0; kh < w.kernel[0]; kh++) {
-                    int64_t ih = oh * w.stride[0] - w.pad[0] + kh * w.dilation[0];
-                    if (ih < 0 || ih >= H)
-                        continue;
-                    for (int64_t kw = 0; kw < w.kernel[1]; kw++) {
-                        int64_t iw = ow * w.stride[1] - w.pad[1] + kw * w.dilation[1];
-                        if (iw < 0 || iw >= W)
-                            continue;
-                        float v = xp[ih * W + iw];
-                        m = v > m ? v : m;
-                        sum += v;
-                        count++;
-                    }
+                int64_t w0, w1;
+                tap_range(ow, w.stride[1], w.pad[1], w.dilation[1], w.kernel[1], W, &w0, &w1);
+                const float *xb = xp + (oh * w.stride[0] - w.pad[0]) * W + (ow * w.stride[1] - w.pad[1]);
+                if (is_max) {
+                    float m = -FLT_MAX;
+                    for (int64_t kh = h0; kh < h1; kh++)
+                        for (int64_t kw = w0; kw < w1; kw++) {
+                            float v = xb[kh * w.dilation[0] * W + kw * w.dilation[1]];
+                            m = v > m ? v : m;
+                        }
+                    yp[oh * OW + ow] = m;
+                } else {
+                    float sum = 0.0f;
+                    for (int64_t kh = h0; kh < h1; kh++)
+                        for (int64_t kw = w0; kw < w1; kw++)
+                            sum += xb[kh * w.dilation[0] * W + kw * w.dilation[1]];
+                    int64_t count = (h1 - h0) * (w1 - w0);
+                    yp[oh * OW + ow] = count ? sum / (float)count : 0.0f;
                 }
-                yp[oh * OW + ow] = is_max ? m : count ? (float)(sum / (double)count) : 0.0f;
             }
+        }
     }
     return PBL_OK;
 }
