@@ -76,7 +76,7 @@ PBL__API void pbl_onnx_weights_destroy(pbl_onnx_weights *w)
 
 PBL__API pbl_onnx_options pbl_onnx_options_default(void)
 {
-    return (pbl_onnx_options){ .allocator = NULL, .dim_value = 1, .weights = NULL };
+    return (pbl_onnx_options){ .allocator = NULL, .dim_value = 1, .weights = NULL, .pack_weights = 1 };
 }
 
 /* ---- the loader's state ---------------------------------------------------------------------- */
@@ -514,6 +514,30 @@ static pbl_status cv_dropout(ctx *c)
     return PBL_OK;
 }
 
+/* w[N, K], a float constant (the caller checked), as fully_connected_packed's panels
+ * wp[ceil(N/16), K, 16]: a new parameter "<w>/packed". */
+static pbl_status pack_weights(ctx *c, const char *name, pbl_value *out)
+{
+    sym *s = sym_find(c, name);
+    int64_t N = s->data.shape.dim[0], K = s->data.shape.dim[1], NB = (N + 15) / 16;
+    if (NB > PBL__ONNX_MAX_NUMEL / (16 * K))
+        NODE_FAIL(c, PBL_ERR_FORMAT, "'%s' is absurdly large", name);
+    size_t bytes = (size_t)(NB * K * 16) * sizeof(float);
+    float *wp = pbl__mem_calloc(&c->w->mem, bytes);
+    if (!wp)
+        NODE_FAIL(c, PBL_ERR_NOMEM, "out of memory packing '%s'", name);
+    const float *w = s->data.f;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < K; k++)
+            wp[((n / 16) * K + k) * 16 + n % 16] = w[n * K + k];
+    char base[400];
+    snprintf(base, sizeof base, "%s/packed", name);
+    pbl_status st = add_weight(c, base, pbl_shape_make(3, (int64_t[]){ NB, K, 16 }), wp, out);
+    if (st != PBL_OK)
+        pbl__mem_free(&c->w->mem, wp, bytes);
+    return st;
+}
+
 static pbl_status cv_gemm(ctx *c)
 {
     const Onnx__NodeProto *n = c->node;
@@ -522,11 +546,33 @@ static pbl_status cv_gemm(ctx *c)
     double alpha, beta;
     pbl_status s;
     if ((s = need_inputs(c, 2, 3)) != PBL_OK || (s = get(c, n->input[0], &a)) != PBL_OK ||
-        (s = get(c, n->input[1], &b)) != PBL_OK || (s = attr_int(c, "transA", 0, &ta)) != PBL_OK ||
-        (s = attr_int(c, "transB", 0, &tb)) != PBL_OK || (s = attr_float(c, "alpha", 1.0, &alpha)) != PBL_OK ||
-        (s = attr_float(c, "beta", 1.0, &beta)) != PBL_OK)
+        (s = attr_int(c, "transA", 0, &ta)) != PBL_OK || (s = attr_int(c, "transB", 0, &tb)) != PBL_OK ||
+        (s = attr_float(c, "alpha", 1.0, &alpha)) != PBL_OK || (s = attr_float(c, "beta", 1.0, &beta)) != PBL_OK)
         return s;
     if (in_name(n, 2) && (s = get(c, n->input[2], &cc)) != PBL_OK)
+        return s;
+    pbl_shape sc = cc != PBL_NONE ? shape_of(c, cc) : (pbl_shape){ 0 };
+    /* x·wᵀ + b with w a constant not yet in the graph: fully_connected_packed on w repacked
+     * once, here (w itself never becomes a parameter unless another node reads it) */
+    sym *ws = sym_find(c, n->input[1]);
+    if (c->opt->pack_weights && !ta && tb && alpha == 1.0 && ws && ws->is_const && !ws->data.is_int && ws->data.f &&
+        ws->v == PBL_NONE && ws->data.shape.ndim == 2) {
+        int64_t N = ws->data.shape.dim[0];
+        int c_is_row = cc != PBL_NONE && ((sc.ndim == 1 && sc.dim[0] == N) || (sc.ndim == 2 && sc.dim[0] == 1 && sc.dim[1] == N));
+        if (cc == PBL_NONE || (beta == 1.0 && c_is_row)) {
+            pbl_value in[3] = { a, PBL_NONE, cc };
+            pbl_attr oa[] = { PBL_ATTR_INT("out", N) };
+            if ((s = pack_weights(c, n->input[1], &in[1])) != PBL_OK)
+                return s;
+            if (cc != PBL_NONE && sc.ndim == 2 &&
+                (s = to_shape(c, cc, pbl_shape_make(1, &N), "reshape", "bias", &in[2])) != PBL_OK)
+                return s;
+            if ((s = emit(c, "fully_connected_packed", in, cc != PBL_NONE ? 3 : 2, oa, 1, NULL, &y)) != PBL_OK)
+                return s;
+            return define(c, n->output[0], y);
+        }
+    }
+    if ((s = get(c, n->input[1], &b)) != PBL_OK)
         return s;
     pbl_shape sa = shape_of(c, a), sb = shape_of(c, b);
     if (sa.ndim != 2 || sb.ndim != 2) {
@@ -535,7 +581,6 @@ static pbl_status cv_gemm(ctx *c)
                   pbl_shape_str(&sb, bb, sizeof bb));
     }
     int64_t N = tb ? sb.dim[0] : sb.dim[1];
-    pbl_shape sc = cc != PBL_NONE ? shape_of(c, cc) : (pbl_shape){ 0 };
     int c_is_row = cc != PBL_NONE && ((sc.ndim == 1 && sc.dim[0] == N) || (sc.ndim == 2 && sc.dim[0] == 1 && sc.dim[1] == N));
     if (!ta && tb && alpha == 1.0 && (cc == PBL_NONE || (beta == 1.0 && c_is_row))) {
         /* x·wᵀ + b: pebble's fully_connected, one sgemm with the bias preloaded */

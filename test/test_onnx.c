@@ -240,9 +240,9 @@ static void build_mlp(mb *b)
     mb_output(b, "p");
 }
 
-static void test_mlp(void **state)
+/* pack 1: the Gemm becomes fully_connected_packed on repacked weights; 0: fully_connected */
+static void mlp_case(int pack)
 {
-    (void)state;
     mb b;
     build_mlp(&b);
     size_t len;
@@ -250,7 +250,12 @@ static void test_mlp(void **state)
     pbl_graph *g;
     pbl_onnx_weights *w;
     char err[1024];
-    assert_int_equal(load(p, len, &g, &w, err, sizeof err), PBL_OK);
+    pbl_onnx_options opt = pbl_onnx_options_default();
+    opt.weights = &w;
+    opt.pack_weights = pack;
+    pbl_status s = pbl_graph_from_onnx(&g, p, len, &opt, err, sizeof err);
+    printf("  load (pack_weights %d): %s %s\n", pack, pbl_status_name(s), s ? err : "");
+    assert_int_equal(s, PBL_OK);
     assert_int_equal(pbl_onnx_weights_count(w), 4);
     float x[6] = { 1, -2, 0.5f, 0.25f, 3, -1 }, y[4];
     run1(g, w, "x", x, 6, "p", y, 4);
@@ -275,15 +280,26 @@ static void test_mlp(void **state)
             want[r * 2 + o] = exp(z[o] - mx) / sum;
     }
     close_to(y, want, 4, 1e-5);
-    /* the Gemm became one fully_connected node named after its output */
+    /* the Gemm became one node named after its output */
     pbl_node fc = pbl_graph_find_node(g, "h");
     assert_int_not_equal(fc, PBL_NONE);
     pbl_node_info ni;
     pbl_graph_node_info(g, fc, &ni);
-    assert_string_equal(ni.op, "fully_connected");
+    assert_string_equal(ni.op, pack ? "fully_connected_packed" : "fully_connected");
+    /* packed: w1 is a [1, 3, 16] parameter, the 4 output columns zero-padded to 16 */
+    pbl_value_info wi;
+    pbl_graph_value_info(g, ni.inputs[1], &wi);
+    assert_int_equal(wi.shape.ndim, pack ? 3 : 2);
     pbl_onnx_weights_destroy(w);
     pbl_graph_destroy(g);
     free(p);
+}
+
+static void test_mlp(void **state)
+{
+    (void)state;
+    mlp_case(1);
+    mlp_case(0);
 }
 
 /* ---- Softmax's axis: coerced to 2-D before opset 13, one axis from 13 ------------------------ */

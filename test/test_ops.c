@@ -810,6 +810,65 @@ static void test_pools(void **state)
     assert_int_equal(fails, 0);
 }
 
+/* ---- fully_connected_packed ------------------------------------------------------------------ */
+
+/* w[N,K] packed as the op documents (wp[p, k, j] = w[16p + j, k], 0 past N); y against
+ * x·wᵀ + b in double. M from 1 to 13 walks the kernel's 8-, 4-, 2- and 1-row blocks; N not a
+ * multiple of 16 or 32 its masked and odd panels. */
+static int fcp_case(th_rng *r, int64_t M, int64_t K, int64_t N, int with_bias)
+{
+    th_set_case("fully_connected_packed x[%lld,%lld] w[%lld,%lld]%s", (long long)M, (long long)K, (long long)N,
+                (long long)K, with_bias ? " bias" : "");
+    int64_t NB = (N + 15) / 16;
+    in_spec in[3] = { { .shape = PBL_SHAPE(M, K) }, { .shape = PBL_SHAPE(NB, K, 16) }, { .shape = PBL_SHAPE(N) } };
+    pbl_attr at[] = { PBL_ATTR_INT("out", N) };
+    one_node c;
+    if (one_build(&c, "fully_connected_packed", in, with_bias ? 3 : 2, at, 1))
+        return 1;
+    float *x = th_falloc(M * K), *w = th_falloc(N * K), *wp = th_falloc(NB * K * 16), *b = th_falloc(N);
+    float *y = th_falloc(M * N);
+    double *want = th_dalloc(M * N), *scale = th_dalloc(M * N);
+    th_fill(r, x, M * K, -1, 1);
+    th_fill(r, w, N * K, -1, 1);
+    th_fill(r, b, N, -1, 1);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < K; k++)
+            wp[((n / 16) * K + k) * 16 + n % 16] = w[n * K + k];
+    int fails = one_run(&c, (const void *[]){ x, wp, b });
+    fails += out_shape_is(&c, 0, PBL_SHAPE(M, N));
+    if (!fails)
+        fails += read_value(&c, c.out[0], y, M * N);
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) {
+            double s = with_bias ? b[n] : 0, a = with_bias ? fabs(b[n]) : 0;
+            for (int64_t k = 0; k < K; k++) {
+                s += (double)x[m * K + k] * w[n * K + k];
+                a += fabs((double)x[m * K + k] * w[n * K + k]);
+            }
+            want[m * N + n] = s;
+            scale[m * N + n] = a;
+        }
+    if (!fails)
+        fails += th_close("y", y, want, scale, M * N, 1e-6, 1e-5);
+    free(x), free(w), free(wp), free(b), free(y), free(want), free(scale);
+    one_free(&c);
+    return fails;
+}
+
+static void test_fully_connected_packed(void **state)
+{
+    (void)state;
+    th_rng r = th_rng_seed(1515);
+    int fails = 0;
+    for (int64_t M = 1; M <= 13; M++)
+        fails += fcp_case(&r, M, 1 + M % 5 * 7, M % 2 ? 37 : 64, M % 3 != 0);
+    fails += fcp_case(&r, 16, 33, 10, 1);  /* one masked panel */
+    fails += fcp_case(&r, 11, 17, 20, 1);  /* a pair whose second panel is masked */
+    fails += fcp_case(&r, 5, 9, 50, 0);
+    fails += fcp_case(&r, 9, 20, 48, 0);   /* an odd number of full panels */
+    assert_int_equal(fails, 0);
+}
+
 /* ---- concat ---------------------------------------------------------------------------------- */
 
 /* Three inputs x_i: shape `base` with dim `axis` set to len[i]; y against an index-by-index
@@ -1338,6 +1397,7 @@ int main(void)
         cmocka_unit_test(test_reductions),
         cmocka_unit_test(test_reshape_flatten_copy),
         cmocka_unit_test(test_concat),
+        cmocka_unit_test(test_fully_connected_packed),
         cmocka_unit_test(test_conv2d),
         cmocka_unit_test(test_pools),
         cmocka_unit_test(test_dropout_p0_is_identity),

@@ -66,6 +66,10 @@ typedef struct pbl_onnx_options {
     int64_t              dim_value; /* size of symbolic/unknown input dims (default 1) */
     pbl_onnx_weights   **weights;   /* not NULL: receives the initializer data (the caller
                                        destroys it); NULL: the data is dropped (planning only) */
+    int32_t              pack_weights; /* default 1: a Gemm x·wᵀ + b whose w is a constant
+                                       becomes fully_connected_packed, w repacked at load time
+                                       into the CPU kernel's panels (pebble/ops.h); 0 keeps
+                                       fully_connected on w as stored */
 } pbl_onnx_options;
 
 pbl_onnx_options pbl_onnx_options_default(void);

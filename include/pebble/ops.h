@@ -32,6 +32,9 @@
  * mse_loss_grad               pred target dloss       dpred
  *
  *
+ * fully_connected_packed      x[M,K] wp[ceil(N/16),K,16] b?[N]  y[M,N] = x·wᵀ + b   out (N, required);
+ *                             wp[p,k,j] = w[16p+j, k], 0 past N (weights packed once, e.g. by
+ *                             the ONNX loader); inference only, not differentiable
  * div                         a, b (bcast)            y = a / b
  * concat                      x1..x16 (one dtype)     y            axis (required); all dims but
  *                                                                  axis agree; not differentiable
