@@ -15,6 +15,7 @@
  *   json.h      graphs saved and loaded as JSON
  *   onnx.h      ONNX models as graphs, ONNX tensor files
  *   viz.h       every strategy's plan and the live-bytes curve, as data and JSON, for pictures
+ *   recompute.h static recomputation: drop forward values, compute them again in backward
  */
 #ifndef PEBBLE_PEBBLE_H
 #define PEBBLE_PEBBLE_H
@@ -38,5 +39,6 @@
 #include "pebble/streams.h"
 #include "pebble/onnx.h"
 #include "pebble/viz.h"
+#include "pebble/recompute.h"
 
 #endif

@@ -68,6 +68,7 @@ void      zl_cross_entropy(zl *b, pbl_value logits, const char *label_name);
  * b->loss and b->opt), and names its outputs. */
 void zoo_mlp(zl *b, int64_t batch);
 void zoo_mlp50(zl *b, int64_t batch);
+void zoo_mlp100(zl *b, int64_t batch);
 void zoo_resnet50(zl *b, int64_t batch);
 void zoo_mobilenet_v2(zl *b, int64_t batch);
 void zoo_bert_base(zl *b, int64_t batch);

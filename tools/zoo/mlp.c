@@ -44,3 +44,15 @@ void zoo_mlp50(zl *b, int64_t batch)
     b->opt.lr = 0.01;
     mlp(b, batch, hidden, 49);
 }
+
+/* Deep and narrow with a wide batch: activations, not weights, fill its memory (the
+ * recomputation benchmark's model: bench/remat_bench.c). */
+void zoo_mlp100(zl *b, int64_t batch)
+{
+    int64_t hidden[99];
+    for (int i = 0; i < 99; i++)
+        hidden[i] = 128;
+    b->opt = pbl_optimizer_options_default(PBL_OPTIM_SGD_MOMENTUM);
+    b->opt.lr = 0.01;
+    mlp(b, batch, hidden, 99);
+}

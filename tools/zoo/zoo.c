@@ -20,6 +20,10 @@ static const model models[] = {
     { "mlp50", 128, zoo_mlp50,
       "deep MLP: 784 -> 49 hidden layers of 512 (relu) -> 10, 50 fully connected layers, batch 128",
       "mlp50 + softmax cross-entropy, backward, SGD with momentum 0.9 (lr 0.01)" },
+    { "mlp100", 1024, zoo_mlp100,
+      "deep MLP with a wide batch: 784 -> 99 hidden layers of 128 (relu) -> 10, 100 fully connected layers, "
+      "batch 1024 (activations outweigh weights 8x)",
+      "mlp100 + softmax cross-entropy, backward, SGD with momentum 0.9 (lr 0.01)" },
     { "resnet50", 32, zoo_resnet50,
       "ResNet-50 v1.5 (stride on the 3x3 conv), 224x224x3, bottlenecks [3,4,6,3], batch_norm + relu, batch 32",
       "resnet50 + softmax cross-entropy, backward, SGD with momentum 0.9 (lr 0.1, weight decay 1e-4)" },
@@ -41,7 +45,7 @@ int zoo_count(void) { return 2 * N_MODELS; }
 const char *zoo_name(int i)
 {
     static const char *const names[2 * N_MODELS] = {
-        "mlp", "mlp_train", "mlp50", "mlp50_train", "resnet50", "resnet50_train",
+        "mlp", "mlp_train", "mlp50", "mlp50_train", "mlp100", "mlp100_train", "resnet50", "resnet50_train",
         "mobilenet_v2", "mobilenet_v2_train", "bert_base", "bert_base_train",
     };
     return i >= 0 && i < 2 * N_MODELS ? names[i] : NULL;

@@ -19,6 +19,7 @@
  * The models (see zoo_describe for details):
  *   mlp           784-256-128-10, relu; the MLP of examples/train_mlp (batch 128, Adam)
  *   mlp50         784 -> 49 hidden layers of 512 -> 10, relu (batch 128, SGD with momentum)
+ *   mlp100        784 -> 99 hidden layers of 128 -> 10, relu (batch 1024, SGD with momentum)
  *   resnet50      ImageNet ResNet-50 v1.5, 224x224 (batch 32, SGD with momentum)
  *   mobilenet_v2  ImageNet MobileNet v2 1.0, 224x224 (batch 32, SGD with momentum)
  *   bert_base     BERT-base encoder, sequence 128 (batch 8, Adam; MLM loss when training)
