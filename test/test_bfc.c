@@ -682,13 +682,32 @@ static void test_bar(void **state)
     pbl_bfc_destroy(b);
 }
 
+typedef struct seen {
+    char    op[8];
+    int64_t id[8];
+    size_t  bytes[8];
+    int     n;
+} seen;
+
+static void on_event(void *ctx, char op, int64_t id, size_t bytes)
+{
+    seen *s = ctx;
+    assert_true(s->n < 8);
+    s->op[s->n] = op;
+    s->id[s->n] = id;
+    s->bytes[s->n++] = bytes;
+}
+
 static void test_trace(void **state)
 {
     fake f;
     pbl_bfc_options o = fake_options(&f, 1 << 20, 4096);
     FILE *t = tmpfile();
     assert_non_null(t);
+    seen ev = { { 0 }, { 0 }, { 0 }, 0 };
     o.trace = t;
+    o.trace_fn = on_event;
+    o.trace_ctx = &ev;
     pbl_bfc *b = make(&o);
     uintptr_t x = A(b, 1000), y = A(b, 7);
     F(b, x);
@@ -699,6 +718,14 @@ static void test_trace(void **state)
     char *got = read_all(t);
     fclose(t);
     assert_string_equal(got, "op,id,bytes\nalloc,0,1000\nalloc,1,7\nfree,0,1000\nfree,1,7\n");
+    assert_int_equal(ev.n, 4); /* the callback sees the same events */
+    assert_memory_equal(ev.op, "aaff", 4);
+    static const int64_t want_id[] = { 0, 1, 0, 1 };
+    static const size_t want_bytes[] = { 1000, 7, 1000, 7 };
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(ev.id[i], want_id[i]);
+        assert_int_equal(ev.bytes[i], want_bytes[i]);
+    }
     free(got);
     pbl_bfc_destroy(b);
 }
