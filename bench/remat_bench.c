@@ -14,6 +14,11 @@
  *   budget X%   static recomputation, Chen et al.'s Algorithm 2 searched for an arena of at most
  *               X% of the plain arena (the budget is in arena bytes: variables are the same
  *               for every row)
+ *   DTR X%      dynamic mode (PBL_STORAGE_DYNAMIC): eager execution from a BFC pool with Dynamic
+ *               Tensor Rematerialization under a budget of X% of the plain arena; its "arena"
+ *               is the pool's peak in-use bytes (each tensor rounded up to 256), "recomp" the
+ *               kernels re-run per step. --dtr-trace PREFIX writes each DTR row's pool trace
+ *               (the format bench/bfc_replay reads) to PREFIX<X>.csv
  *
  * Columns: checkpoints kept, recompute nodes added, estimated extra FLOPs (% of the plain
  * step's), the planned arena, the arena plus executor-held variables (inputs, parameters,
@@ -22,6 +27,7 @@
  * A row whose budget cannot be met says so (PBL_ERR_BUDGET) and gives the least arena reached.
  *
  *     remat_bench [--batch 1024] [--threads 1] [--iters 3] [--reps 3] [--format table|json]
+ *                 [--dtr-trace PREFIX]
  *
  * Anchors: Chen et al. 2016 report sublinear (O(sqrt(n))) memory for about 30% more time
  * (one extra forward pass); the goal here is at most 1.2x the plain step time at 50% of the
@@ -41,8 +47,9 @@
 #define MODEL "mlp100_train"
 
 typedef struct options {
-    int64_t batch;
-    int     threads, iters, reps, json;
+    int64_t     batch;
+    int         threads, iters, reps, json;
+    const char *dtr_trace; /* NULL, or the prefix of DTR rows' pool traces */
 } options;
 
 /* One row of the table. */
@@ -119,14 +126,22 @@ static int fill_variables(const pbl_graph *g, pbl_exec *e)
     return 0;
 }
 
-/* Runs g: warm-up step, then reps x iters steps; fills arena, variables, step_ms (median). */
-static int time_graph(const bench *b, const pbl_graph *g, row *r)
+/* Runs g (with executor options `dyn`, NULL: planned): warm-up step, then reps x iters steps;
+ * fills arena, variables, step_ms (median). */
+static int time_graph(const bench *b, const pbl_graph *g, row *r, const pbl_exec_options *dyn)
 {
     pbl_exec *e = NULL;
-    pbl_exec_options eo = pbl_exec_options_default();
+    pbl_exec_options eo = dyn ? *dyn : pbl_exec_options_default();
     eo.threads = b->o->threads;
-    char err[256];
-    if (pbl_exec_create(&e, g, &eo, err, sizeof err) != PBL_OK) {
+    char err[512];
+    pbl_status cs = pbl_exec_create(&e, g, &eo, err, sizeof err);
+    if (cs == PBL_ERR_BUDGET) { /* an answer: the row says what would work */
+        const char *w = strstr(err, "the smallest budget that works is ");
+        snprintf(r->status, sizeof r->status, "%s: works from %.1f MiB", pbl_status_str(cs),
+                 w ? (double)strtoull(w + 34, NULL, 10) / (1 << 20) : 0.0);
+        return 0;
+    }
+    if (cs != PBL_OK) {
         snprintf(r->status, sizeof r->status, "exec: %.80s", err);
         return -1;
     }
@@ -141,6 +156,11 @@ static int time_graph(const bench *b, const pbl_graph *g, row *r)
         for (int i = 0; i < b->o->iters && rc == 0; i++)
             rc = pbl_exec_run(e) == PBL_OK ? 0 : -1;
         t[k] = (now_s() - t0) / b->o->iters;
+    }
+    if (rc == 0 && dyn) { /* the pool's peak is known after a run */
+        pbl_exec_stats_get(e, &st);
+        r->arena = st.dynamic_peak;
+        r->recomputed = (int32_t)st.remat_ops;
     }
     if (rc == 0) {
         qsort(t, (size_t)b->o->reps, sizeof *t, cmp_double);
@@ -160,7 +180,7 @@ static int row_plain(bench *b, double arg, row *r)
     (void)arg;
     snprintf(r->name, sizeof r->name, "plain");
     r->checkpoints = r->recomputed = -1;
-    return time_graph(b, b->g, r);
+    return time_graph(b, b->g, r, NULL);
 }
 
 /* Static recomputation (pebble/recompute.h); frac is the budget as a fraction of the plain
@@ -181,7 +201,7 @@ static int row_static(bench *b, pbl_recompute_method m, double frac, row *r)
     r->arena = rep.arena;
     int rc = -1;
     if (s == PBL_OK) {
-        rc = time_graph(b, lean, r);
+        rc = time_graph(b, lean, r, NULL);
     } else if (s == PBL_ERR_BUDGET) { /* an answer, not a failure: the row says so */
         snprintf(r->status, sizeof r->status, "%s: least arena %.1f MiB", pbl_status_str(s),
                  (double)rep.arena / (1 << 20));
@@ -212,6 +232,30 @@ static int row_budget(bench *b, double frac, row *r)
     return row_static(b, PBL_RECOMPUTE_BUDGET, frac, r);
 }
 
+/* Dynamic mode with DTR (pebble/exec.h) under frac of the plain arena. */
+static int row_dtr(bench *b, double frac, row *r)
+{
+    snprintf(r->name, sizeof r->name, "DTR %.0f%%", 100 * frac);
+    r->checkpoints = -1;
+    pbl_exec_options eo = pbl_exec_options_default();
+    eo.storage = PBL_STORAGE_DYNAMIC;
+    eo.budget = (uint64_t)(frac * (double)b->plain_arena);
+    FILE *tf = NULL;
+    if (b->o->dtr_trace) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s%.0f.csv", b->o->dtr_trace, 100 * frac);
+        if (!(tf = fopen(path, "w"))) {
+            snprintf(r->status, sizeof r->status, "cannot write %.80s", path);
+            return -1;
+        }
+        eo.trace = tf;
+    }
+    int rc = time_graph(b, b->g, r, &eo);
+    if (tf)
+        fclose(tf);
+    return rc;
+}
+
 /* The table: one line per row, in print order. */
 static const struct {
     row_fn fn;
@@ -222,6 +266,9 @@ static const struct {
     { row_sqrt, 0 },
     { row_budget, 0.5 },
     { row_budget, 0.3 },
+    { row_dtr, 0.7 },
+    { row_dtr, 0.5 },
+    { row_dtr, 0.3 },
 };
 
 enum { N_ROWS = (int)(sizeof rows / sizeof rows[0]) };
@@ -237,9 +284,10 @@ static void print_table(const bench *b, const row *r, int n)
         char ck[16] = "-", rc[16] = "-", fl[16] = "-", tm[16] = "-", xt[16] = "-", xp[16] = "-", pk[16] = "-";
         if (r[i].checkpoints >= 0) {
             snprintf(ck, sizeof ck, "%d", (int)r[i].checkpoints);
-            snprintf(rc, sizeof rc, "%d", (int)r[i].recomputed);
             snprintf(fl, sizeof fl, "%.1f%%", r[i].extra_flops_pct);
         }
+        if (r[i].recomputed >= 0)
+            snprintf(rc, sizeof rc, "%d", (int)r[i].recomputed);
         if (r[i].ran) {
             snprintf(tm, sizeof tm, "%.1f", r[i].step_ms);
             snprintf(pk, sizeof pk, "%.1f", (double)(r[i].arena + r[i].variables) / (1 << 20));
@@ -265,6 +313,8 @@ static void print_json(const bench *b, const row *r, int n)
         if (r[i].checkpoints >= 0)
             printf(", \"checkpoints\": %d, \"recomputed\": %d, \"extra_flops_pct\": %.2f", (int)r[i].checkpoints,
                    (int)r[i].recomputed, r[i].extra_flops_pct);
+        else if (r[i].recomputed >= 0)
+            printf(", \"recomputed\": %d", (int)r[i].recomputed);
         if (r[i].ran)
             printf(", \"variables\": %llu, \"peak\": %llu, \"step_ms\": %.3f, \"time_ratio\": %.4f",
                    (unsigned long long)r[i].variables, (unsigned long long)(r[i].arena + r[i].variables),
@@ -294,7 +344,8 @@ static int parse_args(int argc, char **argv, options *o)
         const char *a = argv[i];
         long v = 0;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf("usage: remat_bench [--batch 1024] [--threads 1] [--iters 3] [--reps 3] [--format table|json]\n");
+            printf("usage: remat_bench [--batch 1024] [--threads 1] [--iters 3] [--reps 3] [--format table|json]\n"
+                   "                   [--dtr-trace PREFIX]\n");
             exit(0);
         }
         if (i + 1 >= argc) {
@@ -308,6 +359,8 @@ static int parse_args(int argc, char **argv, options *o)
                 return -1;
             }
             o->json = !strcmp(val, "json");
+        } else if (!strcmp(a, "--dtr-trace")) {
+            o->dtr_trace = val;
         } else if (!strcmp(a, "--batch")) {
             if (parse_int(a, val, 1, 1 << 20, &v))
                 return -1;
