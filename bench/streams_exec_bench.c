@@ -12,7 +12,10 @@
  * side. For each stream count the executor is created with pbl_exec_options.streams (the
  * colouring of pbl_graph_streams, happens-before-safe planned storage) and timed over
  * --iters runs per repetition, --reps repetitions, median reported; every row's output must
- * be bit-identical to one stream's ("same" column).
+ * be bit-identical to one stream's ("same" column). Beside the wall clock, the process CPU
+ * time per run (all threads): on a shared, loaded machine the wall-clock speedup also
+ * reflects how many threads the OS scheduler gives the process, while the CPU time shows
+ * what the streams' hand-offs and waits cost.
  *
  * BLAS runs single-threaded in every row (--threads, default 1, for the one-stream row), so
  * the rows compare streams, not BLAS threads.
@@ -57,6 +60,14 @@ static double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* CPU time of the whole process (every thread): what the run cost, whatever the load. */
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
@@ -201,7 +212,8 @@ typedef struct row {
     const char *backend;
     int32_t     streams_asked, streams_used, waits;
     uint64_t    arena;
-    double      ms;       /* median ms per run */
+    double      ms;       /* median ms per run (wall clock) */
+    double      cpu_ms;   /* median process CPU ms per run (all threads) */
     int         same;     /* output bit-identical to the first row of its backend */
 } row;
 
@@ -247,20 +259,21 @@ static int measure(const options *o, const model *m, const backend_entry *be, in
             iters *= 2;
         }
     }
-    double reps[1000];
+    double reps[1000], cpu[1000];
     for (int k = 0; k < o->reps; k++) {
-        double t0 = now_s();
+        double t0 = now_s(), c0 = cpu_s();
         for (int i = 0; i < iters; i++)
             if (pbl_exec_run(e) != PBL_OK)
                 goto fail;
         reps[k] = (now_s() - t0) * 1e3 / iters;
+        cpu[k] = (cpu_s() - c0) * 1e3 / iters;
     }
     if (pbl_exec_read(e, m->y, out, xbytes) != PBL_OK)
         goto fail;
     pbl_exec_stats st;
     pbl_exec_stats_get(e, &st);
     *r = (row){ .backend = be->name, .streams_asked = streams, .streams_used = st.streams, .waits = st.waits,
-                .arena = st.arena_bytes, .ms = median(reps, o->reps) };
+                .arena = st.arena_bytes, .ms = median(reps, o->reps), .cpu_ms = median(cpu, o->reps) };
     pbl_exec_destroy(e);
     return 0;
 fail:
@@ -306,16 +319,16 @@ int main(int argc, char **argv)
                     break;
                 }
             printf("%s{\"backend\": \"%s\", \"streams\": %d, \"streams_used\": %d, \"waits\": %d, "
-                   "\"arena_bytes\": %llu, \"ms\": %.4f, \"speedup\": %.3f, \"identical\": %s}",
+                   "\"arena_bytes\": %llu, \"ms\": %.4f, \"cpu_ms\": %.4f, \"speedup\": %.3f, \"identical\": %s}",
                    i ? ", " : "", r->backend, (int)r->streams_asked, (int)r->streams_used, (int)r->waits,
-                   (unsigned long long)r->arena, r->ms, base->ms / r->ms, r->same ? "true" : "false");
+                   (unsigned long long)r->arena, r->ms, r->cpu_ms, base->ms / r->ms, r->same ? "true" : "false");
         }
         printf("]}\n");
     } else {
         printf("%d branches x %d x (fully_connected [%d,%d]x[%d,%d] + tanh), forward, %d nodes; BLAS threads %d\n",
                o.branches, o.depth, o.batch, o.width, o.width, o.width, nodes, o.threads);
-        printf("%-8s %8s %6s %6s %12s %12s %8s %6s\n", "backend", "streams", "used", "waits", "arena B", "ms/run",
-               "speedup", "same");
+        printf("%-8s %8s %6s %6s %12s %12s %12s %8s %6s\n", "backend", "streams", "used", "waits", "arena B",
+               "ms/run", "cpu ms/run", "speedup", "same");
         for (int i = 0; i < n_rows; i++) {
             const row *r = &rows[i], *base = r;
             for (int j = 0; j < n_rows; j++)
@@ -323,9 +336,9 @@ int main(int argc, char **argv)
                     base = &rows[j];
                     break;
                 }
-            printf("%-8s %8d %6d %6d %12llu %12.4f %7.2fx %6s\n", r->backend, (int)r->streams_asked,
-                   (int)r->streams_used, (int)r->waits, (unsigned long long)r->arena, r->ms, base->ms / r->ms,
-                   r->same ? "yes" : "NO");
+            printf("%-8s %8d %6d %6d %12llu %12.4f %12.4f %7.2fx %6s\n", r->backend, (int)r->streams_asked,
+                   (int)r->streams_used, (int)r->waits, (unsigned long long)r->arena, r->ms, r->cpu_ms,
+                   base->ms / r->ms, r->same ? "yes" : "NO");
         }
     }
     for (int i = 0; i < n_rows; i++)
