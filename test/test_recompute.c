@@ -37,8 +37,8 @@ static pbl_graph *zoo(const char *name, int64_t batch)
 }
 
 /* An MLP of `depth` fully connected layers of `width` (relu between), softmax cross-entropy,
- * backward, SGD: the same construction as tools/zoo/mlp.c at any depth. */
-static pbl_graph *deep_mlp(int depth, int64_t width, int64_t batch)
+ * backward, SGD with learning rate lr: the same construction as tools/zoo/mlp.c at any depth. */
+static pbl_graph *deep_mlp(int depth, int64_t width, int64_t batch, double lr)
 {
     pbl_graph *g;
     assert_int_equal(pbl_graph_create(&g, NULL), PBL_OK);
@@ -74,6 +74,7 @@ static pbl_graph *deep_mlp(int depth, int64_t width, int64_t batch)
     assert_int_equal(pbl_graph_set_output(g, "loss", loss), PBL_OK);
     assert_int_equal(pbl_graph_gradient(g, loss, params, 2 * depth, grads), PBL_OK);
     pbl_optimizer_options o = pbl_optimizer_options_default(PBL_OPTIM_SGD);
+    o.lr = lr;
     assert_int_equal(pbl_graph_add_optimizer(g, &o, params, grads, 2 * depth), PBL_OK);
     free(params);
     free(grads);
@@ -291,6 +292,23 @@ static void test_mlp100_bit_identical(void **state)
     check_method_trains("mlp100_train", 64, PBL_RECOMPUTE_BUDGET, 0.3, 2, 1);
 }
 
+/* Attributes are copied as set: a learning rate other than the default must survive. */
+static void test_attributes_copied(void **state)
+{
+    (void)state;
+    pbl_graph *g = deep_mlp(12, 16, 8, 0.05);
+    pbl_recompute_report r;
+    pbl_graph *lean = rewrite(g, PBL_RECOMPUTE_SQRT, 0, &r);
+    assert_true(r.recomputed > 0);
+    double lr = 0;
+    assert_int_equal(pbl_graph_node_attr_float(lean, pbl_graph_find_node(lean, "fc1/w/update"), "lr", &lr), PBL_OK);
+    assert_true(lr == 0.05);
+    same_training(g, lean, 2, "12 layers, sgd lr 0.05, sqrt");
+    pbl_recompute_report_free(&r);
+    pbl_graph_destroy(lean);
+    pbl_graph_destroy(g);
+}
+
 /* ---- the rewritten graph: names, order, the executor's arena -------------------------------- */
 
 static void test_rewrite_shape(void **state)
@@ -388,7 +406,7 @@ static void test_sqrt_memory(void **state)
     uint64_t plain[2], lean[2];
     int depth[2] = { 100, 400 };
     for (int i = 0; i < 2; i++) {
-        pbl_graph *g = deep_mlp(depth[i], 32, 64);
+        pbl_graph *g = deep_mlp(depth[i], 32, 64, 0.01);
         pbl_recompute_report r;
         pbl_graph *out = rewrite(g, PBL_RECOMPUTE_SQRT, 0, &r);
         plain[i] = r.arena_plain;
@@ -583,6 +601,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mlp_bit_identical),
         cmocka_unit_test(test_mlp100_bit_identical),
+        cmocka_unit_test(test_attributes_copied),
         cmocka_unit_test(test_rewrite_shape),
         cmocka_unit_test(test_mirror_rule),
         cmocka_unit_test(test_sqrt_memory),
