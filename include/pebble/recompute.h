@@ -56,8 +56,8 @@
  *     pbl_recompute_report_free(&r);
  *     pbl_graph_destroy(lean);
  *
- * Thread-safety: reads g only; calls on different graphs (or the same, unchanged) may run at
- * once.
+ * Thread-safety: g is only read, except that a g that fails validation gets its message set
+ * (as pbl_graph_liveness does); calls on different graphs may run at once.
  */
 #ifndef PEBBLE_RECOMPUTE_H
 #define PEBBLE_RECOMPUTE_H
@@ -79,7 +79,9 @@ typedef enum pbl_recompute_method {
 typedef struct pbl_recompute_options {
     const pbl_allocator *allocator;   /* the pass's memory and the new graph's; NULL: malloc/free */
     pbl_recompute_method method;      /* default PBL_RECOMPUTE_SQRT */
-    uint64_t             budget;      /* BUDGET: the planned arena must be at most this (bytes) */
+    uint64_t             budget;      /* the planned arena must be at most this (bytes); 0: no
+                                         limit (BUDGET then keeps everything). MIRROR and SQRT
+                                         check their result against it */
     int32_t              segments;    /* SQRT: segments; 0 (default) = round(sqrt(candidates)) */
     int32_t              search_points; /* BUDGET: values of B tried (default 64; at least 2) */
     const char          *strategy;    /* planner strategy that measures arenas; NULL: "best",
@@ -111,8 +113,8 @@ typedef struct pbl_recompute_report {
  * report is not NULL, describes the choice (free it with pbl_recompute_report_free, also
  * after a failure). g must validate; a graph without backward nodes is copied as is.
  * Returns PBL_ERR_INVALID_ARG (NULL g or out, bad options), pbl_graph_validate's statuses,
- * PBL_ERR_BUDGET (BUDGET: no plan tried fits opt.budget; err names the smallest arena
- * reached, and the report describes that plan), PBL_ERR_NOMEM. On failure *out is NULL and
+ * PBL_ERR_BUDGET (no plan tried fits opt.budget; err names the smallest arena reached, and
+ * the report describes that plan), PBL_ERR_NOMEM. On failure *out is NULL and
  * err (errlen bytes, may be NULL) says why. */
 pbl_status pbl_graph_recompute(const pbl_graph *g, const pbl_recompute_options *opt, pbl_graph **out,
                                pbl_recompute_report *report, char *err, size_t errlen);
