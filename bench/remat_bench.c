@@ -23,7 +23,9 @@
  * Columns: checkpoints kept, recompute nodes added, estimated extra FLOPs (% of the plain
  * step's), the planned arena, the arena plus executor-held variables (inputs, parameters,
  * optimizer state: the step's peak device memory, since nothing else is allocated while it
- * runs), the median step time over --reps repetitions of --iters steps, and both against plain.
+ * runs), the median step time over --reps repetitions of --iters steps, and both against plain;
+ * beside the wall time, the process's CPU time per step (on a shared machine the wall time also
+ * counts other programs' turns on the cores).
  * A row whose budget cannot be met says so (PBL_ERR_BUDGET) and gives the least arena reached.
  *
  *     remat_bench [--batch 1024] [--threads 1] [--iters 3] [--reps 3] [--format table|json]
@@ -61,6 +63,7 @@ typedef struct row {
     double      extra_flops_pct;
     uint64_t    arena, variables;
     double      step_ms;
+    double      cpu_ms;      /* the process's CPU time per step (median) */
 } row;
 
 /* What every row function shares: the plain graph and its measurements. */
@@ -73,12 +76,16 @@ typedef struct bench {
 
 typedef int (*row_fn)(bench *b, double arg, row *r);
 
-static double now_s(void)
+static double clock_s(clockid_t c)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(c, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+static double now_s(void) { return clock_s(CLOCK_MONOTONIC); }
+/* CPU time of the whole process: on a shared machine, wall time also counts the time other
+ * programs held the cores; with one BLAS thread this is the step's own work. */
+static double cpu_s(void) { return clock_s(CLOCK_PROCESS_CPUTIME_ID); }
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -149,13 +156,14 @@ static int time_graph(const bench *b, const pbl_graph *g, row *r, const pbl_exec
     pbl_exec_stats_get(e, &st);
     r->arena = st.arena_bytes;
     r->variables = st.variable_bytes;
-    double *t = malloc((size_t)b->o->reps * sizeof *t);
+    double *t = malloc((size_t)b->o->reps * 2 * sizeof *t), *c = t ? t + b->o->reps : NULL;
     int rc = t && fill_variables(g, e) == 0 && pbl_exec_run(e) == PBL_OK ? 0 : -1;
     for (int k = 0; k < b->o->reps && rc == 0; k++) {
-        double t0 = now_s();
+        double t0 = now_s(), c0 = cpu_s();
         for (int i = 0; i < b->o->iters && rc == 0; i++)
             rc = pbl_exec_run(e) == PBL_OK ? 0 : -1;
         t[k] = (now_s() - t0) / b->o->iters;
+        c[k] = (cpu_s() - c0) / b->o->iters;
     }
     if (rc == 0 && dyn) { /* the pool's peak is known after a run */
         pbl_exec_stats_get(e, &st);
@@ -164,7 +172,9 @@ static int time_graph(const bench *b, const pbl_graph *g, row *r, const pbl_exec
     }
     if (rc == 0) {
         qsort(t, (size_t)b->o->reps, sizeof *t, cmp_double);
+        qsort(c, (size_t)b->o->reps, sizeof *c, cmp_double);
         r->step_ms = 1e3 * t[b->o->reps / 2];
+        r->cpu_ms = 1e3 * c[b->o->reps / 2];
         r->ran = 1;
         snprintf(r->status, sizeof r->status, "ok");
     } else {
@@ -278,10 +288,11 @@ static void print_table(const bench *b, const row *r, int n)
     const row *p = &r[0];
     printf("%s, batch %lld, %d BLAS thread(s), median of %d x %d steps\n", MODEL, (long long)b->o->batch,
            b->o->threads, b->o->reps, b->o->iters);
-    printf("%-12s %6s %6s %8s %11s %13s %9s %7s %7s  %s\n", "row", "ckpts", "recomp", "+flops", "arena MiB",
-           "arena+var MiB", "step ms", "x time", "x peak", "status");
+    printf("%-12s %6s %6s %8s %11s %13s %9s %7s %8s %6s %7s  %s\n", "row", "ckpts", "recomp", "+flops", "arena MiB",
+           "arena+var MiB", "step ms", "x time", "cpu ms", "x cpu", "x peak", "status");
     for (int i = 0; i < n; i++) {
         char ck[16] = "-", rc[16] = "-", fl[16] = "-", tm[16] = "-", xt[16] = "-", xp[16] = "-", pk[16] = "-";
+        char cm[16] = "-", xc[16] = "-";
         if (r[i].checkpoints >= 0) {
             snprintf(ck, sizeof ck, "%d", (int)r[i].checkpoints);
             snprintf(fl, sizeof fl, "%.1f%%", r[i].extra_flops_pct);
@@ -290,14 +301,16 @@ static void print_table(const bench *b, const row *r, int n)
             snprintf(rc, sizeof rc, "%d", (int)r[i].recomputed);
         if (r[i].ran) {
             snprintf(tm, sizeof tm, "%.1f", r[i].step_ms);
+            snprintf(cm, sizeof cm, "%.1f", r[i].cpu_ms);
             snprintf(pk, sizeof pk, "%.1f", (double)(r[i].arena + r[i].variables) / (1 << 20));
             if (p->ran) {
                 snprintf(xt, sizeof xt, "%.2f", r[i].step_ms / p->step_ms);
+                snprintf(xc, sizeof xc, "%.2f", r[i].cpu_ms / p->cpu_ms);
                 snprintf(xp, sizeof xp, "%.2f", (double)(r[i].arena + r[i].variables) / (double)(p->arena + p->variables));
             }
         }
-        printf("%-12s %6s %6s %8s %11.1f %13s %9s %7s %7s  %s\n", r[i].name, ck, rc, fl,
-               (double)r[i].arena / (1 << 20), pk, tm, xt, xp, r[i].status);
+        printf("%-12s %6s %6s %8s %11.1f %13s %9s %7s %8s %6s %7s  %s\n", r[i].name, ck, rc, fl,
+               (double)r[i].arena / (1 << 20), pk, tm, xt, cm, xc, xp, r[i].status);
     }
 }
 
@@ -316,9 +329,11 @@ static void print_json(const bench *b, const row *r, int n)
         else if (r[i].recomputed >= 0)
             printf(", \"recomputed\": %d", (int)r[i].recomputed);
         if (r[i].ran)
-            printf(", \"variables\": %llu, \"peak\": %llu, \"step_ms\": %.3f, \"time_ratio\": %.4f",
+            printf(", \"variables\": %llu, \"peak\": %llu, \"step_ms\": %.3f, \"time_ratio\": %.4f, "
+                   "\"cpu_ms\": %.3f, \"cpu_ratio\": %.4f",
                    (unsigned long long)r[i].variables, (unsigned long long)(r[i].arena + r[i].variables),
-                   r[i].step_ms, r[0].ran ? r[i].step_ms / r[0].step_ms : 0.0);
+                   r[i].step_ms, r[0].ran ? r[i].step_ms / r[0].step_ms : 0.0, r[i].cpu_ms,
+                   r[0].ran ? r[i].cpu_ms / r[0].cpu_ms : 0.0);
         printf("}");
     }
     printf("\n]}\n");
