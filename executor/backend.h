@@ -57,6 +57,14 @@ typedef struct pbl__backend_config {
 
 typedef struct pbl__backend {
     const char *name;
+    /* 1: memory from `alloc` is not host-addressable (CUDA), so caller buffers bound to
+     * variables cannot be handed to kernels: the executor keeps such variables in its own
+     * device storage, uploads the caller's buffer before each run and downloads parameters
+     * and state after it. 0: bound buffers are used in place (CPU). */
+    int         device_memory;
+    /* Optional: whether the backend can be opened here at all (a device exists, it was built
+     * in), before any planning; PBL_ERR_UNSUPPORTED with err explaining. */
+    pbl_status (*probe)(char *err, size_t errlen);
     /* Creates an instance for `cfg` in *ctx. `host` is the executor's accounted host
      * allocator; the backend may keep the pointer (it outlives the instance) and use it from
      * the executor's thread only. PBL_ERR_NOMEM, PBL_ERR_UNSUPPORTED (e.g. no device) or
@@ -93,14 +101,17 @@ typedef struct pbl__backend {
     void       (*run_end)(void *ctx);
     /* Optional, all three or none (CUDA Graphs): graph_begin before a run's first enqueue
      * starts capturing instead of running; graph_end after its last enqueue ends the capture
-     * and instantiates it; graph_launch enqueues the captured run again. The CPU backend has
-     * none; the executor does not capture yet (kargs->run would be frozen at capture time, so
-     * ops that read it, such as dropout, need it passed through device memory first). */
+     * and instantiates it; graph_launch enqueues the captured run again with `run` as the
+     * run counter: kargs->run is frozen at capture time, so kernels that read it (dropout)
+     * read it from device memory that graph_launch sets. The CPU backend has none; the
+     * executor captures only when asked (pbl_exec_options.cuda_graph). */
     pbl_status (*graph_begin)(void *ctx);
     pbl_status (*graph_end)(void *ctx);
-    pbl_status (*graph_launch)(void *ctx);
+    pbl_status (*graph_launch)(void *ctx, uint64_t run);
 } pbl__backend;
 
 extern const pbl__backend pbl__backend_cpu;
+/* executor/cuda/backend.c with CUDA, executor/cuda/none.c (cannot be opened) without */
+extern const pbl__backend pbl__backend_cuda;
 
 #endif

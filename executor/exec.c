@@ -63,6 +63,8 @@ struct pbl_exec {
     int32_t            *poison_start; /* poison: records whose last access is step t - 1 are */
     int32_t            *poison_rec;   /* poison_rec[poison_start[t] .. poison_start[t+1]) */
     int                 ran;          /* a run finished: unkept values are stale */
+    int                 cuda_graph;   /* capture the run once and replay it (backend graphs) */
+    int                 captured;     /* the backend holds a capture of the current pointers */
     uint64_t            runs;
     char               *kernel_err;   /* n_streams * KERR */
     char                errmsg[512];
@@ -73,7 +75,7 @@ PBL__API pbl_exec_options pbl_exec_options_default(void)
     pbl_exec_options o = { .allocator = NULL, .backend = PBL_BACKEND_CPU, .storage = PBL_STORAGE_PLANNED,
                            .strategy = NULL, .poison = 0, .threads = 0, .flush_denormals = 1,
                            .targets = NULL, .n_targets = 0, .budget = 0, .trace = NULL, .evict_log = NULL,
-                           .streams = 1 };
+                           .streams = 0, .cuda_graph = 0 };
     return o;
 }
 
@@ -165,7 +167,7 @@ static void refresh_pointers(pbl_exec *e)
     for (pbl_value v = 0; v < g->n_values; v++) {
         switch ((pbl__place)e->st.place[v]) {
         case PBL__PLACE_VARIABLE:
-            e->ptr[v] = e->bound[v] ? e->bound[v] : (char *)e->variables + e->st.offset[v];
+            e->ptr[v] = e->bound[v] && !e->be->device_memory ? e->bound[v] : (char *)e->variables + e->st.offset[v];
             break;
         case PBL__PLACE_ARENA:
             e->ptr[v] = (char *)e->arena + e->st.offset[v];
@@ -191,6 +193,7 @@ static void refresh_pointers(pbl_exec *e)
             out[k] = e->ptr[nd->out[k]];
     }
     e->dirty = 0;
+    e->captured = 0; /* a captured graph holds the old pointers */
 }
 
 /* The variables the schedule reads, each once, so run can check they have data. */
@@ -361,9 +364,19 @@ static pbl_status create(pbl_exec **out, const pbl_graph *g, const pbl_exec_opti
     e->g = g;
     e->n_streams = 1;
     pbl_status s = PBL_OK;
-    if (o.backend != PBL_BACKEND_CPU)
-        s = pbl__exec_fail(e, PBL_ERR_UNSUPPORTED, "backend %d is not built in", (int)o.backend);
-    e->be = &pbl__backend_cpu;
+    e->be = o.backend == PBL_BACKEND_CUDA ? &pbl__backend_cuda : &pbl__backend_cpu;
+    if (o.backend != PBL_BACKEND_CPU && o.backend != PBL_BACKEND_CUDA)
+        s = pbl__exec_fail(e, PBL_ERR_INVALID_ARG, "backend %d is not a pbl_backend_kind", (int)o.backend);
+    if (s == PBL_OK && e->be->probe) {
+        char why[256] = "";
+        s = e->be->probe(why, sizeof why);
+        if (s != PBL_OK)
+            pbl__exec_fail(e, s, "%s", why);
+    }
+    if (o.streams == 0) /* the backend's default: several streams pay off on a GPU */
+        o.streams = e->be == &pbl__backend_cuda && o.storage != PBL_STORAGE_DYNAMIC ? 2 : 1;
+    e->cuda_graph = o.cuda_graph && e->be->graph_begin && e->be->graph_end && e->be->graph_launch &&
+                    o.storage != PBL_STORAGE_DYNAMIC;
     /* Validation reports through the graph's message, which the executor copies. */
     if (s == PBL_OK) {
         pbl_graph *mg = (pbl_graph *)g;
@@ -380,7 +393,7 @@ static pbl_status create(pbl_exec **out, const pbl_graph *g, const pbl_exec_opti
             s = pbl__exec_fail(e, PBL_ERR_NOMEM, "out of memory");
     }
     if (s == PBL_OK)
-        s = create_steps(e, &o, stream_of_node ? n_streams : o.streams ? o.streams : 1, stream_of_node);
+        s = create_steps(e, &o, stream_of_node ? n_streams : o.streams, stream_of_node);
     if (s == PBL_OK)
         s = collect_inputs(e);
     if (s == PBL_OK) {
@@ -484,6 +497,10 @@ PBL__API pbl_status pbl_exec_write(pbl_exec *e, pbl_value v, const void *data, s
         return pbl__exec_fail(e, PBL_ERR_INVALID_ARG, "write: '%s' is not computed by this executor", e->g->values[v].name);
     if (!data && bytes)
         return pbl__exec_fail(e, PBL_ERR_INVALID_ARG, "write: no data for '%s'", e->g->values[v].name);
+    if (e->bound[v] && e->be->device_memory) { /* the caller's buffer is the truth; runs upload it */
+        memcpy(e->bound[v], data, bytes);
+        return PBL_OK;
+    }
     s = e->be->upload(e->bctx, e->ptr[v], data, bytes); /* runs end with a sync: nothing is queued */
     if (s != PBL_OK)
         return pbl__exec_fail(e, s, "write: copying '%s' to the device failed", e->g->values[v].name);
@@ -508,6 +525,10 @@ PBL__API pbl_status pbl_exec_read(pbl_exec *e, pbl_value v, void *data, size_t b
                               e->g->values[v].name);
     if (!data && bytes)
         return pbl__exec_fail(e, PBL_ERR_INVALID_ARG, "read: no buffer for '%s'", e->g->values[v].name);
+    if (e->bound[v] && e->be->device_memory) { /* runs download parameters and state into it */
+        memcpy(data, e->bound[v], bytes);
+        return PBL_OK;
+    }
     s = e->be->download(e->bctx, data, e->ptr[v], bytes); /* runs end with a sync */
     return s == PBL_OK ? PBL_OK : pbl__exec_fail(e, s, "read: copying '%s' from the device failed", e->g->values[v].name);
 }
@@ -549,6 +570,52 @@ static pbl_status enqueue_step(pbl_exec *e, int32_t i)
     return s;
 }
 
+/* Device-memory backends: bound variables live in executor storage during a run; their
+ * caller buffers are copied in before it (to_device) and, for parameters and state (which
+ * updates write), out after it. */
+static pbl_status copy_bound(pbl_exec *e, int to_device)
+{
+    for (pbl_value v = 0; e->be->device_memory && v < e->g->n_values; v++) {
+        const pbl__value *x = &e->g->values[v];
+        if (!e->bound[v] || (!to_device && x->kind != PBL_VALUE_PARAM && x->kind != PBL_VALUE_STATE))
+            continue;
+        size_t n = pbl__meta_bytes(&x->meta);
+        pbl_status s = to_device ? e->be->upload(e->bctx, e->ptr[v], e->bound[v], n)
+                                 : e->be->download(e->bctx, e->bound[v], e->ptr[v], n);
+        if (s != PBL_OK)
+            return pbl__exec_fail(e, s, "run: copying bound '%s' %s the %s device failed", x->name,
+                                  to_device ? "to" : "from", e->be->name);
+    }
+    return PBL_OK;
+}
+
+/* Enqueues every step, or with cuda_graph captures them once (again after a bind moved a
+ * pointer) and launches the capture. */
+static pbl_status enqueue_all(pbl_exec *e)
+{
+    pbl_status s = PBL_OK;
+    if (!e->cuda_graph) {
+        for (int32_t i = 0; i < e->n_steps && s == PBL_OK; i++)
+            s = enqueue_step(e, i);
+        return s;
+    }
+    if (!e->captured) {
+        s = e->be->graph_begin(e->bctx);
+        if (s != PBL_OK)
+            return pbl__exec_fail(e, s, "run: starting the %s graph capture failed", e->be->name);
+        for (int32_t i = 0; i < e->n_steps && s == PBL_OK; i++)
+            s = enqueue_step(e, i);
+        pbl_status es = e->be->graph_end(e->bctx); /* always: it ends the capture */
+        if (s == PBL_OK && es != PBL_OK)
+            s = pbl__exec_fail(e, es, "run: capturing the schedule as a %s graph failed", e->be->name);
+        if (s != PBL_OK)
+            return s;
+        e->captured = 1;
+    }
+    s = e->be->graph_launch(e->bctx, e->runs);
+    return s == PBL_OK ? PBL_OK : pbl__exec_fail(e, s, "run: launching the %s graph failed", e->be->name);
+}
+
 PBL__API pbl_status pbl_exec_run(pbl_exec *e)
 {
     if (!e)
@@ -563,19 +630,19 @@ PBL__API pbl_status pbl_exec_run(pbl_exec *e)
         refresh_pointers(e);
     if (e->be->run_begin)
         e->be->run_begin(e->bctx);
-    pbl_status s = PBL_OK;
-    if (e->dtr) {
+    pbl_status s = copy_bound(e, 1);
+    if (s == PBL_OK && e->dtr) {
         char why[512] = "";
         s = pbl__dtr_run(e->dtr, e->ptr, e->runs, why, sizeof why);
         if (s != PBL_OK)
             pbl__exec_fail(e, s, "%s", why);
     }
-    for (int32_t i = 0; i < e->n_steps && s == PBL_OK && !e->dtr; i++)
-        s = enqueue_step(e, i);
+    if (s == PBL_OK && !e->dtr)
+        s = enqueue_all(e);
     /* always sync: queued work must finish before the caller touches its buffers */
     const pbl__kargs *failed = NULL;
     pbl_status ks = e->be->sync(e->bctx, &failed);
-    if (ks != PBL_OK && s == PBL_OK) {
+    if (ks != PBL_OK && (s == PBL_OK || failed)) { /* a kernel's own message says more */
         s = ks;
         if (failed) {
             const step *st = (const step *)(const void *)((const char *)failed - offsetof(step, args));
@@ -584,6 +651,8 @@ PBL__API pbl_status pbl_exec_run(pbl_exec *e)
             pbl__exec_fail(e, s, "run: waiting for the %s backend failed", e->be->name);
         }
     }
+    if (s == PBL_OK)
+        s = copy_bound(e, 0);
     if (e->be->run_end)
         e->be->run_end(e->bctx);
     if (s == PBL_OK)

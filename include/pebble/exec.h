@@ -61,6 +61,12 @@ typedef struct pbl_exec pbl_exec;
 
 typedef enum pbl_backend_kind {
     PBL_BACKEND_CPU,
+    PBL_BACKEND_CUDA, /* an NVIDIA GPU: cudaMalloc'd arena, kernels on cudaStreams, cuBLAS for
+                         products. pbl_exec_create returns PBL_ERR_UNSUPPORTED when pebble was
+                         built without CUDA or no device is present. Bound variables are
+                         copied to the device before each run and parameters and state back
+                         after it (the device cannot use the caller's buffer in place);
+                         values written with pbl_exec_write stay on the device. */
 } pbl_backend_kind;
 
 typedef enum pbl_storage_mode {
@@ -97,7 +103,8 @@ typedef struct pbl_exec_options {
                                        open until the executor is destroyed */
     FILE                *evict_log; /* PBL_STORAGE_DYNAMIC: NULL, or a stream for a CSV row per
                                        eviction and rematerialisation; open until the last run */
-    int32_t              streams;   /* default 1 (0 reads as 1): streams, 1..PBL_MAX_STREAMS. Above
+    int32_t              streams;   /* 1..PBL_MAX_STREAMS, or 0 (the default): the backend's default,
+                                       1 on CPU, 2 on CUDA (1 in dynamic mode). Above
                                        1, pbl_graph_streams colours the schedule (it may use
                                        fewer), storage is planned happens-before-safe and
                                        verified (pebble/streams.h), and the CPU backend runs
@@ -109,6 +116,13 @@ typedef struct pbl_exec_options {
                                        threads for large products and uses the smallest arena;
                                        several streams pay off for graphs with independent
                                        branches of small ops (bench/streams_bench). */
+    int32_t              cuda_graph; /* default 0. CUDA backend: the first run is captured as a
+                                       CUDA Graph (all streams, forked from and joined into
+                                       stream 0) and every run replays it, one launch instead
+                                       of one per kernel; a bind that changes a pointer
+                                       captures again. Dropout's run counter is passed through
+                                       device memory, so replays draw new masks. Ignored on CPU
+                                       and in dynamic mode. */
 } pbl_exec_options;
 
 pbl_exec_options pbl_exec_options_default(void);

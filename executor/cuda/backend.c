@@ -1,0 +1,432 @@
+/*
+ * The CUDA backend: device memory from cudaMalloc, one cudaStream with its own cuBLAS
+ * handle (and workspace) per executor stream, cudaEvents for the cross-stream edges, and
+ * the ops' kernels in ops/cuda/ (kernels.h lists them; has_kernel reports exactly those).
+ *
+ * Failures. Every CUDA and cuBLAS return is checked through CU()/CUBLAS(), which write the
+ * call, file and line into the instance's message and jump to the function's cleanup
+ * label: a failure is a pbl_status (PBL_ERR_DEVICE, or PBL_ERR_UNSUPPORTED when there is no
+ * device), never an abort. A kernel that fails to launch writes its message into its
+ * kargs->err and becomes the run's failure: later kernels and fills of the run are skipped
+ * (records and waits still happen), and sync returns it. Failures that depend on the data
+ * (a label out of range) are detected on the device: the kernel claims a flag {tag + 1, row,
+ * value} in device memory, tag being its index in this run's list of launched kargs, and
+ * sync reads the flag once the streams are idle and turns it into the kernel's message.
+ * A sticky device error (an illegal address) is returned by sync with *failed NULL.
+ *
+ * CUDA Graphs. graph_begin starts capturing on stream 0 and forks the other streams from
+ * it by an event, so the executor's records and waits between streams become graph edges;
+ * graph_end joins them back into stream 0, ends the capture and instantiates the graph;
+ * graph_launch(run) writes the run counter into device memory (the captured dropout
+ * kernels read it there, so every replay draws a new mask) and launches the graph on
+ * stream 0. The list of launched kargs is kept while a graph exists (its tags are frozen
+ * in the captured kernels).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "executor/backend.h"
+#include "ops/cuda/kernels.h"
+
+/* cuBLAS workspace per handle: set explicitly, so cuBLAS never allocates during a graph
+ * capture (NVIDIA's cuBLAS guide recommends 32 MiB on Hopper). */
+#define WORKSPACE_BYTES ((size_t)32 << 20)
+
+typedef struct cuda_stream {
+    cudaStream_t   s;
+    cublasHandle_t blas;
+    void          *workspace;
+    cudaEvent_t    join;  /* graph capture: this stream's end, joined into stream 0 */
+} cuda_stream;
+
+typedef struct cuda_ctx {
+    pbl__mem          *host;
+    int32_t            n_streams, n_events;
+    cuda_stream       *st;
+    cudaEvent_t       *ev;
+    cudaEvent_t        fork;       /* graph capture: stream 0's start, forked to the others */
+    int               *flag;       /* device int[3]: {tag + 1, row, value} */
+    uint64_t          *run_dev;    /* device: the run counter captured kernels read */
+    uint64_t           run_host;   /* its source for the copy in graph_launch */
+    const pbl__kargs **launched;   /* per tag: the kargs of the launch */
+    int32_t            n_launched, cap_launched;
+    pbl_status         failed;     /* first failure of this run at enqueue time */
+    const pbl__kargs  *failed_args;
+    int                capturing;
+    cudaGraph_t        graph;
+    cudaGraphExec_t    graph_exec;
+    char               msg[256];   /* the last backend-level failure (open, sync) */
+} cuda_ctx;
+
+#define CU(call)                                                                               \
+    do {                                                                                       \
+        cudaError_t e_ = (call);                                                               \
+        if (e_ != cudaSuccess) {                                                               \
+            snprintf(c->msg, sizeof c->msg, "%s failed at %s:%d: %s", #call, __FILE__, __LINE__, \
+                     cudaGetErrorString(e_));                                                  \
+            s = PBL_ERR_DEVICE;                                                                \
+            goto fail;                                                                         \
+        }                                                                                      \
+    } while (0)
+
+#define CUBLAS(call)                                                                           \
+    do {                                                                                       \
+        cublasStatus_t e_ = (call);                                                            \
+        if (e_ != CUBLAS_STATUS_SUCCESS) {                                                     \
+            snprintf(c->msg, sizeof c->msg, "%s failed at %s:%d: %s", #call, __FILE__, __LINE__, \
+                     cublasGetStatusString(e_));                                               \
+            s = PBL_ERR_DEVICE;                                                                \
+            goto fail;                                                                         \
+        }                                                                                      \
+    } while (0)
+
+static pbl__cuda_fn kernel_of(const pbl__op *op)
+{
+#define PBL__CUDA_CASE(n) \
+    if (op == &pbl__op_##n) \
+        return pbl__cuda_##n;
+    PBL__CUDA_OP_LIST(PBL__CUDA_CASE)
+#undef PBL__CUDA_CASE
+    return NULL;
+}
+
+static int cuda_has_kernel(void *ctx, const pbl__op *op) { return op && kernel_of(op) != NULL; }
+
+static pbl_status cuda_probe(char *err, size_t errlen)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+        snprintf(err, errlen, "no CUDA device (cudaGetDeviceCount: %s)",
+                 e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        return PBL_ERR_UNSUPPORTED;
+    }
+    return PBL_OK;
+}
+
+static void *cuda_alloc(void *ctx, size_t bytes)
+{
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+        (void)cudaGetLastError(); /* an allocation failure is not sticky: clear it */
+        return NULL;
+    }
+    return p; /* cudaMalloc aligns to at least 256 bytes */
+}
+
+static void cuda_free(void *ctx, void *p, size_t bytes)
+{
+    if (p)
+        (void)cudaFree(p);
+}
+
+static pbl_status copy(cuda_ctx *c, void *dst, const void *src, size_t n, enum cudaMemcpyKind kind)
+{
+    pbl_status s = PBL_OK;
+    if (n)
+        CU(cudaMemcpy(dst, src, n, kind));
+fail:
+    return s;
+}
+
+static pbl_status cuda_upload(void *ctx, void *dst, const void *src, size_t n)
+{
+    return copy(ctx, dst, src, n, cudaMemcpyHostToDevice);
+}
+
+static pbl_status cuda_download(void *ctx, void *dst, const void *src, size_t n)
+{
+    return copy(ctx, dst, src, n, cudaMemcpyDeviceToHost);
+}
+
+static void note_failure(cuda_ctx *c, pbl_status s, const pbl__kargs *a)
+{
+    if (c->failed == PBL_OK) {
+        c->failed = s;
+        c->failed_args = a;
+    }
+}
+
+static pbl_status cuda_fill(void *ctx, int32_t stream, void *dst, int byte, size_t n)
+{
+    cuda_ctx *c = ctx;
+    pbl_status s = PBL_OK;
+    if (c->failed == PBL_OK && n)
+        CU(cudaMemsetAsync(dst, byte, n, c->st[stream].s));
+fail:
+    return s;
+}
+
+static pbl_status cuda_run(void *ctx, int32_t stream, const pbl__op *op, const pbl__kargs *a)
+{
+    cuda_ctx *c = ctx;
+    pbl__cuda_fn fn = kernel_of(op);
+    if (c->failed != PBL_OK)
+        return PBL_OK; /* the run already failed: skip, sync reports the first failure */
+    if (!fn) {
+        snprintf(a->err, a->errlen, "no CUDA kernel for %s", op->name);
+        note_failure(c, PBL_ERR_UNSUPPORTED, a);
+        return PBL_OK;
+    }
+    if (pbl__mem_reserve(c->host, (void **)&c->launched, &c->cap_launched, c->n_launched + 1, sizeof *c->launched) != 0)
+        return PBL_ERR_NOMEM;
+    c->launched[c->n_launched] = a;
+    pbl__cuda_launch l = { .stream = c->st[stream].s, .blas = c->st[stream].blas, .flag = c->flag,
+                           .tag = c->n_launched, .run_dev = c->capturing ? c->run_dev : NULL };
+    c->n_launched++;
+    pbl_status s = fn(&l, a);
+    if (s != PBL_OK)
+        note_failure(c, s, a);
+    return PBL_OK;
+}
+
+static pbl_status cuda_record(void *ctx, int32_t stream, int32_t event)
+{
+    cuda_ctx *c = ctx;
+    pbl_status s = PBL_OK;
+    CU(cudaEventRecord(c->ev[event], c->st[stream].s));
+fail:
+    return s;
+}
+
+static pbl_status cuda_wait(void *ctx, int32_t stream, int32_t event)
+{
+    cuda_ctx *c = ctx;
+    pbl_status s = PBL_OK;
+    CU(cudaStreamWaitEvent(c->st[stream].s, c->ev[event], 0));
+fail:
+    return s;
+}
+
+/* Reads and clears the device failure flag; the kernel's failure, or PBL_OK. */
+static pbl_status read_flag(cuda_ctx *c, const pbl__kargs **failed)
+{
+    pbl_status s = PBL_OK;
+    int f[3] = { 0, 0, 0 };
+    CU(cudaMemcpy(f, c->flag, sizeof f, cudaMemcpyDeviceToHost));
+    if (f[0] == 0)
+        return PBL_OK;
+    CU(cudaMemset(c->flag, 0, sizeof f));
+    if (f[0] < 1 || f[0] > c->n_launched) {
+        snprintf(c->msg, sizeof c->msg, "device failure flag names launch %d of %d", f[0] - 1, (int)c->n_launched);
+        s = PBL_ERR_DEVICE;
+        goto fail;
+    }
+    *failed = c->launched[f[0] - 1];
+    return pbl__cuda_flag_message(NULL, *failed, f[1], f[2]);
+fail:
+    return s;
+}
+
+static pbl_status cuda_sync(void *ctx, const pbl__kargs **failed)
+{
+    cuda_ctx *c = ctx;
+    pbl_status s = PBL_OK, first = PBL_OK;
+    const pbl__kargs *dummy;
+    if (!failed)
+        failed = &dummy;
+    *failed = NULL;
+    for (int32_t k = 0; k < c->n_streams; k++) {
+        cudaError_t e = cudaStreamSynchronize(c->st[k].s);
+        if (e != cudaSuccess && first == PBL_OK) {
+            snprintf(c->msg, sizeof c->msg, "cudaStreamSynchronize(stream %d) failed: %s", (int)k, cudaGetErrorString(e));
+            first = PBL_ERR_DEVICE;
+        }
+    }
+    if (c->failed != PBL_OK) {
+        s = c->failed;
+        *failed = c->failed_args;
+    } else if (first != PBL_OK) {
+        s = first;
+    } else {
+        s = read_flag(c, failed);
+    }
+    c->failed = PBL_OK;
+    c->failed_args = NULL;
+    if (!c->graph_exec)
+        c->n_launched = 0; /* a graph's tags stay valid for its replays */
+    return s;
+}
+
+static pbl_status cuda_graph_begin(void *ctx)
+{
+    cuda_ctx *c = ctx;
+    pbl_status s = PBL_OK;
+    if (c->graph_exec) {
+        CU(cudaGraphExecDestroy(c->graph_exec));
+        c->graph_exec = NULL;
+    }
+    if (c->graph) {
+        CU(cudaGraphDestroy(c->graph));
+        c->graph = NULL;
+    }
+    c->n_launched = 0;
+    CU(cudaStreamBeginCapture(c->st[0].s, cudaStreamCaptureModeThreadLocal));
+    c->capturing = 1;
+    CU(cudaEventRecord(c->fork, c->st[0].s));
+    for (int32_t k = 1; k < c->n_streams; k++)
+        CU(cudaStreamWaitEvent(c->st[k].s, c->fork, 0));
+fail:
+    return s;
+}
+
+static pbl_status cuda_graph_end(void *ctx)
+{
+    cuda_ctx *c = ctx;
+    pbl_status s = PBL_OK;
+    cudaGraph_t g = NULL;
+    if (!c->capturing) {
+        snprintf(c->msg, sizeof c->msg, "graph_end without graph_begin");
+        return PBL_ERR_INVALID_ARG;
+    }
+    for (int32_t k = 1; k < c->n_streams && s == PBL_OK; k++) {
+        cudaError_t e = cudaEventRecord(c->st[k].join, c->st[k].s);
+        if (e == cudaSuccess)
+            e = cudaStreamWaitEvent(c->st[0].s, c->st[k].join, 0);
+        if (e != cudaSuccess) {
+            snprintf(c->msg, sizeof c->msg, "joining stream %d into the capture failed: %s", (int)k, cudaGetErrorString(e));
+            s = PBL_ERR_DEVICE;
+        }
+    }
+    /* end the capture even after a failure, so stream 0 is usable again */
+    c->capturing = 0;
+    cudaError_t e = cudaStreamEndCapture(c->st[0].s, &g);
+    if (s != PBL_OK)
+        goto fail;
+    CU(e);
+    if (c->failed != PBL_OK) {
+        s = c->failed; /* a kernel failed to enqueue: sync reports it with its message */
+        goto fail;
+    }
+    CU(cudaGraphInstantiate(&c->graph_exec, g, 0));
+    c->graph = g;
+    return PBL_OK;
+fail:
+    if (g)
+        (void)cudaGraphDestroy(g);
+    return s;
+}
+
+static pbl_status cuda_graph_launch(void *ctx, uint64_t run)
+{
+    cuda_ctx *c = ctx;
+    pbl_status s = PBL_OK;
+    if (!c->graph_exec) {
+        snprintf(c->msg, sizeof c->msg, "graph_launch without a captured graph");
+        return PBL_ERR_INVALID_ARG;
+    }
+    c->run_host = run;
+    /* pageable source: the copy is staged before the call returns, so run_host may change */
+    CU(cudaMemcpyAsync(c->run_dev, &c->run_host, sizeof c->run_host, cudaMemcpyHostToDevice, c->st[0].s));
+    CU(cudaGraphLaunch(c->graph_exec, c->st[0].s));
+fail:
+    return s;
+}
+
+static void cuda_close(void *ctx)
+{
+    cuda_ctx *c = ctx;
+    if (!c)
+        return;
+    for (int32_t k = 0; c->st && k < c->n_streams; k++)
+        if (c->st[k].s)
+            (void)cudaStreamSynchronize(c->st[k].s);
+    if (c->graph_exec)
+        (void)cudaGraphExecDestroy(c->graph_exec);
+    if (c->graph)
+        (void)cudaGraphDestroy(c->graph);
+    for (int32_t k = 0; c->st && k < c->n_streams; k++) {
+        if (c->st[k].blas)
+            (void)cublasDestroy(c->st[k].blas);
+        if (c->st[k].workspace)
+            (void)cudaFree(c->st[k].workspace);
+        if (c->st[k].join)
+            (void)cudaEventDestroy(c->st[k].join);
+        if (c->st[k].s)
+            (void)cudaStreamDestroy(c->st[k].s);
+    }
+    for (int32_t i = 0; c->ev && i < c->n_events; i++)
+        if (c->ev[i])
+            (void)cudaEventDestroy(c->ev[i]);
+    if (c->fork)
+        (void)cudaEventDestroy(c->fork);
+    if (c->flag)
+        (void)cudaFree(c->flag);
+    if (c->run_dev)
+        (void)cudaFree(c->run_dev);
+    pbl__mem *host = c->host;
+    pbl__mem_free(host, c->launched, (size_t)c->cap_launched * sizeof *c->launched);
+    pbl__mem_free(host, c->ev, (size_t)(c->n_events ? c->n_events : 1) * sizeof *c->ev);
+    pbl__mem_free(host, c->st, (size_t)c->n_streams * sizeof *c->st);
+    pbl__mem_free(host, c, sizeof *c);
+}
+
+static pbl_status cuda_open(pbl__mem *host, const pbl__backend_config *cfg, void **ctx, char *err, size_t errlen)
+{
+    *ctx = NULL;
+    pbl_status s = cuda_probe(err, errlen);
+    if (s != PBL_OK)
+        return s;
+    cuda_ctx *c = pbl__mem_calloc(host, sizeof *c);
+    if (!c) {
+        snprintf(err, errlen, "out of memory opening the CUDA backend");
+        return PBL_ERR_NOMEM;
+    }
+    c->host = host;
+    c->n_streams = cfg->n_streams;
+    c->n_events = cfg->n_events;
+    c->st = pbl__mem_calloc(host, (size_t)c->n_streams * sizeof *c->st);
+    c->ev = pbl__mem_calloc(host, (size_t)(c->n_events ? c->n_events : 1) * sizeof *c->ev);
+    if (!c->st || !c->ev) {
+        snprintf(c->msg, sizeof c->msg, "out of memory opening the CUDA backend");
+        s = PBL_ERR_NOMEM;
+        goto fail;
+    }
+    for (int32_t k = 0; k < c->n_streams; k++) {
+        /* non-blocking: no implicit ordering with the legacy default stream */
+        CU(cudaStreamCreateWithFlags(&c->st[k].s, cudaStreamNonBlocking));
+        CU(cudaEventCreateWithFlags(&c->st[k].join, cudaEventDisableTiming));
+        CU(cudaMalloc(&c->st[k].workspace, WORKSPACE_BYTES));
+        CUBLAS(cublasCreate(&c->st[k].blas));
+        CUBLAS(cublasSetStream(c->st[k].blas, c->st[k].s));
+        CUBLAS(cublasSetWorkspace(c->st[k].blas, c->st[k].workspace, WORKSPACE_BYTES));
+        /* full fp32 products (no TF32), so results compare with the CPU's sgemm */
+        CUBLAS(cublasSetMathMode(c->st[k].blas, CUBLAS_DEFAULT_MATH));
+    }
+    for (int32_t i = 0; i < c->n_events; i++)
+        CU(cudaEventCreateWithFlags(&c->ev[i], cudaEventDisableTiming));
+    CU(cudaEventCreateWithFlags(&c->fork, cudaEventDisableTiming));
+    CU(cudaMalloc((void **)&c->flag, 3 * sizeof(int)));
+    CU(cudaMemset(c->flag, 0, 3 * sizeof(int)));
+    CU(cudaMalloc((void **)&c->run_dev, sizeof *c->run_dev));
+    CU(cudaMemset(c->run_dev, 0, sizeof *c->run_dev));
+    *ctx = c;
+    return PBL_OK;
+fail:
+    snprintf(err, errlen, "%s", c->msg);
+    cuda_close(c);
+    return s;
+}
+
+const pbl__backend pbl__backend_cuda = {
+    .name = "cuda",
+    .device_memory = 1,
+    .probe = cuda_probe,
+    .open = cuda_open,
+    .close = cuda_close,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .upload = cuda_upload,
+    .download = cuda_download,
+    .fill = cuda_fill,
+    .has_kernel = cuda_has_kernel,
+    .run = cuda_run,
+    .record = cuda_record,
+    .wait = cuda_wait,
+    .sync = cuda_sync,
+    .run_begin = NULL,
+    .run_end = NULL,
+    .graph_begin = cuda_graph_begin,
+    .graph_end = cuda_graph_end,
+    .graph_launch = cuda_graph_launch,
+};

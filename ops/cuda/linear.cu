@@ -1,0 +1,63 @@
+/*
+ * CUDA kernels for fully_connected and matmul: cuBLAS sgemm.
+ *
+ * pebble tensors are row-major, cuBLAS is column-major. A row-major [r, c] matrix is, read
+ * column-major, its transpose [c, r] with the same leading dimension c. So the row-major
+ * product C = op(A)·op(B) is computed as the column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: swap the
+ * operands, keep each one's transpose flag, and swap m and n. No data is moved.
+ */
+#include "ops/cuda/common.cuh"
+
+const char *pbl__cublas_status_str(cublasStatus_t st)
+{
+    const char *s = cublasGetStatusString(st);
+    return s ? s : "unknown cuBLAS status";
+}
+
+/* y: [n, out] = b in every row, before the product adds into it */
+__global__ static void bias_rows(float *y, const float *b, int64_t n, int64_t out)
+{
+    PBL__GRID_LOOP(i, n * out)
+        y[i] = b[i % out];
+}
+
+extern "C" pbl_status pbl__cuda_fully_connected(const pbl__cuda_launch *l, const pbl__kargs *a)
+{
+    pbl_status s = PBL_OK;
+    const float *x = PBL__IN(a, 0), *w = PBL__IN(a, 1);
+    float *y = PBL__OUT(a, 0);
+    int n = (int)a->in_meta[0].shape.dim[0], in = (int)a->in_meta[0].shape.dim[1];
+    int out = (int)a->in_meta[1].shape.dim[0];
+    float one = 1.0f, beta = 0.0f;
+    if (a->n_in == 3) {
+        bias_rows<<<pbl__blocks((int64_t)n * out), PBL__THREADS, 0, l->stream>>>(y, PBL__IN(a, 2), n, out);
+        PBL__LAUNCHED();
+        beta = 1.0f;
+    }
+    /* row-major y[n, out] = x[n, in]·wᵀ  <=>  column-major yᵀ[out, n] = (w as [in, out])ᵀ·xᵀ[in, n] */
+    PBL__CUBLAS(cublasSgemm(l->blas, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &one, w, in, x, in, &beta, y, out));
+done:
+    return s;
+}
+
+extern "C" pbl_status pbl__cuda_matmul(const pbl__cuda_launch *l, const pbl__kargs *a)
+{
+    pbl_status s = PBL_OK;
+    const pbl_shape *sa = &a->in_meta[0].shape, *sb = &a->in_meta[1].shape, *sc = &a->out_meta[0].shape;
+    int r = sa->ndim;
+    int ta = (int)a->attr[0].i, tb = (int)a->attr[1].i;
+    int m = (int)sc->dim[r - 2], n = (int)sc->dim[r - 1];
+    int k = (int)(ta ? sa->dim[r - 2] : sa->dim[r - 1]);
+    int lda = (int)sa->dim[r - 1], ldb = (int)sb->dim[r - 1];
+    long long batch = 1;
+    for (int i = 0; i < r - 2; i++)
+        batch *= sc->dim[i];
+    long long as = (long long)sa->dim[r - 2] * sa->dim[r - 1], bs = (long long)sb->dim[r - 2] * sb->dim[r - 1];
+    float one = 1.0f, zero = 0.0f;
+    /* row-major C[m, n] = op(A)·op(B)  <=>  column-major Cᵀ[n, m] = op(B)ᵀ·op(A)ᵀ */
+    PBL__CUBLAS(cublasSgemmStridedBatched(l->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                          n, m, k, &one, PBL__IN(a, 1), ldb, bs, PBL__IN(a, 0), lda, as, &zero,
+                                          PBL__OUT(a, 0), n, (long long)m * n, (int)batch));
+done:
+    return s;
+}

@@ -1,0 +1,136 @@
+/*
+ * CUDA kernels: sum, mean, sum_to (reductions over the broadcast dims of a big shape onto a
+ * small one, ops/cpu/broadcast.h) and broadcast_to.
+ *
+ * A reduction runs one thread per small element: its coordinates on the kept dims give a
+ * base offset in the big tensor, and the thread adds the big elements over the reduced dims
+ * in increasing offset order (for a bias gradient [n, out] -> [out]: thread j adds column j
+ * down the rows, as the CPU does). A reduction to one element is summed by one block tree.
+ */
+#include "ops/cuda/common.cuh"
+
+extern "C" {
+#include "ops/reduce.h"
+}
+
+struct walk {
+    int32_t n_kept, n_red;
+    int64_t kept[PBL_MAX_DIMS], kept_stride[PBL_MAX_DIMS]; /* sizes and big strides, outer first */
+    int64_t red[PBL_MAX_DIMS], red_stride[PBL_MAX_DIMS];
+    int64_t red_numel;
+};
+
+static walk make_walk(const pbl_shape *big, const pbl_shape *small)
+{
+    pbl__bcast bc;
+    pbl__bcast_init(&bc, big, small);
+    walk w = {};
+    w.red_numel = 1;
+    int64_t st = 1, bst[PBL_MAX_DIMS];
+    for (int32_t i = big->ndim - 1; i >= 0; i--) {
+        bst[i] = st;
+        st *= big->dim[i];
+    }
+    for (int32_t i = 0; i < big->ndim; i++) {
+        if (bc.stride[i] != 0 || big->dim[i] == 1) {
+            w.kept[w.n_kept] = big->dim[i];
+            w.kept_stride[w.n_kept++] = bst[i];
+        } else {
+            w.red[w.n_red] = big->dim[i];
+            w.red_stride[w.n_red++] = bst[i];
+            w.red_numel *= big->dim[i];
+        }
+    }
+    return w;
+}
+
+__device__ static int64_t walk_offset(const int64_t *size, const int64_t *stride, int32_t n, int64_t idx)
+{
+    int64_t off = 0;
+    for (int32_t d = n - 1; d >= 0; d--) {
+        off += (idx % size[d]) * stride[d];
+        idx /= size[d];
+    }
+    return off;
+}
+
+/* y[small] = scale · Σ x[big] over the reduced dims */
+__global__ static void sum_k(float *y, const float *x, int64_t small_numel, walk w, float scale)
+{
+    PBL__GRID_LOOP(j, small_numel) {
+        int64_t base = walk_offset(w.kept, w.kept_stride, w.n_kept, j);
+        float acc = 0.0f;
+        for (int64_t r = 0; r < w.red_numel; r++)
+            acc += x[base + walk_offset(w.red, w.red_stride, w.n_red, r)];
+        y[j] = acc * scale;
+    }
+}
+
+#define ALL_THREADS 256
+__global__ static void sum_all_k(float *y, const float *x, int64_t n, float scale)
+{
+    __shared__ float part[ALL_THREADS];
+    float acc = 0.0f;
+    for (int64_t i = threadIdx.x; i < n; i += ALL_THREADS)
+        acc += x[i];
+    part[threadIdx.x] = acc;
+    __syncthreads();
+    for (int w = ALL_THREADS / 2; w > 0; w /= 2) {
+        if ((int)threadIdx.x < w)
+            part[threadIdx.x] += part[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        y[0] = part[0] * scale;
+}
+
+static pbl_status sum_into(const pbl__cuda_launch *l, const pbl__kargs *a, const pbl_shape *big,
+                           const pbl_shape *small, int is_mean)
+{
+    pbl_status s = PBL_OK;
+    int64_t n = pbl_shape_numel(big), m = pbl_shape_numel(small);
+    /* the CPU scales the sum by keep/total in double, rounded to float */
+    float scale = is_mean ? (float)((double)m / (double)n) : 1.0f;
+    if (m == 1) {
+        sum_all_k<<<1, ALL_THREADS, 0, l->stream>>>(PBL__OUT(a, 0), PBL__IN(a, 0), n, scale);
+    } else {
+        walk w = make_walk(big, small);
+        sum_k<<<pbl__blocks(m), PBL__THREADS, 0, l->stream>>>(PBL__OUT(a, 0), PBL__IN(a, 0), m, w, scale);
+    }
+    PBL__LAUNCHED();
+done:
+    return s;
+}
+
+static pbl_status reduce(const pbl__cuda_launch *l, const pbl__kargs *a, int is_mean)
+{
+    pbl_shape keep;
+    char err[64];
+    pbl__reduce_keep_shape(&a->in_meta[0].shape, a->attr, &keep, err, sizeof err);
+    return sum_into(l, a, &a->in_meta[0].shape, &keep, is_mean);
+}
+
+extern "C" pbl_status pbl__cuda_sum(const pbl__cuda_launch *l, const pbl__kargs *a) { return reduce(l, a, 0); }
+extern "C" pbl_status pbl__cuda_mean(const pbl__cuda_launch *l, const pbl__kargs *a) { return reduce(l, a, 1); }
+
+extern "C" pbl_status pbl__cuda_sum_to(const pbl__cuda_launch *l, const pbl__kargs *a)
+{
+    return sum_into(l, a, &a->in_meta[0].shape, &a->out_meta[0].shape, 0);
+}
+
+__global__ static void broadcast_k(float *y, const float *x, int64_t n, pbl__dbcast bc)
+{
+    PBL__GRID_LOOP(i, n)
+        y[i] = x[pbl__dbcast_offset(bc, i)];
+}
+
+extern "C" pbl_status pbl__cuda_broadcast_to(const pbl__cuda_launch *l, const pbl__kargs *a)
+{
+    pbl_status s = PBL_OK;
+    int64_t n = PBL__NUMEL(a->out_meta[0]);
+    pbl__dbcast bc = pbl__dbcast_make(&a->out_meta[0].shape, &a->in_meta[0].shape);
+    broadcast_k<<<pbl__blocks(n), PBL__THREADS, 0, l->stream>>>(PBL__OUT(a, 0), PBL__IN(a, 0), n, bc);
+    PBL__LAUNCHED();
+done:
+    return s;
+}

@@ -1,0 +1,409 @@
+/*
+ * The CUDA backend against the CPU one: every op with a CUDA kernel on random data (CUDA,
+ * 1 and 2 streams, with and without a CUDA Graph, two runs so updates and dropout's run
+ * counter are exercised on replay), a label out of range reported from the device, and an
+ * MLP trained a few steps (loss every step and parameters after, within tolerance).
+ *
+ * Tolerances (|cuda - cpu| <= tol·(1 + |cpu|)): 1e-5 for element-wise ops (same formulas,
+ * no FMA contraction, but CUDA's expf/erff/tanhf differ from glibc's by an ulp or two);
+ * 1e-4 for products (cuBLAS and OpenBLAS sum in different orders) and row reductions;
+ * dropout's mask is compared exactly (integer arithmetic). MLP: loss within 1e-3 relative
+ * per step, parameters within 2e-3 (Adam divides by sqrt(v), which magnifies differences of
+ * tiny gradients in the first steps).
+ *
+ * Without a CUDA device (or built without CUDA) the program prints why and exits 77, which
+ * CTest counts as skipped. `test_cuda --cpu` runs the same harness CPU against CPU (to check
+ * the harness itself on a machine without a GPU).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pebble/pebble.h"
+
+static pbl_backend_kind other = PBL_BACKEND_CUDA;
+static int failures;
+
+#define CHECK(cond, ...)                                       \
+    do {                                                       \
+        if (!(cond)) {                                         \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                      \
+            fputc('\n', stderr);                               \
+            failures++;                                        \
+        }                                                      \
+    } while (0)
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static float rng_uniform(uint64_t *s, float lo, float hi)
+{
+    return lo + (hi - lo) * (float)((double)(rng_next(s) >> 11) * 0x1.0p-53);
+}
+
+/* ---- one op on both backends ---------------------------------------------------------- */
+
+#define MAXIN 5
+typedef struct op_case {
+    const char *op;
+    int         n_in;
+    pbl_shape   in[MAXIN];
+    int         label;      /* input index holding int32 labels in [0, classes), or -1 */
+    int64_t     classes;
+    pbl_attr    at[5];
+    int         n_at;
+    float       lo, hi;     /* range of the float inputs */
+    double      tol;        /* 0: exact */
+} op_case;
+
+static int64_t numel(pbl_shape s)
+{
+    int64_t n = 1;
+    for (int32_t i = 0; i < s.ndim; i++)
+        n *= s.dim[i];
+    return n;
+}
+
+/* Runs the op twice on `backend` and copies each output into out[k] (malloc'd). */
+static int run_op(const op_case *c, pbl_backend_kind backend, int streams, int graph, float **out, int64_t *out_n,
+                  int *n_out)
+{
+    pbl_graph *g = NULL;
+    pbl_exec *e = NULL;
+    int ok = 0;
+    pbl_value in[MAXIN], outv[4];
+    char err[512] = "";
+    if (pbl_graph_create(&g, NULL) != PBL_OK)
+        return 0;
+    for (int i = 0; i < c->n_in; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "in%d", i);
+        pbl_status s = i == c->label ? pbl_graph_add_variable(g, name, PBL_VALUE_LABEL, PBL_I32, c->in[i], &in[i])
+                                     : pbl_graph_add_variable(g, name, PBL_VALUE_PARAM, PBL_F32, c->in[i], &in[i]);
+        if (s != PBL_OK)
+            goto done;
+    }
+    pbl_node_desc d = { .op = c->op, .name = "node", .inputs = in, .n_inputs = c->n_in, .attrs = c->at, .n_attrs = c->n_at };
+    pbl_node node;
+    if (pbl_graph_add_node(g, &d, &node, outv) != PBL_OK) {
+        fprintf(stderr, "%s: %s\n", c->op, pbl_graph_errmsg(g));
+        goto done;
+    }
+    pbl_node_info ni;
+    pbl_graph_node_info(g, node, &ni);
+    *n_out = ni.n_outputs;
+    for (int k = 0; k < *n_out; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "out%d", k);
+        pbl_graph_set_output(g, name, outv[k]);
+    }
+    pbl_exec_options o = pbl_exec_options_default();
+    o.backend = backend;
+    o.streams = streams;
+    o.cuda_graph = graph;
+    if (pbl_exec_create(&e, g, &o, err, sizeof err) != PBL_OK) {
+        fprintf(stderr, "%s: exec_create: %s\n", c->op, err);
+        goto done;
+    }
+    uint64_t seed = 1234;
+    for (int i = 0; i < c->n_in; i++) {
+        int64_t n = numel(c->in[i]);
+        void *buf = malloc((size_t)(n ? n : 1) * 4);
+        for (int64_t j = 0; j < n; j++) {
+            if (i == c->label)
+                ((int32_t *)buf)[j] = (int32_t)(rng_next(&seed) % (uint64_t)c->classes);
+            else
+                ((float *)buf)[j] = rng_uniform(&seed, c->lo, c->hi);
+        }
+        pbl_status s = pbl_exec_write(e, in[i], buf, (size_t)n * 4);
+        free(buf);
+        if (s != PBL_OK) {
+            fprintf(stderr, "%s: write: %s\n", c->op, pbl_exec_errmsg(e));
+            goto done;
+        }
+    }
+    for (int r = 0; r < 2; r++)
+        if (pbl_exec_run(e) != PBL_OK) {
+            fprintf(stderr, "%s: run %d: %s\n", c->op, r, pbl_exec_errmsg(e));
+            goto done;
+        }
+    for (int k = 0; k < *n_out; k++) {
+        pbl_value_info vi;
+        pbl_graph_value_info(g, outv[k], &vi);
+        out_n[k] = numel(vi.shape);
+        out[k] = malloc((size_t)(out_n[k] ? out_n[k] : 1) * 4);
+        if (pbl_exec_read(e, outv[k], out[k], (size_t)out_n[k] * 4) != PBL_OK) {
+            fprintf(stderr, "%s: read: %s\n", c->op, pbl_exec_errmsg(e));
+            goto done;
+        }
+    }
+    ok = 1;
+done:
+    pbl_exec_destroy(e);
+    pbl_graph_destroy(g);
+    return ok;
+}
+
+static void compare_op(const op_case *c, int streams, int graph)
+{
+    float *want[4] = { 0 }, *got[4] = { 0 };
+    int64_t nw[4], ng[4];
+    int kw = 0, kg = 0;
+    int okw = run_op(c, PBL_BACKEND_CPU, 1, 0, want, nw, &kw);
+    int okg = run_op(c, other, streams, graph, got, ng, &kg);
+    CHECK(okw && okg, "%s: did not run (streams %d, graph %d)", c->op, streams, graph);
+    for (int k = 0; okw && okg && k < kw; k++) {
+        double worst = 0;
+        int64_t at = 0;
+        for (int64_t i = 0; i < nw[k]; i++) {
+            double d = fabs((double)got[k][i] - (double)want[k][i]) / (1.0 + fabs((double)want[k][i]));
+            if (!(d <= worst)) { /* NaN counts as worst */
+                worst = isnan(d) ? INFINITY : d;
+                at = i;
+            }
+        }
+        CHECK(worst <= c->tol, "%s output %d (streams %d, graph %d): element %lld is %.9g, cpu %.9g (rel %.3g > %.3g)",
+              c->op, k, streams, graph, (long long)at, (double)got[k][at], (double)want[k][at], worst, c->tol);
+    }
+    for (int k = 0; k < 4; k++) {
+        free(want[k]);
+        free(got[k]);
+    }
+}
+
+#define S(...) PBL_SHAPE(__VA_ARGS__)
+static const int64_t ax1[] = { 1 }, ax02[] = { 0, 2 }, sh6[] = { 6 }, sh46[] = { 4, 6 }, sh64[] = { 6, 4 };
+
+/* Every op with a CUDA kernel against the CPU, 1 and 2 streams, eager and graph. */
+static void run_cases(void)
+{
+    const op_case cases[] = {
+    { "fully_connected", 3, { S(8, 16), S(12, 16), S(12) }, -1, 0, { { 0 } }, 0, -1, 1, 1e-4 },
+    { "fully_connected", 2, { S(8, 16), S(12, 16) }, -1, 0, { { 0 } }, 0, -1, 1, 1e-4 },
+    { "matmul", 2, { S(2, 5, 7), S(2, 7, 3) }, -1, 0, { { 0 } }, 0, -1, 1, 1e-4 },
+    { "matmul", 2, { S(7, 5), S(3, 7) }, -1, 0, { PBL_ATTR_INT("trans_a", 1), PBL_ATTR_INT("trans_b", 1) }, 2, -1, 1, 1e-4 },
+    { "add", 2, { S(4, 6), S(6) }, -1, 0, { { 0 } }, 0, -1, 1, 1e-6 },
+    { "sub", 2, { S(4, 6), S(4, 1) }, -1, 0, { { 0 } }, 0, -1, 1, 1e-6 },
+    { "mul", 2, { S(2, 3, 4), S(3, 1) }, -1, 0, { { 0 } }, 0, -1, 1, 1e-6 },
+    { "div", 2, { S(4, 6), S(4, 6) }, -1, 0, { { 0 } }, 0, 0.5f, 2, 1e-6 },
+    { "scale", 1, { S(5, 3) }, -1, 0, { PBL_ATTR_FLOAT("alpha", -0.75) }, 1, -1, 1, 1e-6 },
+    { "add_n", 3, { S(5, 3), S(5, 3), S(5, 3) }, -1, 0, { { 0 } }, 0, -1, 1, 1e-6 },
+    { "fill", 0, { { 0 } }, -1, 0, { PBL_ATTR_INTS("shape", sh46, 2), PBL_ATTR_FLOAT("value", 2.5) }, 2, 0, 1, 0 },
+    { "copy", 1, { S(7) }, -1, 0, { { 0 } }, 0, -1, 1, 0 },
+    { "reshape", 1, { S(4, 6) }, -1, 0, { PBL_ATTR_INTS("shape", sh64, 2) }, 1, -1, 1, 0 },
+    { "flatten", 1, { S(2, 3, 4) }, -1, 0, { { 0 } }, 0, -1, 1, 0 },
+    { "relu", 1, { S(9, 7) }, -1, 0, { { 0 } }, 0, -1, 1, 0 },
+    { "sigmoid", 1, { S(9, 7) }, -1, 0, { { 0 } }, 0, -4, 4, 1e-5 },
+    { "tanh", 1, { S(9, 7) }, -1, 0, { { 0 } }, 0, -4, 4, 1e-5 },
+    { "gelu", 1, { S(9, 7) }, -1, 0, { { 0 } }, 0, -4, 4, 1e-5 },
+    { "relu_grad", 2, { S(9, 7), S(9, 7) }, -1, 0, { { 0 } }, 0, -1, 1, 0 },
+    { "sigmoid_grad", 2, { S(9, 7), S(9, 7) }, -1, 0, { { 0 } }, 0, -1, 1, 1e-6 },
+    { "tanh_grad", 2, { S(9, 7), S(9, 7) }, -1, 0, { { 0 } }, 0, -1, 1, 1e-6 },
+    { "gelu_grad", 2, { S(9, 7), S(9, 7) }, -1, 0, { { 0 } }, 0, -3, 3, 1e-5 },
+    { "softmax", 1, { S(5, 7) }, -1, 0, { { 0 } }, 0, -5, 5, 1e-5 },
+    { "log_softmax", 1, { S(5, 7) }, -1, 0, { { 0 } }, 0, -5, 5, 1e-5 },
+    { "softmax_grad", 2, { S(5, 7), S(5, 7) }, -1, 0, { { 0 } }, 0, 0, 1, 1e-5 },
+    { "log_softmax_grad", 2, { S(5, 7), S(5, 7) }, -1, 0, { { 0 } }, 0, -3, 0, 1e-5 },
+    { "softmax_cross_entropy", 2, { S(300, 5), S(300) }, 1, 5, { { 0 } }, 0, -5, 5, 1e-5 },
+    { "softmax_cross_entropy_grad", 3, { S(6, 5), S(6), { 0 } }, 1, 5, { { 0 } }, 0, -5, 5, 1e-5 },
+    { "mse_loss", 2, { S(40, 5), S(40, 5) }, -1, 0, { { 0 } }, 0, -1, 1, 1e-6 },
+    { "mse_loss_grad", 3, { S(4, 5), S(4, 5), { 0 } }, -1, 0, { { 0 } }, 0, -1, 1, 1e-6 },
+    { "sum", 1, { S(4, 6) }, -1, 0, { PBL_ATTR_INTS("axes", ax1, 1) }, 1, -1, 1, 1e-5 },
+    { "sum", 1, { S(40, 60) }, -1, 0, { { 0 } }, 0, -1, 1, 1e-4 },
+    { "mean", 1, { S(3, 4, 5) }, -1, 0, { PBL_ATTR_INTS("axes", ax02, 2), PBL_ATTR_INT("keepdims", 1) }, 2, -1, 1, 1e-5 },
+    { "sum_to", 1, { S(4, 6) }, -1, 0, { PBL_ATTR_INTS("shape", sh6, 1) }, 1, -1, 1, 1e-5 },
+    { "broadcast_to", 1, { S(6) }, -1, 0, { PBL_ATTR_INTS("shape", sh46, 2) }, 1, -1, 1, 0 },
+    { "dropout", 1, { S(1000) }, -1, 0, { PBL_ATTR_FLOAT("p", 0.3), PBL_ATTR_INT("seed", 5) }, 2, -1, 1, 0 },
+    { "sgd", 2, { S(33), S(33) }, -1, 0, { PBL_ATTR_FLOAT("lr", 0.1), PBL_ATTR_FLOAT("weight_decay", 0.01) }, 2, -1, 1, 1e-6 },
+    { "sgd_momentum", 3, { S(33), S(33), S(33) }, -1, 0, { PBL_ATTR_FLOAT("lr", 0.1), PBL_ATTR_FLOAT("momentum", 0.9) }, 2, -1, 1, 1e-6 },
+    { "adam", 5, { S(33), S(33), S(33), S(33), S(1) }, -1, 0, { PBL_ATTR_FLOAT("lr", 0.01) }, 1, 0, 1, 1e-5 },
+    };
+    int n = (int)(sizeof cases / sizeof cases[0]);
+    for (int i = 0; i < n; i++)
+        for (int streams = 1; streams <= 2; streams++)
+            for (int graph = 0; graph <= 1; graph++)
+                compare_op(&cases[i], streams, graph);
+    printf("%d op cases x {1, 2 streams} x {eager, CUDA graph}\n", n);
+}
+
+/* ---- a label out of range, found on the device ------------------------------------------ */
+
+static void bad_label(void)
+{
+    pbl_graph *g = NULL;
+    pbl_exec *e = NULL;
+    char err[256];
+    pbl_graph_create(&g, NULL);
+    pbl_value x = pbl_param(g, "x", PBL_SHAPE(4, 3)), y = pbl_label(g, "y", PBL_I32, PBL_SHAPE(4));
+    pbl_graph_set_output(g, "loss", pbl_softmax_cross_entropy(g, x, y));
+    pbl_exec_options o = pbl_exec_options_default();
+    o.backend = other;
+    pbl_status s = pbl_exec_create(&e, g, &o, err, sizeof err);
+    CHECK(s == PBL_OK, "bad_label: exec_create: %s", err);
+    if (s == PBL_OK) {
+        float xs[12] = { 0 };
+        int32_t bad[4] = { 0, 1, 3, 2 }, good[4] = { 0, 1, 2, 2 };
+        pbl_exec_write(e, x, xs, sizeof xs);
+        pbl_exec_write(e, y, bad, sizeof bad);
+        s = pbl_exec_run(e);
+        CHECK(s == PBL_ERR_INVALID_ARG, "bad_label: run gave %s", pbl_status_name(s));
+        CHECK(strstr(pbl_exec_errmsg(e), "label 3 in row 2 is outside [0, 3)") != NULL, "bad_label: message '%s'",
+              pbl_exec_errmsg(e));
+        pbl_exec_write(e, y, good, sizeof good);
+        s = pbl_exec_run(e); /* the flag was cleared: the next run is clean */
+        CHECK(s == PBL_OK, "bad_label: the run after a failure gave %s: %s", pbl_status_name(s), pbl_exec_errmsg(e));
+        float loss = 0;
+        pbl_exec_read(e, pbl_graph_output(g, "loss"), &loss, sizeof loss);
+        CHECK(fabsf(loss - logf(3.0f)) < 1e-5f, "bad_label: loss %g, want ln 3", (double)loss);
+    }
+    pbl_exec_destroy(e);
+    pbl_graph_destroy(g);
+}
+
+/* ---- an MLP trained on both backends ---------------------------------------------------- */
+
+enum { B = 32, D = 48, H = 40, C = 10, STEPS = 6 };
+
+typedef struct mlp {
+    pbl_graph *g;
+    pbl_exec  *e;
+    pbl_value  x, y, loss, p[6];
+} mlp;
+
+static int mlp_train(pbl_backend_kind backend, int streams, int graph, int bind, float *losses, float *params,
+                     int64_t *n_params)
+{
+    mlp m = { 0 };
+    int ok = 0;
+    char err[256];
+    pbl_graph_create(&m.g, NULL);
+    pbl_graph *g = m.g;
+    m.x = pbl_input(g, "x", PBL_SHAPE(B, D));
+    m.y = pbl_label(g, "y", PBL_I32, PBL_SHAPE(B));
+    pbl_shape shp[6] = { PBL_SHAPE(H, D), PBL_SHAPE(H), PBL_SHAPE(H, H), PBL_SHAPE(H), PBL_SHAPE(C, H), PBL_SHAPE(C) };
+    const char *names[6] = { "w1", "b1", "w2", "b2", "w3", "b3" };
+    for (int i = 0; i < 6; i++)
+        m.p[i] = pbl_param(g, names[i], shp[i]);
+    pbl_value h = pbl_relu(g, pbl_fully_connected(g, m.x, m.p[0], m.p[1]));
+    h = pbl_dropout(g, h, 0.2, 11, NULL);
+    h = pbl_tanh(g, pbl_fully_connected(g, h, m.p[2], m.p[3]));
+    m.loss = pbl_softmax_cross_entropy(g, pbl_fully_connected(g, h, m.p[4], m.p[5]), m.y);
+    pbl_graph_set_output(g, "loss", m.loss);
+    pbl_value gr[6];
+    if (pbl_graph_build_status(g) != PBL_OK || pbl_graph_gradient(g, m.loss, m.p, 6, gr) != PBL_OK)
+        goto done;
+    pbl_optimizer_options oo = pbl_optimizer_options_default(PBL_OPTIM_ADAM);
+    oo.lr = 3e-3;
+    if (pbl_graph_add_optimizer(g, &oo, m.p, gr, 6) != PBL_OK)
+        goto done;
+    pbl_exec_options o = pbl_exec_options_default();
+    o.backend = backend;
+    o.streams = streams;
+    o.cuda_graph = graph;
+    if (pbl_exec_create(&m.e, g, &o, err, sizeof err) != PBL_OK) {
+        fprintf(stderr, "mlp: exec_create: %s\n", err);
+        goto done;
+    }
+    uint64_t seed = 99;
+    int64_t off = 0;
+    for (int i = 0; i < 6; i++) {
+        int64_t n = numel(shp[i]);
+        for (int64_t j = 0; j < n; j++)
+            params[off + j] = rng_uniform(&seed, -0.3f, 0.3f);
+        pbl_status s = bind ? pbl_exec_bind(m.e, m.p[i], params + off, (size_t)n * 4)
+                            : pbl_exec_write(m.e, m.p[i], params + off, (size_t)n * 4);
+        if (s != PBL_OK)
+            goto done;
+        off += n;
+    }
+    *n_params = off;
+    static float xs[B * D];
+    int32_t ys[B];
+    for (int step = 0; step < STEPS; step++) {
+        for (int j = 0; j < B * D; j++)
+            xs[j] = rng_uniform(&seed, -1, 1);
+        for (int j = 0; j < B; j++)
+            ys[j] = (int32_t)(rng_next(&seed) % C);
+        if (pbl_exec_write(m.e, m.x, xs, sizeof xs) != PBL_OK || pbl_exec_write(m.e, m.y, ys, sizeof ys) != PBL_OK ||
+            pbl_exec_run(m.e) != PBL_OK || pbl_exec_read(m.e, m.loss, &losses[step], sizeof(float)) != PBL_OK) {
+            fprintf(stderr, "mlp step %d: %s\n", step, pbl_exec_errmsg(m.e));
+            goto done;
+        }
+    }
+    off = 0;
+    for (int i = 0; !bind && i < 6; i++) {
+        if (pbl_exec_read(m.e, m.p[i], params + off, (size_t)numel(shp[i]) * 4) != PBL_OK)
+            goto done;
+        off += numel(shp[i]);
+    }
+    ok = 1;
+done:
+    pbl_exec_destroy(m.e);
+    pbl_graph_destroy(m.g);
+    return ok;
+}
+
+static void compare_mlp(int streams, int graph, int bind)
+{
+    enum { NP = H * D + H + H * H + H + C * H + C };
+    static float pw[NP], pg[NP];
+    float lw[STEPS], lg[STEPS];
+    int64_t nw = 0, ng = 0;
+    int ok = mlp_train(PBL_BACKEND_CPU, 1, 0, 0, lw, pw, &nw) && mlp_train(other, streams, graph, bind, lg, pg, &ng);
+    CHECK(ok && nw == NP && ng == NP, "mlp (streams %d, graph %d, bind %d) did not train", streams, graph, bind);
+    if (!ok)
+        return;
+    for (int s = 0; s < STEPS; s++)
+        CHECK(fabs(lg[s] - lw[s]) <= 1e-3 * fabs(lw[s]), "mlp (streams %d, graph %d, bind %d) step %d: loss %.7g, cpu %.7g",
+              streams, graph, bind, s, (double)lg[s], (double)lw[s]);
+    double worst = 0;
+    for (int64_t i = 0; i < NP; i++)
+        worst = fmax(worst, fabs((double)pg[i] - (double)pw[i]));
+    CHECK(worst <= 2e-3, "mlp (streams %d, graph %d, bind %d): parameters differ by up to %.3g", streams, graph, bind,
+          worst);
+    printf("mlp streams %d graph %d bind %d: final loss %.6f (cpu %.6f), max |dparam| %.3g\n", streams, graph, bind,
+           (double)lg[STEPS - 1], (double)lw[STEPS - 1], worst);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--cpu") == 0) {
+        other = PBL_BACKEND_CPU;
+    } else {
+        /* a device? */
+        pbl_graph *g = NULL;
+        pbl_exec *e = NULL;
+        char err[256] = "";
+        pbl_graph_create(&g, NULL);
+        pbl_graph_set_output(g, "y", pbl_relu(g, pbl_param(g, "x", PBL_SHAPE(4))));
+        pbl_exec_options o = pbl_exec_options_default();
+        o.backend = PBL_BACKEND_CUDA;
+        pbl_status s = pbl_exec_create(&e, g, &o, err, sizeof err);
+        pbl_exec_destroy(e);
+        pbl_graph_destroy(g);
+        if (s == PBL_ERR_UNSUPPORTED) {
+            printf("no CUDA device: %s (skipped)\n", err);
+            return 77;
+        }
+        if (s != PBL_OK) {
+            fprintf(stderr, "FAIL: creating a CUDA executor: %s: %s\n", pbl_status_name(s), err);
+            return 1;
+        }
+    }
+    run_cases();
+    bad_label();
+    for (int streams = 1; streams <= 2; streams++)
+        for (int graph = 0; graph <= 1; graph++)
+            compare_mlp(streams, graph, 0);
+    compare_mlp(2, 1, 1);
+    if (failures)
+        fprintf(stderr, "%d checks failed\n", failures);
+    return failures ? 1 : 0;
+}
