@@ -23,7 +23,8 @@
     X(batch_norm) X(batch_norm_grad) X(layer_norm) X(layer_norm_grad)              \
     X(embedding) X(embedding_grad)                                                 \
     X(transpose)                                                                   \
-    X(div) X(concat) X(fully_connected_packed)
+    X(div) X(concat) X(fully_connected_packed)                                     \
+    X(fully_connected_act) X(elementwise_chain)
 
 enum {
 #define PBL__OP_ENUM(n) PBL__OP_##n,

@@ -38,6 +38,12 @@
  * div                         a, b (bcast)            y = a / b
  * concat                      x1..x16 (one dtype)     y            axis (required); all dims but
  *                                                                  axis agree; not differentiable
+ * fully_connected_act         x[N,in] w[out,in] b?[out]  y = act(x·wᵀ + b)  act (0 none, 1 relu, 2 sigmoid,
+ *                                                     3 tanh, 4 gelu), bias_after (0); made by
+ *                                                     pbl_graph_fuse (pebble/fuse.h); not differentiable
+ * elementwise_chain           x, b1..bk (x's shape)   y            codes (required): a chain of
+ *                                                     element-wise steps (ops/fused.h); made by
+ *                                                     pbl_graph_fuse; not differentiable
  *
  * Convolution and pooling (the forward ops run on the CPU; their gradient ops are shape-only):
  * conv2d                      x[N,C,H,W] w[Co,C/g,kh,kw] b?[Co]  y  stride, pad (1, 2 or 4 ints),

@@ -40,5 +40,6 @@
 #include "pebble/onnx.h"
 #include "pebble/viz.h"
 #include "pebble/recompute.h"
+#include "pebble/fuse.h"
 
 #endif

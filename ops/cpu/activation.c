@@ -34,10 +34,10 @@
 #define INV_SQRT2    0.70710678118654752440f
 #define INV_SQRT_2PI 0.39894228040143267794f
 
-UNARY(relu, v > 0.0f ? v : 0.0f)
-UNARY(sigmoid, 1.0f / (1.0f + expf(-v)))
-UNARY(tanh, tanhf(v))
-UNARY(gelu, 0.5f * v * (1.0f + erff(v * INV_SQRT2)))
+UNARY(relu, pbl__act_relu(v))
+UNARY(sigmoid, pbl__act_sigmoid(v))
+UNARY(tanh, pbl__act_tanh(v))
+UNARY(gelu, pbl__act_gelu(v))
 
 BINARY(relu_grad, v > 0.0f ? g : 0.0f)
 BINARY(sigmoid_grad, g * v * (1.0f - v))

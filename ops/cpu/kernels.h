@@ -27,6 +27,14 @@ PBL__OP_LIST(PBL__CPU_DECL)
 #define PBL__OUT(a, k) ((float *)(a)->out[k])
 #define PBL__NUMEL(m)  pbl_shape_numel(&(m).shape)
 
+/* The activations' formulas, one place for the activation kernels (ops/cpu/activation.c)
+ * and the fused ones (ops/cpu/fused.c), so fused and unfused results are the same bits. */
+#define PBL__INV_SQRT2 0.70710678118654752440f
+static inline float pbl__act_relu(float v) { return v > 0.0f ? v : 0.0f; }
+static inline float pbl__act_sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
+static inline float pbl__act_tanh(float v) { return tanhf(v); }
+static inline float pbl__act_gelu(float v) { return 0.5f * v * (1.0f + erff(v * PBL__INV_SQRT2)); }
+
 /* Row helpers of the softmax family: the max of x[0..n), and Σ exp(x[j] − mx), writing each
  * exp(x[j] − mx) to e[j] when e is not NULL. Subtracting the max keeps exp from overflowing. */
 static inline float pbl__row_max(const float *x, int64_t n)

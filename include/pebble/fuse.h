@@ -1,0 +1,82 @@
+/*
+ * pebble/fuse.h — operator fusion: fewer nodes, fewer intermediates, the same bits.
+ *
+ * pbl_graph_fuse rewrites a graph into a NEW graph (the input is not changed) in which
+ *
+ *   dense   fully_connected(x, w, b?)  [-> add(·, b[out])]  [-> relu | sigmoid | tanh | gelu]
+ *           becomes one fully_connected_act node: y = act(x·wᵀ + b), the product by BLAS and
+ *           then one pass adding the bias and applying the activation;
+ *   chains  runs of element-wise ops (relu, sigmoid, tanh, gelu; add, sub, mul, div whose two
+ *           operands have the same shape) become one elementwise_chain node that applies the
+ *           steps to each element in one loop.
+ *
+ * Semantics of both ops: ops/fused.c. Liveness and the memory plan are computed by the
+ * executor on the fused graph, so the intermediates vanish from the plan: the arena is never
+ * larger than the unfused graph's, the node count is smaller.
+ *
+ * When nodes fuse. A value between two fused nodes must be read by exactly one node input
+ * (its consumer) and must not be a graph output; the nodes must both be forward or both be
+ * backward nodes; nodes that mutate (optimizer updates) never fuse; and the fused group
+ * must stay convex — no dependency path (data, or an update's write-after-read order) may
+ * leave the group and come back — so the fused graph can be scheduled exactly as the
+ * original. A relu after a fully_connected in a training graph fuses (the backward pass
+ * reads relu's output, not the product); a gelu does not (its gradient reads its input).
+ *
+ * Fusion runs AFTER pbl_graph_gradient and pbl_graph_add_optimizer: the fused ops have no
+ * gradient rule. On the CPU the fused graph computes the same bits as the unfused one (each
+ * step is the same f32 expression, in the same order, as the kernel it replaces), so it is an
+ * optimisation, not an approximation; test/test_fuse.c checks this on MLP training.
+ *
+ * Names. A fused node is named after its members joined by '+' ("fc1+relu1"), and so is its
+ * output value; every other node and value keeps its name, so parameters, inputs, outputs
+ * and gradients are found in the fused graph by their old names.
+ *
+ *     pbl_fuse_options o = pbl_fuse_options_default();
+ *     pbl_graph *fused;
+ *     pbl_fuse_report r;
+ *     char err[256];
+ *     if (pbl_graph_fuse(g, &o, &fused, &r, err, sizeof err) != PBL_OK)
+ *         fprintf(stderr, "%s\n", err);
+ *     // r.dense, r.chains, r.nodes_before -> r.nodes_after
+ *     pbl_graph_destroy(fused);
+ *
+ * Thread-safety: reads g only; calls on different graphs (or the same, unchanged) may run at
+ * once.
+ */
+#ifndef PEBBLE_FUSE_H
+#define PEBBLE_FUSE_H
+
+#include <stdint.h>
+
+#include "pebble/graph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pbl_fuse_options {
+    const pbl_allocator *allocator;  /* the pass's memory and the new graph's; NULL: malloc/free */
+    int32_t dense;                   /* fuse fully_connected + bias + activation (default 1) */
+    int32_t chains;                  /* fuse element-wise chains (default 1) */
+} pbl_fuse_options;
+
+pbl_fuse_options pbl_fuse_options_default(void);
+
+typedef struct pbl_fuse_report {
+    int32_t nodes_before, nodes_after;
+    int32_t dense;          /* fully_connected_act nodes made */
+    int32_t chains;         /* elementwise_chain nodes made */
+    int32_t fused_nodes;    /* nodes of the input graph folded into those */
+} pbl_fuse_report;
+
+/* Writes into *out a fused copy of g (the caller destroys it) and, when report is not NULL,
+ * what was fused. g must validate. Returns PBL_ERR_INVALID_ARG (NULL g or out),
+ * pbl_graph_validate's statuses, PBL_ERR_NOMEM. On failure *out is NULL and err (errlen
+ * bytes, may be NULL) says why. */
+pbl_status pbl_graph_fuse(const pbl_graph *g, const pbl_fuse_options *opt, pbl_graph **out,
+                          pbl_fuse_report *report, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

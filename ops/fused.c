@@ -1,0 +1,95 @@
+/*
+ * The ops the fusion pass (graph/fuse.c, pebble/fuse.h) writes; kernels in ops/cpu/fused.c.
+ * Neither has a gradient rule: fusion runs after pbl_graph_gradient, on the finished training
+ * graph, so nothing differentiates through a fused node.
+ *
+ * fully_connected_act   x[N,in] w[out,in] b?[out] -> y[N,out] = act(x·wᵀ + b)
+ *     The layouts of fully_connected (w is [out, in], row-major, y = x·wᵀ). Attributes:
+ *     act (0 none, 1 relu, 2 sigmoid, 3 tanh, 4 gelu: the formulas of the ops of those
+ *     names), bias_after (0: b enters the product the way fully_connected adds it — each row
+ *     of y starts as b and the product accumulates onto it; 1: the product is formed first
+ *     and b added after, the way add(fully_connected(x, w), b) rounds). The two differ only
+ *     in rounding; the pass picks the one the unfused graph had, so fused and unfused results
+ *     are the same bits on the CPU. A backend with a bias epilogue (cuBLASLt) may use either.
+ *     Without b, bias_after has no effect.
+ *
+ * elementwise_chain     x, b1..bk (all x's shape) -> y (x's shape)
+ *     Attribute codes: the steps (ops/fused.h, at most PBL_MAX_INTS), applied in order to the
+ *     running value v, which starts as x; binary steps read b1, b2, ... in turn. Each step is
+ *     the formula of the op it came from, computed in f32 as that op's kernel does, so the
+ *     chain gives the unfused graph's bits, without writing its intermediates.
+ */
+#include <stdio.h>
+
+#include "ops/cpu/kernels.h"
+#include "ops/fused.h"
+
+static const int8_t out0_over_in0[][2] = { { 0, 0 } };
+
+/* ---- fully_connected_act ------------------------------------------------------------------ */
+
+enum { FCA_ACT, FCA_BIAS_AFTER };
+static const pbl__attr_spec fca_attrs[] = {
+    { .name = "act", .type = PBL_ATTR_INT },
+    { .name = "bias_after", .type = PBL_ATTR_INT },
+};
+
+static pbl_status fca_infer(pbl__infer_ctx *c)
+{
+    int64_t act = c->attr[FCA_ACT].i, after = c->attr[FCA_BIAS_AFTER].i;
+    if (act < 0 || act >= PBL__ACT_COUNT)
+        return pbl__infer_fail(c, PBL_ERR_ATTR, "act is %lld; need 0 (none), 1 (relu), 2 (sigmoid), 3 (tanh) or 4 (gelu)",
+                               (long long)act);
+    if (after != 0 && after != 1)
+        return pbl__infer_fail(c, PBL_ERR_ATTR, "bias_after is %lld; need 0 or 1", (long long)after);
+    /* the shapes are fully_connected's */
+    return pbl__op_fully_connected.infer(c);
+}
+
+const pbl__op pbl__op_fully_connected_act = {
+    .name = "fully_connected_act", .n_in_min = 2, .n_in_max = 3, .n_out = 1,
+    .attrs = fca_attrs, .n_attrs = 2,
+    .infer = fca_infer,
+    .cpu = pbl__cpu_fully_connected_act,
+};
+
+/* ---- elementwise_chain -------------------------------------------------------------------- */
+
+static const pbl__attr_spec chain_attrs[] = { { .name = "codes", .type = PBL_ATTR_INTS, .required = 1 } };
+
+static pbl_status chain_infer(pbl__infer_ctx *c)
+{
+    const pbl__attr_val *codes = &c->attr[0];
+    if (codes->n_ints < 1)
+        return pbl__infer_fail(c, PBL_ERR_ATTR, "codes is empty; need at least one step");
+    int32_t binary = 0;
+    for (int32_t k = 0; k < codes->n_ints; k++) {
+        if (codes->ints[k] < PBL__CHAIN_RELU || codes->ints[k] >= PBL__CHAIN_END)
+            return pbl__infer_fail(c, PBL_ERR_ATTR, "codes[%d] is %lld; need 1..%d (ops/fused.h)", (int)k,
+                                   (long long)codes->ints[k], PBL__CHAIN_END - 1);
+        binary += pbl__chain_code_binary(codes->ints[k]);
+    }
+    if (c->n_in != 1 + binary)
+        return pbl__infer_fail(c, PBL_ERR_ARITY, "%d inputs for %d binary steps; need x and one operand per binary step",
+                               (int)c->n_in, (int)binary);
+    for (int32_t i = 0; i < c->n_in; i++) {
+        char what[32], first[8] = "x";
+        snprintf(what, sizeof what, "input %d", (int)i);
+        pbl_status s = pbl__infer_check_f32(c, i, what);
+        if (s == PBL_OK && i > 0)
+            s = pbl__infer_check_same(c, i, 0, what, first);
+        if (s != PBL_OK)
+            return s;
+    }
+    c->out[0] = c->in[0];
+    return PBL_OK;
+}
+
+const pbl__op pbl__op_elementwise_chain = {
+    .name = "elementwise_chain", .n_in_min = 1, .n_in_max = PBL__MAX_IN, .n_out = 1,
+    .attrs = chain_attrs, .n_attrs = 1,
+    .infer = chain_infer,
+    /* each element of y is written after every input element at its index was read */
+    .inplace = out0_over_in0, .n_inplace = 1,
+    .cpu = pbl__cpu_elementwise_chain,
+};

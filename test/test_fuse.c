@@ -1,0 +1,509 @@
+/*
+ * test_fuse: operator fusion (graph/fuse.c, pebble/fuse.h; ops/fused.c, ops/cpu/fused.c).
+ *
+ * - training with the fused graph gives the plain graph's loss, gradients and parameters bit
+ *   for bit (zoo mlp_train with Adam; an MLP with tanh, sigmoid and gelu layers, some biases
+ *   as separate adds), with fewer nodes and a planned arena no larger;
+ * - random element-wise chains (every op, either operand position, intermediates that are
+ *   outputs or read twice) give the same bits fused and unfused;
+ * - a group that would read a parameter before its update and something computed after it
+ *   is not fused (the fused graph would have a cycle);
+ * - failing every host allocation in turn gives PBL_ERR_NOMEM and leaks nothing.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "pebble/pebble.h"
+#include "tools/zoo/zoo.h"
+
+static pbl_graph *fuse(const pbl_graph *g, pbl_fuse_report *r)
+{
+    pbl_graph *out = NULL;
+    char err[512];
+    pbl_fuse_options o = pbl_fuse_options_default();
+    pbl_status s = pbl_graph_fuse(g, &o, &out, r, err, sizeof err);
+    if (s != PBL_OK)
+        fail_msg("pbl_graph_fuse: %s: %s", pbl_status_str(s), err);
+    assert_int_equal(pbl_graph_validate(out), PBL_OK);
+    assert_int_equal(r->nodes_before, pbl_graph_node_count(g));
+    assert_int_equal(r->nodes_after, pbl_graph_node_count(out));
+    /* each fused node replaces at least two */
+    assert_int_equal(r->nodes_after, r->nodes_before - r->fused_nodes + r->dense + r->chains);
+    return out;
+}
+
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull); /* splitmix64 */
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static float uniform(uint64_t *s) { return (float)((double)(rng_next(s) >> 40) / (double)(1ull << 24)) * 2 - 1; }
+
+/* The variables a training run binds, and what the test compares after a step: the loss and
+ * the gradients (every update's second input; readable after a run with naive storage only,
+ * where no bytes are reused). */
+typedef struct run {
+    pbl_graph *g;
+    pbl_exec  *e;
+    int32_t    n_vars, n_grads;
+    pbl_value  vars[512], grads[512];
+    size_t     bytes[512], grad_bytes[512];
+    void      *data[512];
+} run;
+
+static size_t value_bytes(const pbl_graph *g, pbl_value v)
+{
+    pbl_value_info vi;
+    assert_int_equal(pbl_graph_value_info(g, v, &vi), PBL_OK);
+    return (size_t)pbl_shape_numel(&vi.shape) * pbl_dtype_size(vi.dtype);
+}
+
+/* Binds every input, label and parameter of g to data generated from `seed` by name order:
+ * two graphs with the same variables get the same bytes. */
+static void run_open(run *r, pbl_graph *g, pbl_storage_mode storage, uint64_t seed)
+{
+    memset(r, 0, sizeof *r);
+    r->g = g;
+    char err[256];
+    pbl_exec_options o = pbl_exec_options_default();
+    o.storage = storage;
+    if (pbl_exec_create(&r->e, g, &o, err, sizeof err) != PBL_OK)
+        fail_msg("pbl_exec_create: %s", err);
+    for (pbl_value v = 0; v < pbl_graph_value_count(g); v++) {
+        pbl_value_info vi;
+        assert_int_equal(pbl_graph_value_info(g, v, &vi), PBL_OK);
+        if (vi.kind == PBL_VALUE_NODE || vi.kind == PBL_VALUE_STATE)
+            continue;
+        assert_true(r->n_vars < 512);
+        int64_t n = pbl_shape_numel(&vi.shape);
+        size_t bytes = (size_t)n * pbl_dtype_size(vi.dtype);
+        void *p = malloc(bytes);
+        assert_non_null(p);
+        uint64_t s = seed;
+        for (const char *c = vi.name; *c; c++)
+            s = s * 131 + (uint64_t)(unsigned char)*c;
+        if (vi.dtype == PBL_I32) {
+            for (int64_t i = 0; i < n; i++)
+                ((int32_t *)p)[i] = (int32_t)(rng_next(&s) % 10);
+        } else {
+            /* He-uniform for weights (fan-in is the last dim), U(-1, 1) for the rest */
+            float scale = vi.kind == PBL_VALUE_PARAM && vi.shape.ndim == 2 ? sqrtf(6.0f / (float)vi.shape.dim[1]) : 1;
+            if (vi.kind == PBL_VALUE_PARAM && vi.shape.ndim == 1)
+                scale = 0.01f;
+            for (int64_t i = 0; i < n; i++)
+                ((float *)p)[i] = scale * uniform(&s);
+        }
+        assert_int_equal(pbl_exec_bind(r->e, v, p, bytes), PBL_OK);
+        r->vars[r->n_vars] = v;
+        r->bytes[r->n_vars] = bytes;
+        r->data[r->n_vars++] = p;
+    }
+    r->grads[r->n_grads] = pbl_graph_output(g, "loss");
+    r->grad_bytes[r->n_grads++] = sizeof(float);
+    for (pbl_node n = 0; n < pbl_graph_node_count(g) && storage == PBL_STORAGE_NAIVE; n++) {
+        pbl_node_info ni;
+        assert_int_equal(pbl_graph_node_info(g, n, &ni), PBL_OK);
+        if (strcmp(ni.op, "sgd") && strcmp(ni.op, "sgd_momentum") && strcmp(ni.op, "adam"))
+            continue;
+        assert_true(r->n_grads < 512);
+        r->grads[r->n_grads] = ni.inputs[1];
+        r->grad_bytes[r->n_grads++] = value_bytes(g, ni.inputs[1]);
+    }
+}
+
+static void run_close(run *r)
+{
+    pbl_exec_destroy(r->e);
+    for (int32_t i = 0; i < r->n_vars; i++)
+        free(r->data[i]);
+}
+
+/* Compares, after a step, a's and b's gradients (and loss) and variables (parameters). */
+static int64_t compare(const run *a, const run *b, int step, const char *what)
+{
+    int64_t compared = 0;
+    assert_int_equal(a->n_vars, b->n_vars);
+    assert_int_equal(a->n_grads, b->n_grads);
+    for (int32_t i = 0; i < a->n_grads; i++) {
+        pbl_value_info ai, bi;
+        assert_int_equal(pbl_graph_value_info(a->g, a->grads[i], &ai), PBL_OK);
+        assert_int_equal(pbl_graph_value_info(b->g, b->grads[i], &bi), PBL_OK);
+        assert_string_equal(ai.name, bi.name);
+        void *x = malloc(a->grad_bytes[i]), *y = malloc(a->grad_bytes[i]);
+        assert_int_equal(pbl_exec_read(a->e, a->grads[i], x, a->grad_bytes[i]), PBL_OK);
+        assert_int_equal(pbl_exec_read(b->e, b->grads[i], y, a->grad_bytes[i]), PBL_OK);
+        if (memcmp(x, y, a->grad_bytes[i]) != 0)
+            fail_msg("%s: step %d: %s differs", what, step + 1, ai.name);
+        compared += (int64_t)a->grad_bytes[i];
+        free(x);
+        free(y);
+    }
+    for (int32_t i = 0; i < a->n_vars; i++) {
+        if (memcmp(a->data[i], b->data[i], a->bytes[i]) != 0)
+            fail_msg("%s: step %d: variable %d differs", what, step + 1, (int)i);
+        compared += (int64_t)a->bytes[i];
+    }
+    return compared;
+}
+
+/* Runs `steps` steps of g and of its rewrite side by side, with planned storage (the loss and
+ * the parameters must be the same bits after every step) and with naive storage (so are the
+ * gradients). */
+static void same_training(pbl_graph *plain, pbl_graph *fused, int steps, const char *what)
+{
+    run a, b, c, d;
+    run_open(&a, plain, PBL_STORAGE_PLANNED, 7);
+    run_open(&b, fused, PBL_STORAGE_PLANNED, 7);
+    run_open(&c, plain, PBL_STORAGE_NAIVE, 7);
+    run_open(&d, fused, PBL_STORAGE_NAIVE, 7);
+    assert_true(c.n_grads > 2);
+    int64_t compared = 0;
+    for (int step = 0; step < steps; step++) {
+        assert_int_equal(pbl_exec_run(a.e), PBL_OK);
+        assert_int_equal(pbl_exec_run(b.e), PBL_OK);
+        assert_int_equal(pbl_exec_run(c.e), PBL_OK);
+        assert_int_equal(pbl_exec_run(d.e), PBL_OK);
+        compared += compare(&a, &b, step, what);
+        compared += compare(&c, &d, step, what);
+    }
+    float loss = 0;
+    assert_int_equal(pbl_exec_read(a.e, pbl_graph_output(plain, "loss"), &loss, sizeof loss), PBL_OK);
+    assert_true(isfinite(loss));
+    printf("  %-28s %d steps: loss, %d gradients and %d variables match bit for bit (%lld bytes), loss %.5f\n",
+           what, steps, (int)c.n_grads - 1, (int)a.n_vars, (long long)compared, (double)loss);
+    run_close(&a);
+    run_close(&b);
+    run_close(&c);
+    run_close(&d);
+}
+
+static uint64_t arena(pbl_graph *g)
+{
+    pbl_exec *e;
+    char err[256];
+    if (pbl_exec_create(&e, g, NULL, err, sizeof err) != PBL_OK)
+        fail_msg("pbl_exec_create: %s", err);
+    pbl_exec_stats st;
+    assert_int_equal(pbl_exec_stats_get(e, &st), PBL_OK);
+    pbl_exec_destroy(e);
+    return st.arena_bytes;
+}
+
+static int32_t count_op(const pbl_graph *g, const char *op)
+{
+    int32_t k = 0;
+    for (pbl_node n = 0; n < pbl_graph_node_count(g); n++) {
+        pbl_node_info ni;
+        assert_int_equal(pbl_graph_node_info(g, n, &ni), PBL_OK);
+        k += strcmp(ni.op, op) == 0;
+    }
+    return k;
+}
+
+/* Fuses g, checks the fused graph is smaller and plans no larger, and trains both. */
+static void check_trains(pbl_graph *g, int steps, const char *what, int32_t min_dense)
+{
+    pbl_fuse_report r;
+    pbl_graph *f = fuse(g, &r);
+    uint64_t a0 = arena(g), a1 = arena(f);
+    printf("  %-24s nodes %d -> %d (%d dense, %d chains), arena %llu -> %llu bytes\n", what, (int)r.nodes_before,
+           (int)r.nodes_after, (int)r.dense, (int)r.chains, (unsigned long long)a0, (unsigned long long)a1);
+    assert_true(r.dense >= min_dense);
+    assert_int_equal(count_op(f, "fully_connected_act"), r.dense);
+    assert_true(r.nodes_after < r.nodes_before);
+    assert_true(a1 <= a0);
+    same_training(g, f, steps, what);
+    pbl_graph_destroy(f);
+}
+
+static void test_mlp_train_bit_identical(void **state)
+{
+    (void)state;
+    pbl_graph *g = NULL;
+    char err[256];
+    if (zoo_build("mlp_train", 32, &g, err, sizeof err) != PBL_OK)
+        fail_msg("%s", err);
+    pbl_fuse_report r;
+    pbl_graph *f = fuse(g, &r);
+    /* the hidden layers' fully_connected + relu; the logits layer has no activation */
+    assert_int_equal(r.dense, 2);
+    assert_true(pbl_graph_find_node(f, "fc1+relu1") != PBL_NONE);
+    assert_true(pbl_graph_find_node(f, "fc2+relu2") != PBL_NONE);
+    assert_true(pbl_graph_find_node(f, "fc1") == PBL_NONE);
+    pbl_graph_destroy(f);
+    check_trains(g, 4, "mlp_train adam", 2);
+    pbl_graph_destroy(g);
+}
+
+static pbl_value node2(pbl_graph *g, const char *op, const char *name, pbl_value a, pbl_value b)
+{
+    pbl_value in[] = { a, b }, y = PBL_NONE;
+    pbl_node_desc d = { .op = op, .name = name, .inputs = in, .n_inputs = b == PBL_NONE ? 1 : 2 };
+    pbl_status s = pbl_graph_add_node(g, &d, NULL, &y);
+    if (s != PBL_OK)
+        fail_msg("adding %s: %s", op, pbl_graph_errmsg(g));
+    return y;
+}
+
+/* fc(x, w, b) + tanh; fc(x, w) + add(b) + sigmoid; fc(x, w) + add(b) + gelu (gelu's gradient
+ * reads its input: only the add fuses); fc(x, w) + add(b) -> loss; Adam. */
+static void test_activations_bit_identical(void **state)
+{
+    (void)state;
+    pbl_graph *g;
+    assert_int_equal(pbl_graph_create(&g, NULL), PBL_OK);
+    const char *acts[] = { "tanh", "sigmoid", "gelu", NULL };
+    int64_t width[] = { 24, 1500, 256, 12, 10 }; /* fc2 sums 1500 products, over BLAS's K blocks */
+    pbl_value h = pbl_input(g, "x", PBL_SHAPE(64, width[0])), labels = pbl_label(g, "labels", PBL_I32, PBL_SHAPE(64));
+    pbl_value params[8], grads[8];
+    for (int l = 0; l < 4; l++) {
+        char w[16], b[16], fc[16], add[16], act[16];
+        snprintf(w, sizeof w, "fc%d/w", l + 1);
+        snprintf(b, sizeof b, "fc%d/b", l + 1);
+        snprintf(fc, sizeof fc, "fc%d", l + 1);
+        snprintf(add, sizeof add, "bias%d", l + 1);
+        snprintf(act, sizeof act, "act%d", l + 1);
+        params[2 * l] = pbl_param(g, w, PBL_SHAPE(width[l + 1], width[l]));
+        params[2 * l + 1] = pbl_param(g, b, PBL_SHAPE(width[l + 1]));
+        pbl_value in[] = { h, params[2 * l], params[2 * l + 1] };
+        pbl_node_desc d = { .op = "fully_connected", .name = fc, .inputs = in, .n_inputs = l == 0 ? 3 : 2 };
+        assert_int_equal(pbl_graph_add_node(g, &d, NULL, &h), PBL_OK);
+        if (l > 0)
+            h = node2(g, "add", add, h, params[2 * l + 1]);
+        if (acts[l])
+            h = node2(g, acts[l], act, h, PBL_NONE);
+    }
+    pbl_value loss = pbl_softmax_cross_entropy(g, h, labels);
+    assert_int_equal(pbl_graph_build_status(g), PBL_OK);
+    assert_int_equal(pbl_graph_set_output(g, "loss", loss), PBL_OK);
+    assert_int_equal(pbl_graph_gradient(g, loss, params, 8, grads), PBL_OK);
+    pbl_optimizer_options o = pbl_optimizer_options_default(PBL_OPTIM_ADAM);
+    assert_int_equal(pbl_graph_add_optimizer(g, &o, params, grads, 8), PBL_OK);
+    pbl_fuse_report r;
+    pbl_graph *f = fuse(g, &r);
+    assert_true(pbl_graph_find_node(f, "fc1+act1") != PBL_NONE);
+    assert_true(pbl_graph_find_node(f, "fc2+bias2+act2") != PBL_NONE);
+    assert_true(pbl_graph_find_node(f, "fc3+bias3") != PBL_NONE);
+    assert_true(pbl_graph_find_node(f, "act3") != PBL_NONE); /* gelu stays: its gradient reads fc3+bias3 */
+    assert_true(pbl_graph_find_node(f, "fc4+bias4") != PBL_NONE);
+    pbl_graph_destroy(f);
+    check_trains(g, 4, "tanh/sigmoid/gelu adam", 4);
+    pbl_graph_destroy(g);
+}
+
+/* ---- random element-wise chains ------------------------------------------------------------ */
+
+static const char *const chain_ops[] = { "relu", "sigmoid", "tanh", "gelu", "add", "sub", "mul", "div" };
+
+/* Runs g's forward (every output) with inputs from `seed`; returns the outputs' bytes. */
+static float *run_outputs(pbl_graph *g, uint64_t seed, int64_t numel)
+{
+    run r;
+    run_open(&r, g, PBL_STORAGE_PLANNED, seed);
+    assert_int_equal(pbl_exec_run(r.e), PBL_OK);
+    int32_t n_out = pbl_graph_output_count(g);
+    float *y = malloc((size_t)(n_out * numel) * sizeof *y);
+    assert_non_null(y);
+    for (int32_t k = 0; k < n_out; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "y%d", (int)k);
+        assert_int_equal(pbl_exec_read(r.e, pbl_graph_output(g, name), y + k * numel, (size_t)numel * sizeof *y), PBL_OK);
+    }
+    run_close(&r);
+    return y;
+}
+
+static void test_random_chains(void **state)
+{
+    (void)state;
+    uint64_t rng = 42;
+    int32_t chains = 0, fused = 0;
+    for (int trial = 0; trial < 60; trial++) {
+        pbl_graph *g;
+        assert_int_equal(pbl_graph_create(&g, NULL), PBL_OK);
+        int64_t numel = 1 + (int64_t)(rng_next(&rng) % 1500); /* blocks of 512 and a tail */
+        pbl_value vars[6];
+        for (int k = 0; k < 6; k++) {
+            char name[8];
+            snprintf(name, sizeof name, "in%d", k);
+            vars[k] = pbl_input(g, name, PBL_SHAPE(numel));
+        }
+        int32_t n_out = 0;
+        pbl_value v = vars[0];
+        int len = 2 + (int)(rng_next(&rng) % 14);
+        for (int i = 0; i < len; i++) {
+            const char *op = chain_ops[rng_next(&rng) % 8];
+            char name[16];
+            snprintf(name, sizeof name, "n%d", i);
+            if (strcmp(op, "add") && strcmp(op, "sub") && strcmp(op, "mul") && strcmp(op, "div")) {
+                v = node2(g, op, name, v, PBL_NONE);
+            } else {
+                pbl_value b = vars[rng_next(&rng) % 6];
+                v = rng_next(&rng) % 2 ? node2(g, op, name, v, b) : node2(g, op, name, b, v);
+            }
+            uint64_t cut = rng_next(&rng) % 10;
+            if (cut == 0 && i + 1 < len) { /* an intermediate output: the chain breaks here */
+                char on[16];
+                snprintf(on, sizeof on, "y%d", (int)n_out++);
+                assert_int_equal(pbl_graph_set_output(g, on, v), PBL_OK);
+            } else if (cut == 1 && i + 1 < len) { /* read twice: the chain breaks here too */
+                char nn[16];
+                snprintf(nn, sizeof nn, "twice%d", i);
+                v = node2(g, "add", nn, v, v);
+            }
+        }
+        char on[16];
+        snprintf(on, sizeof on, "y%d", (int)n_out++);
+        assert_int_equal(pbl_graph_set_output(g, on, v), PBL_OK);
+        pbl_fuse_report r;
+        pbl_graph *f = fuse(g, &r);
+        assert_int_equal(count_op(f, "elementwise_chain"), r.chains);
+        chains += r.chains;
+        fused += r.fused_nodes;
+        uint64_t seed = rng_next(&rng);
+        float *a = run_outputs(g, seed, numel), *b = run_outputs(f, seed, numel);
+        if (memcmp(a, b, (size_t)(n_out * numel) * sizeof *a) != 0)
+            fail_msg("trial %d: a chain of %d ops over %lld elements differs fused", trial, len, (long long)numel);
+        assert_true(arena(f) <= arena(g));
+        free(a);
+        free(b);
+        pbl_graph_destroy(f);
+        pbl_graph_destroy(g);
+    }
+    printf("  60 random chains: %d elementwise_chain nodes from %d nodes, outputs match bit for bit\n", (int)chains,
+           (int)fused);
+    assert_true(chains >= 30);
+}
+
+/* ---- fusion must not create a cycle ------------------------------------------------------- */
+
+/* y = relu(p) + tanh(sgd(p, grad)): fusing relu with the add would make one node that reads
+ * p before its update and tanh of the update. tanh with the add is fine. */
+static void test_no_fusion_across_update(void **state)
+{
+    (void)state;
+    pbl_graph *g;
+    assert_int_equal(pbl_graph_create(&g, NULL), PBL_OK);
+    pbl_value p = pbl_param(g, "p", PBL_SHAPE(16)), grad = pbl_input(g, "grad", PBL_SHAPE(16));
+    pbl_value r = node2(g, "relu", "r", p, PBL_NONE);
+    pbl_value p2 = node2(g, "sgd", "update", p, grad);
+    pbl_value t = node2(g, "tanh", "t", p2, PBL_NONE);
+    pbl_value y = node2(g, "add", "y", r, t);
+    assert_int_equal(pbl_graph_set_output(g, "y0", y), PBL_OK);
+    pbl_fuse_report rep;
+    pbl_graph *f = fuse(g, &rep);
+    assert_int_equal(rep.chains, 1);
+    assert_true(pbl_graph_find_node(f, "r") != PBL_NONE);
+    assert_true(pbl_graph_find_node(f, "t+y") != PBL_NONE);
+    float *a = run_outputs(g, 3, 16), *b = run_outputs(f, 3, 16);
+    assert_memory_equal(a, b, 16 * sizeof *a);
+    free(a);
+    free(b);
+    pbl_graph_destroy(f);
+    pbl_graph_destroy(g);
+}
+
+static void test_bad_arguments(void **state)
+{
+    (void)state;
+    pbl_graph *out = (pbl_graph *)&out;
+    char err[128];
+    assert_int_equal(pbl_graph_fuse(NULL, NULL, &out, NULL, err, sizeof err), PBL_ERR_INVALID_ARG);
+    assert_null(out);
+    assert_non_null(strstr(err, "NULL"));
+    /* the fused ops check their attributes like any op */
+    pbl_graph *g;
+    assert_int_equal(pbl_graph_create(&g, NULL), PBL_OK);
+    pbl_value x = pbl_input(g, "x", PBL_SHAPE(4)), y;
+    int64_t codes[] = { 5 }; /* add: needs an operand */
+    pbl_attr at = PBL_ATTR_INTS("codes", codes, 1);
+    pbl_node_desc d = { .op = "elementwise_chain", .inputs = &x, .n_inputs = 1, .attrs = &at, .n_attrs = 1 };
+    assert_int_equal(pbl_graph_add_node(g, &d, NULL, &y), PBL_ERR_ARITY);
+    codes[0] = 99;
+    assert_int_equal(pbl_graph_add_node(g, &d, NULL, &y), PBL_ERR_ATTR);
+    pbl_graph_destroy(g);
+}
+
+/* ---- out of memory ------------------------------------------------------------------------ */
+
+typedef struct failing {
+    long   count, fail_at; /* fail the fail_at-th allocation (1-based); 0: never */
+    size_t live;
+} failing;
+
+static void *failing_alloc(void *user, size_t n)
+{
+    failing *f = user;
+    if (++f->count == f->fail_at)
+        return NULL;
+    void *p = malloc(n);
+    if (p)
+        f->live += n;
+    return p;
+}
+
+static void failing_free(void *user, void *p, size_t n)
+{
+    failing *f = user;
+    if (p)
+        f->live -= n;
+    free(p);
+}
+
+static void test_allocation_failures(void **state)
+{
+    (void)state;
+    pbl_graph *g = NULL;
+    char err[256];
+    if (zoo_build("mlp_train", 8, &g, err, sizeof err) != PBL_OK)
+        fail_msg("%s", err);
+    failing f = { 0 };
+    pbl_allocator hook = { failing_alloc, failing_free, &f };
+    pbl_fuse_options o = pbl_fuse_options_default();
+    o.allocator = &hook;
+    long fail_at = 1;
+    for (;; fail_at++) {
+        f = (failing){ .fail_at = fail_at };
+        pbl_graph *out = NULL;
+        pbl_status s = pbl_graph_fuse(g, &o, &out, NULL, err, sizeof err);
+        if (s == PBL_OK) {
+            assert_non_null(out);
+            pbl_graph_destroy(out);
+            assert_int_equal(f.live, 0);
+            break;
+        }
+        if (s != PBL_ERR_NOMEM)
+            fail_msg("allocation %ld failing gave %s: %s", fail_at, pbl_status_str(s), err);
+        assert_null(out);
+        if (f.live != 0)
+            fail_msg("allocation %ld failing leaked %zu bytes", fail_at, f.live);
+    }
+    printf("  each of %ld allocations failed in turn: PBL_ERR_NOMEM, nothing leaked\n", fail_at - 1);
+    assert_true(fail_at > 10);
+    pbl_graph_destroy(g);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mlp_train_bit_identical),
+        cmocka_unit_test(test_activations_bit_identical),
+        cmocka_unit_test(test_random_chains),
+        cmocka_unit_test(test_no_fusion_across_update),
+        cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_allocation_failures),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
