@@ -98,5 +98,12 @@ expect_error 1 "$tmp/no/such/dir.json: cannot create" "export: an unwritable OUT
 expect_error 2 "export: no output given" "export without --json" export zoo:mlp
 expect_error 2 "zoo: nope: no such model" "export: an unknown zoo model" export zoo:nope --json "$tmp/x.json"
 [ ! -e "$tmp/x.json" ] || fail "a failed export left a file"
+# an output naming the input is refused before anything is written (plan --out used to
+# replace a graph file with its assignment CSV)
+cp "$g" "$tmp/keep.json"
+expect_error 2 "--out $tmp/\\./mlp_train\\.json: that is the input FILE" "plan: --out is the input" plan "$g" --out "$tmp/./mlp_train.json"
+expect_error 2 "--json $g: that is the input FILE" "export: --json is the input" export "$g" --json "$g"
+cmp -s "$g" "$tmp/keep.json" || fail "the input graph file was changed"
+pass "the input graph file is unchanged"
 
 echo "$passed passed"

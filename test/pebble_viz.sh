@@ -142,6 +142,17 @@ if [ "$mode" = cli ]; then
     run viz "$tmp/five.csv" --html "$tmp/no/such/dir/x.html"
     [ "$rc" -eq 1 ] || fail "viz --html into a missing directory: exit $rc, expected 1"
     pass "viz --html into a missing directory: exit 1, $(cat "$tmp/err")"
+    # outputs that name the input or each other are refused before anything is written
+    # (--html FILE used to overwrite a JSON graph file with the page)
+    cp "$tmp/five.csv" "$tmp/five.keep"
+    run viz "$tmp/five.csv" --html "$tmp/five.csv"
+    [ "$rc" -eq 2 ] && grep -q "^pebble: --html .*five.csv: that is the input FILE" "$tmp/err" \
+        && cmp -s "$tmp/five.csv" "$tmp/five.keep" || fail "viz --html FILE (the input): exit $rc, or FILE changed"
+    pass "viz --html naming the input: exit 2, $(cat "$tmp/err")"
+    run viz "$tmp/five.csv" --html "$tmp/same.html" --svg "$tmp/../$(basename "$tmp")/same.html"
+    [ "$rc" -eq 2 ] && grep -q "^pebble: --svg .*: the same file as --html" "$tmp/err" && [ ! -e "$tmp/same.html" ] \
+        || fail "viz --html X --svg X: exit $rc, or a file written"
+    pass "viz --html X --svg X (another name): exit 2, $(cat "$tmp/err")"
     ls "$tmp" | grep -q '\.tmp\.' && fail "a temporary file was left behind: $(ls "$tmp" | grep '\.tmp\.')"
     pass "no temporary files left"
     echo "$passed passed"

@@ -1,6 +1,6 @@
 /* The command line's plumbing: one-line messages, option scanning, numbers, quoting for JSON
  * and CSV output, the clock. */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#define _XOPEN_SOURCE 700 /* clock_gettime, realpath */
 
 #include <errno.h>
 #include <math.h>
@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "cli.h"
@@ -172,4 +173,80 @@ double cli_now_ms(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+/* path with its directory resolved (links, "." and ".."), so that names of a file that does
+ * not exist yet compare too; NULL when the directory cannot be resolved. Caller frees. */
+static char *resolved_path(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    size_t dir_len = slash ? (size_t)(slash - path) : 0;
+    char *dir = malloc(dir_len + 2);
+    if (!dir)
+        return NULL;
+    if (!slash)
+        strcpy(dir, ".");
+    else if (dir_len == 0)
+        strcpy(dir, "/");
+    else {
+        memcpy(dir, path, dir_len);
+        dir[dir_len] = '\0';
+    }
+    char *real = realpath(dir, NULL);
+    free(dir);
+    if (!real)
+        return NULL;
+    size_t n = strlen(real) + strlen(base) + 2;
+    char *full = malloc(n);
+    if (full)
+        snprintf(full, n, "%s/%s", real, base);
+    free(real);
+    return full;
+}
+
+int cli_same_file(const char *a, const char *b)
+{
+    if (strcmp(a, b) == 0)
+        return 1;
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    char *ra = resolved_path(a), *rb = resolved_path(b);
+    int same = ra && rb && strcmp(ra, rb) == 0;
+    free(ra);
+    free(rb);
+    return same;
+}
+
+int cli_check_outputs(const char *input, const char *const *flag, const char *const *out, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (!out[i])
+            continue;
+        if (input && cli_same_file(input, out[i])) {
+            cli_error("%s %s: that is the input FILE; it would be overwritten", flag[i], out[i]);
+            return CLI_USAGE;
+        }
+        for (int j = 0; j < i; j++)
+            if (out[j] && cli_same_file(out[j], out[i])) {
+                cli_error("%s %s: the same file as %s; give each output its own name", flag[i], out[i], flag[j]);
+                return CLI_USAGE;
+            }
+    }
+    return CLI_OK;
+}
+
+int cli_check_strategy(const char *name, int allow_all)
+{
+    char names[1024] = "";
+    for (int32_t i = 0; i < pbl_plan_strategy_count(); i++) {
+        if (strcmp(pbl_plan_strategy_name(i), name) == 0)
+            return CLI_OK;
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", pbl_plan_strategy_name(i));
+    }
+    if (allow_all && strcmp(name, "all") == 0)
+        return CLI_OK;
+    cli_error("--strategy: unknown strategy '%s' (one of: %s%s)", name, names, allow_all ? ", all" : "");
+    return CLI_USAGE;
 }

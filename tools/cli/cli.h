@@ -47,6 +47,19 @@ int cli_next_arg(cli_args *a, const cli_flag *flags, int n_flags, int *which, co
 int cli_parse_int(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
 int cli_parse_double(const char *flag, const char *s, double lo, double hi, double *out);
 
+/* Whether paths a and b name one file: the same string, or two names of one existing file
+ * (same device and inode: a link, "./x" beside "x"). */
+int cli_same_file(const char *a, const char *b);
+
+/* Refuses outputs that would overwrite the input or each other: out[i] (given by option
+ * flag[i]; NULL when not given) must name neither `input` nor another out[j]. Returns CLI_OK,
+ * or CLI_USAGE after one message. Checked before any work, so nothing is written. */
+int cli_check_outputs(const char *input, const char *const *flag, const char *const *out, int n);
+
+/* CLI_OK when name is a planner strategy ("best" is one), or "all" when allow_all; else
+ * CLI_USAGE after a message listing the names. */
+int cli_check_strategy(const char *name, int allow_all);
+
 /* The subcommands. */
 int cli_plan(int argc, char **argv);
 int cli_check(int argc, char **argv);

@@ -66,6 +66,10 @@ int cli_export(int argc, char **argv)
         cli_error("export: no output given: --json OUT (see pebble export --help)");
         return CLI_USAGE;
     }
+    const char *const flag[] = { "--json" };
+    const char *const out[] = { json };
+    if (strcmp(json, "-") != 0 && cli_check_outputs(source, flag, out, 1) != CLI_OK)
+        return CLI_USAGE;
     pbl_graph *g;
     int rc = cli_model_load(source, batch, &g);
     if (rc != CLI_OK)

@@ -121,18 +121,12 @@ static int parse_args(int argc, char **argv, plan_opts *o)
         cli_error("plan: no FILE given (see pebble plan --help)");
         return CLI_USAGE;
     }
-    if (strcmp(o->strategy, "all") != 0) {
-        int32_t i = 0;
-        while (i < pbl_plan_strategy_count() && strcmp(pbl_plan_strategy_name(i), o->strategy) != 0)
-            i++;
-        if (i == pbl_plan_strategy_count()) {
-            char names[1024] = "";
-            for (int32_t k = 0; k < pbl_plan_strategy_count(); k++)
-                snprintf(names + strlen(names), sizeof names - strlen(names), "%s, ", pbl_plan_strategy_name(k));
-            cli_error("--strategy: unknown strategy '%s' (one of: %sall)", o->strategy, names);
-            return CLI_USAGE;
-        }
-    }
+    if (cli_check_strategy(o->strategy, 1) != CLI_OK)
+        return CLI_USAGE;
+    const char *const flag[] = { "--out" };
+    const char *const out[] = { o->out };
+    if (cli_check_outputs(o->file, flag, out, 1) != CLI_OK)
+        return CLI_USAGE;
     return -1;
 }
 

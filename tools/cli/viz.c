@@ -132,20 +132,11 @@ static int parse_args(int argc, char **argv, viz_opts *o)
         cli_error("viz: nothing to write: give --html OUT, --svg OUT and/or --dot OUT");
         return CLI_USAGE;
     }
+    const char *const flag[] = { "--html", "--svg", "--dot" };
+    const char *const out[] = { o->html, o->svg, o->dot };
+    if (cli_check_outputs(o->file, flag, out, 3) != CLI_OK)
+        return CLI_USAGE;
     return -1;
-}
-
-/* CLI_OK when name is "best" or a strategy's name, else CLI_USAGE, reported. */
-static int check_strategy_name(const char *name)
-{
-    char names[1024] = "";
-    for (int32_t i = 0; i < pbl_plan_strategy_count(); i++) {
-        if (strcmp(pbl_plan_strategy_name(i), name) == 0)
-            return CLI_OK;
-        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", pbl_plan_strategy_name(i));
-    }
-    cli_error("--strategy: unknown strategy '%s' (one of: %s)", name, names);
-    return CLI_USAGE;
 }
 
 /* The strategy --svg draws: best (the smallest arena), or the one named (the plan has every
@@ -289,7 +280,7 @@ int cli_viz(int argc, char **argv)
     int rc = parse_args(argc, argv, &o);
     if (rc >= 0)
         return rc;
-    if (check_strategy_name(o.strategy) != CLI_OK) /* before the planning, not after */
+    if (cli_check_strategy(o.strategy, 0) != CLI_OK) /* before the planning, not after */
         return CLI_USAGE;
     if (o.dot) {
         rc = viz_dot(&o);
