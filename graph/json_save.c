@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "graph/errmsg.h"
 #include "graph/graph_internal.h"
 #include "ops/registry.h"
 #include "pebble/json.h"
@@ -223,19 +224,6 @@ static void put_node(text *t, const pbl_graph *g, const pbl__node *n)
     put(t, "}", 1);
 }
 
-static pbl_status say(char *err, size_t errlen, pbl_status s, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static pbl_status say(char *err, size_t errlen, pbl_status s, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return s;
-}
-
 PBL__API pbl_status pbl_graph_to_json(const pbl_graph *g, char **out, size_t *len, char *err, size_t errlen)
 {
     if (out)
@@ -243,7 +231,7 @@ PBL__API pbl_status pbl_graph_to_json(const pbl_graph *g, char **out, size_t *le
     if (len)
         *len = 0;
     if (!g || !out)
-        return say(err, errlen, PBL_ERR_INVALID_ARG, "pbl_graph_to_json: no graph or no place for the text");
+        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "pbl_graph_to_json: no graph or no place for the text");
     text t = { 0 };
     putf(&t, "{\n  \"format\": \"pebble-graph\",\n  \"version\": \"%d.%d\",\n", PBL_JSON_VERSION_MAJOR,
          PBL_JSON_VERSION_MINOR);
@@ -284,7 +272,7 @@ PBL__API pbl_status pbl_graph_to_json(const pbl_graph *g, char **out, size_t *le
 
     if (t.failed) {
         free(t.p);
-        return say(err, errlen, PBL_ERR_NOMEM, "graph to JSON: out of memory (%zu bytes of text written)", t.len);
+        return pbl__errf(err, errlen, PBL_ERR_NOMEM, "graph to JSON: out of memory (%zu bytes of text written)", t.len);
     }
     if (t.bad) {
         char shown[48];
@@ -293,7 +281,7 @@ PBL__API pbl_status pbl_graph_to_json(const pbl_graph *g, char **out, size_t *le
             shown[k] = (unsigned char)t.bad[k] >= 0x20 && (unsigned char)t.bad[k] < 0x7f ? t.bad[k] : '?';
         shown[k] = '\0';
         free(t.p);
-        return say(err, errlen, PBL_ERR_UNSUPPORTED, "graph to JSON: the name '%s' is not valid UTF-8, which JSON cannot hold",
+        return pbl__errf(err, errlen, PBL_ERR_UNSUPPORTED, "graph to JSON: the name '%s' is not valid UTF-8, which JSON cannot hold",
                    shown);
     }
     *out = t.p;
@@ -310,7 +298,7 @@ PBL__API void pbl_json_free(char *text_)
 PBL__API pbl_status pbl_graph_save_json(const pbl_graph *g, const char *path, char *err, size_t errlen)
 {
     if (!path || !*path)
-        return say(err, errlen, PBL_ERR_INVALID_ARG, "save JSON: no file name");
+        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "save JSON: no file name");
     char *body = NULL;
     size_t n = 0;
     pbl_status s = pbl_graph_to_json(g, &body, &n, err, errlen);
@@ -319,14 +307,14 @@ PBL__API pbl_status pbl_graph_save_json(const pbl_graph *g, const char *path, ch
     size_t tmp_len = strlen(path) + 32;
     char *tmp = malloc(tmp_len);
     if (!tmp) {
-        s = say(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", path);
+        s = pbl__errf(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", path);
         goto fail_free_body;
     }
     snprintf(tmp, tmp_len, "%s.tmp.%ld", path, (long)getpid());
     errno = 0;
     FILE *f = fopen(tmp, "wb");
     if (!f) {
-        s = say(err, errlen, PBL_ERR_IO, "%s: cannot create '%s': %s", path, tmp, strerror(errno ? errno : EIO));
+        s = pbl__errf(err, errlen, PBL_ERR_IO, "%s: cannot create '%s': %s", path, tmp, strerror(errno ? errno : EIO));
         goto fail_free_tmp_name;
     }
     /* fsync before rename: otherwise a crash soon after could leave path naming an empty file */
@@ -338,11 +326,11 @@ PBL__API pbl_status pbl_graph_save_json(const pbl_graph *g, const char *path, ch
         e = errno;
     }
     if (bad) {
-        s = say(err, errlen, PBL_ERR_IO, "%s: writing '%s': %s", path, tmp, strerror(e ? e : EIO));
+        s = pbl__errf(err, errlen, PBL_ERR_IO, "%s: writing '%s': %s", path, tmp, strerror(e ? e : EIO));
         goto fail_remove_tmp;
     }
     if (rename(tmp, path) != 0) {
-        s = say(err, errlen, PBL_ERR_IO, "%s: cannot replace it with '%s': %s", path, tmp, strerror(errno ? errno : EIO));
+        s = pbl__errf(err, errlen, PBL_ERR_IO, "%s: cannot replace it with '%s': %s", path, tmp, strerror(errno ? errno : EIO));
         goto fail_remove_tmp;
     }
     free(tmp);

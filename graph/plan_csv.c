@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "graph/errmsg.h"
 #include "graph/plan_internal.h"
 #include "pebble/plan_io.h"
 
@@ -16,19 +17,6 @@
 
 enum column { COL_ID, COL_LOWER, COL_UPPER, COL_SIZE, COL_OFFSET, N_COLUMNS };
 static const char *const column_name[N_COLUMNS] = { "id", "lower", "upper", "size", "offset" };
-
-static pbl_status say(char *err, size_t errlen, pbl_status s, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static pbl_status say(char *err, size_t errlen, pbl_status s, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return s;
-}
 
 /* Copies at most 40 bytes of s[0..len) into dst for a message: bytes that are not printable
  * ASCII become '?', a cut is marked with "...". dst holds at least 48 bytes. */
@@ -178,7 +166,7 @@ static pbl_status fail_at(reader *r, const char *fmt, ...)
 
 static pbl_status fail_nomem(reader *r)
 {
-    return say(r->err, r->errlen, PBL_ERR_NOMEM, "%s:%ld: out of memory", r->path, (long)r->line);
+    return pbl__errf(r->err, r->errlen, PBL_ERR_NOMEM, "%s:%ld: out of memory", r->path, (long)r->line);
 }
 
 /* Reads the next line into r->text without its LF or CRLF. Sets *got to 0 at the end of the
@@ -196,7 +184,7 @@ static pbl_status read_line(reader *r, int *got, size_t *len)
             r->len = fread(r->chunk, 1, sizeof r->chunk, r->f);
             if (r->len == 0) {
                 if (ferror(r->f))
-                    return say(r->err, r->errlen, PBL_ERR_IO, "%s: cannot read: %s", r->path,
+                    return pbl__errf(r->err, r->errlen, PBL_ERR_IO, "%s: cannot read: %s", r->path,
                                strerror(errno ? errno : EIO));
                 r->at_eof = 1;
                 break;
@@ -530,11 +518,11 @@ PBL__API pbl_status pbl_records_read_csv(const char *path, const pbl_allocator *
     if (out)
         memset(out, 0, sizeof *out);
     if (!path || !out)
-        return say(err, errlen, PBL_ERR_INVALID_ARG, "read records: NULL path or result");
+        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "read records: NULL path or result");
 
     reader *r = pbl__plan_alloc(al, sizeof *r);
     if (!r)
-        return say(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", path);
+        return pbl__errf(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", path);
     memset(r, 0, sizeof *r);
     r->path = path;
     r->al = al;
@@ -546,7 +534,7 @@ PBL__API pbl_status pbl_records_read_csv(const char *path, const pbl_allocator *
     errno = 0;
     r->f = fopen(path, "rb");
     if (!r->f) {
-        s = say(err, errlen, PBL_ERR_IO, "%s: cannot open: %s", path, strerror(errno ? errno : EIO));
+        s = pbl__errf(err, errlen, PBL_ERR_IO, "%s: cannot open: %s", path, strerror(errno ? errno : EIO));
         goto fail_free_reader;
     }
     int got;
@@ -628,19 +616,19 @@ static pbl_status check_writable(const pbl_records_file *in, const pbl_assignmen
                         : a->offset[i] > VALUE_MAX ? "offset is above 2^62 - 1"
                         : r->size > VALUE_MAX - sum ? "the sizes add up to more than 2^62 - 1" : NULL;
         if (why)
-            return say(err, errlen, PBL_ERR_INVALID_ARG, "record %d (size %lld, [%lld, %lld), offset %lld): %s",
+            return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "record %d (size %lld, [%lld, %lld), offset %lld): %s",
                        (int)i, (long long)r->size, (long long)r->first, (long long)r->last,
                        (long long)a->offset[i], why);
         sum += r->size;
         if (in->ids) {
             if (!in->ids[i])
-                return say(err, errlen, PBL_ERR_INVALID_ARG, "record %d has no id", (int)i);
+                return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "record %d has no id", (int)i);
             size_t len = strlen(in->ids[i]);
             why = id_problem(in->ids[i], len);
             if (why && len == 0)
-                return say(err, errlen, PBL_ERR_INVALID_ARG, "record %d has an empty id", (int)i);
+                return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "record %d has an empty id", (int)i);
             if (why)
-                return say(err, errlen, PBL_ERR_INVALID_ARG, "record %d: id '%s' %s", (int)i,
+                return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "record %d: id '%s' %s", (int)i,
                            shown(buf, in->ids[i], len), why);
         }
     }
@@ -650,7 +638,7 @@ static pbl_status check_writable(const pbl_records_file *in, const pbl_assignmen
                                (long long)r->size, (long long)a->offset[i]);
         size_t len = in->ids ? strlen(in->ids[i]) : (size_t)snprintf(NULL, 0, "%d", (int)i);
         if (numbers < 0 || len + (size_t)numbers > LINE_MAX_BYTES)
-            return say(err, errlen, PBL_ERR_INVALID_ARG, "record %d: its line would be longer than %d bytes"
+            return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "record %d: its line would be longer than %d bytes"
                        " (an id of %zu bytes)", (int)i, LINE_MAX_BYTES, len);
     }
     if (!in->ids)
@@ -661,9 +649,9 @@ static pbl_status check_writable(const pbl_records_file *in, const pbl_assignmen
     for (int32_t i = 0; i < in->n && s == PBL_OK; i++) {
         int32_t first = idset_add(&set, i, given_id, &src);
         if (first == -2)
-            s = say(err, errlen, PBL_ERR_NOMEM, "writing records: out of memory");
+            s = pbl__errf(err, errlen, PBL_ERR_NOMEM, "writing records: out of memory");
         else if (first >= 0)
-            s = say(err, errlen, PBL_ERR_INVALID_ARG, "records %d and %d have the same id '%s'", (int)first,
+            s = pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "records %d and %d have the same id '%s'", (int)first,
                     (int)i, shown(buf, in->ids[i], strlen(in->ids[i])));
     }
     idset_free(&set);
@@ -676,9 +664,9 @@ PBL__API pbl_status pbl_assignment_write_csv(const char *path, const pbl_records
     if (err && errlen)
         err[0] = '\0';
     if (!path || !in || !a || in->n < 0 || (in->n > 0 && (!in->records || !a->offset)))
-        return say(err, errlen, PBL_ERR_INVALID_ARG, "write assignment: NULL or negative arguments");
+        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "write assignment: NULL or negative arguments");
     if (a->n_records != in->n)
-        return say(err, errlen, PBL_ERR_INVALID_ARG, "write assignment: %d records but %d offsets", (int)in->n,
+        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "write assignment: %d records but %d offsets", (int)in->n,
                    (int)a->n_records);
     pbl_status s = check_writable(in, a, err, errlen);
     if (s != PBL_OK)
@@ -687,12 +675,12 @@ PBL__API pbl_status pbl_assignment_write_csv(const char *path, const pbl_records
     size_t tmp_len = strlen(path) + 32;
     char *tmp = pbl__plan_alloc(a->allocator, tmp_len);
     if (!tmp)
-        return say(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", path);
+        return pbl__errf(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", path);
     snprintf(tmp, tmp_len, "%s.tmp.%ld", path, (long)getpid());
     errno = 0;
     FILE *f = fopen(tmp, "wb");
     if (!f) {
-        s = say(err, errlen, PBL_ERR_IO, "%s: cannot create '%s': %s", path, tmp, strerror(errno ? errno : EIO));
+        s = pbl__errf(err, errlen, PBL_ERR_IO, "%s: cannot create '%s': %s", path, tmp, strerror(errno ? errno : EIO));
         goto fail_free_tmp_name;
     }
     errno = 0;
@@ -709,16 +697,16 @@ PBL__API pbl_status pbl_assignment_write_csv(const char *path, const pbl_records
     /* fsync before rename: otherwise a crash soon after could leave the new name pointing at
      * a file whose blocks never reached the disk */
     if (bad || fflush(f) != 0 || fsync(fileno(f)) != 0) {
-        s = say(err, errlen, PBL_ERR_IO, "%s: writing '%s': %s", path, tmp, strerror(errno ? errno : EIO));
+        s = pbl__errf(err, errlen, PBL_ERR_IO, "%s: writing '%s': %s", path, tmp, strerror(errno ? errno : EIO));
         fclose(f);
         goto fail_remove_tmp;
     }
     if (fclose(f) != 0) {
-        s = say(err, errlen, PBL_ERR_IO, "%s: closing '%s': %s", path, tmp, strerror(errno ? errno : EIO));
+        s = pbl__errf(err, errlen, PBL_ERR_IO, "%s: closing '%s': %s", path, tmp, strerror(errno ? errno : EIO));
         goto fail_remove_tmp;
     }
     if (rename(tmp, path) != 0) {
-        s = say(err, errlen, PBL_ERR_IO, "%s: cannot replace it: %s", path, strerror(errno ? errno : EIO));
+        s = pbl__errf(err, errlen, PBL_ERR_IO, "%s: cannot replace it: %s", path, strerror(errno ? errno : EIO));
         goto fail_remove_tmp;
     }
     pbl__plan_free(a->allocator, tmp, tmp_len);

@@ -1,11 +1,11 @@
 /* pbl_plan_verify: sweep over time keeping the live records sorted by offset. A valid plan's
  * live records are disjoint in bytes, so a newcomer overlaps one of them exactly when it
  * overlaps its neighbour below or above in that order. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph/errmsg.h"
 #include "graph/plan_internal.h"
 
 typedef struct vevent {
@@ -21,41 +21,28 @@ static int cmp_vevent(const void *a, const void *b)
     return (x->rec > y->rec) - (x->rec < y->rec);
 }
 
-static pbl_status say(char *err, size_t errlen, pbl_status s, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static pbl_status say(char *err, size_t errlen, pbl_status s, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return s;
-}
-
 PBL__API pbl_status pbl_plan_verify(const pbl_usage_record *r, int32_t n, const pbl_assignment *a, int64_t align,
                                     int64_t capacity, char *err, size_t errlen)
 {
     if (err && errlen)
         err[0] = '\0';
     if (!a || n < 0 || (n > 0 && (!r || !a->offset)) || a->n_records != n)
-        return say(err, errlen, PBL_ERR_INVALID_ARG, "verify: the assignment does not match the %d records", (int)n);
+        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "verify: the assignment does not match the %d records", (int)n);
     if (align <= 0)
         align = 1;
     int64_t top = 0;
     for (int32_t i = 0; i < n; i++) {
         if (a->offset[i] < 0 || a->offset[i] % align != 0)
-            return say(err, errlen, PBL_ERR_INVALID_ARG, "record %d: offset %lld is not a non-negative multiple of %lld",
+            return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "record %d: offset %lld is not a non-negative multiple of %lld",
                        (int)i, (long long)a->offset[i], (long long)align);
         if (a->offset[i] + r[i].size > top)
             top = a->offset[i] + r[i].size;
     }
     if (top != a->arena)
-        return say(err, errlen, PBL_ERR_INVALID_ARG, "the arena is %lld bytes but the records reach %lld",
+        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "the arena is %lld bytes but the records reach %lld",
                    (long long)a->arena, (long long)top);
     if (capacity > 0 && top > capacity)
-        return say(err, errlen, PBL_ERR_INVALID_ARG, "the arena needs %lld bytes, more than the capacity %lld",
+        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "the arena needs %lld bytes, more than the capacity %lld",
                    (long long)top, (long long)capacity);
     if (n == 0)
         return PBL_OK;
@@ -65,7 +52,7 @@ PBL__API pbl_status pbl_plan_verify(const pbl_usage_record *r, int32_t n, const 
     if (!ev || !live) {
         free(ev);
         free(live);
-        return say(err, errlen, PBL_ERR_NOMEM, "verify: out of memory");
+        return pbl__errf(err, errlen, PBL_ERR_NOMEM, "verify: out of memory");
     }
     for (int32_t i = 0; i < n; i++) {
         ev[2 * i] = (vevent){ r[i].first * 2 + 1, i };
@@ -95,7 +82,7 @@ PBL__API pbl_status pbl_plan_verify(const pbl_usage_record *r, int32_t n, const 
         int32_t clash = below >= 0 && a->offset[below] + r[below].size > off ? below
                       : above >= 0 && off + r[i].size > a->offset[above] ? above : -1;
         if (clash >= 0) {
-            s = say(err, errlen, PBL_ERR_INVALID_ARG,
+            s = pbl__errf(err, errlen, PBL_ERR_INVALID_ARG,
                     "records %d and %d are both live at step %lld and overlap in bytes: [%lld, %lld) and [%lld, %lld)",
                     (int)clash, (int)i, (long long)r[i].first, (long long)a->offset[clash],
                     (long long)(a->offset[clash] + r[clash].size), (long long)off, (long long)(off + r[i].size));

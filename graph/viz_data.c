@@ -1,9 +1,9 @@
 /* pbl_viz_plan_records: every strategy's verified offsets for one set of records, with the
  * live-bytes curve, for pictures that compare strategies (pebble/viz.h). */
-#include <stdarg.h>
 #include <string.h>
 #include <time.h>
 
+#include "graph/errmsg.h"
 #include "graph/plan_internal.h"
 #include "graph/plan_sort.h"
 #include "pebble/viz.h"
@@ -12,19 +12,6 @@ PBL__API pbl_viz_options pbl_viz_options_default(void)
 {
     pbl_viz_options o = { .allocator = NULL, .align = 1, .time_limit = 0, .strategies = NULL, .n_strategies = 0 };
     return o;
-}
-
-static pbl_status say(char *err, size_t errlen, pbl_status s, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static pbl_status say(char *err, size_t errlen, pbl_status s, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return s;
 }
 
 static double now_ms(void)
@@ -81,25 +68,25 @@ PBL__API pbl_status pbl_viz_plan_records(const pbl_usage_record *r, int32_t n, c
     if (err && errlen)
         err[0] = '\0';
     if (n < 0 || (n > 0 && !r) || o.align < 1 || o.n_strategies < 0 || (o.n_strategies > 0 && !o.strategies))
-        return say(err, errlen, PBL_ERR_INVALID_ARG, "viz: bad arguments (n %d, align %lld, %d strategies)",
+        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "viz: bad arguments (n %d, align %lld, %d strategies)",
                    (int)n, (long long)o.align, (int)o.n_strategies);
     int32_t count = o.strategies ? o.n_strategies : pbl_plan_strategy_count() - 1; /* all but best */
     for (int32_t s = 0; o.strategies && s < count; s++)
         if (!strategy_named(o.strategies[s]))
-            return say(err, errlen, PBL_ERR_NOT_FOUND, "viz: unknown strategy '%s'",
+            return pbl__errf(err, errlen, PBL_ERR_NOT_FOUND, "viz: unknown strategy '%s'",
                        o.strategies[s] ? o.strategies[s] : "(null)");
     out->records = r;
     out->n_records = n;
     out->align = o.align;
     pbl_status s = live_curve(out);
     if (s != PBL_OK)
-        return say(err, errlen, s, "viz: out of memory for the live-bytes curve of %d records", (int)n);
+        return pbl__errf(err, errlen, s, "viz: out of memory for the live-bytes curve of %d records", (int)n);
     for (int32_t j = 0; j < out->n_points; j++) /* the curve's peak is the lower bound */
         if (out->live[j] > out->lower_bound)
             out->lower_bound = out->live[j];
     out->strategies = pbl__plan_alloc(o.allocator, (size_t)count * sizeof *out->strategies);
     if (!out->strategies)
-        return say(err, errlen, PBL_ERR_NOMEM, "viz: out of memory for %d strategies", (int)count);
+        return pbl__errf(err, errlen, PBL_ERR_NOMEM, "viz: out of memory for %d strategies", (int)count);
     memset(out->strategies, 0, (size_t)count * sizeof *out->strategies);
     out->n_strategies = count;
 
@@ -115,7 +102,7 @@ PBL__API pbl_status pbl_viz_plan_records(const pbl_usage_record *r, int32_t n, c
         s = pbl_plan_records(r, n, v->name, &po, &a, v->error, sizeof v->error);
         v->ms = now_ms() - t0;
         if (s == PBL_ERR_NOMEM || s == PBL_ERR_INVALID_ARG) /* for every strategy alike: stop */
-            return say(err, errlen, s, "viz: %s: %s", v->name, v->error);
+            return pbl__errf(err, errlen, s, "viz: %s: %s", v->name, v->error);
         if (s != PBL_OK) {
             if (!v->error[0])
                 snprintf(v->error, sizeof v->error, "%s", pbl_status_str(s));

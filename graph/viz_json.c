@@ -1,24 +1,11 @@
 /* pbl_viz_write_json: a pbl_viz_plan, with labels, as the JSON object a viewer reads
  * (pebble/viz.h). Arrays are per field ("columns"), not per record: shorter text, and a
  * viewer indexes them by record. */
-#include <stdarg.h>
 #include <string.h>
 
+#include "graph/errmsg.h"
 #include "graph/plan_internal.h"
 #include "pebble/viz.h"
-
-static pbl_status say(char *err, size_t errlen, pbl_status s, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static pbl_status say(char *err, size_t errlen, pbl_status s, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return s;
-}
 
 /* A JSON string. '<', '>' and '&' are escaped so that "</script>" in a name cannot end the
  * page's script element; other bytes pass through (names are UTF-8 or ASCII). */
@@ -217,12 +204,12 @@ PBL__API pbl_status pbl_viz_write_json(const pbl_viz_plan *p, const pbl_viz_labe
 {
     pbl_viz_labels l = labels ? *labels : (pbl_viz_labels){ 0 };
     if (!p || !f)
-        return say(err, errlen, PBL_ERR_INVALID_ARG, "viz: no plan or no file to write");
+        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "viz: no plan or no file to write");
     if ((l.graph != NULL) != (l.graph_records != NULL))
-        return say(err, errlen, PBL_ERR_INVALID_ARG, "viz: a graph needs its liveness records, and they their graph");
+        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "viz: a graph needs its liveness records, and they their graph");
     if (l.graph_records && (l.graph_records->n_records != p->n_records || l.graph_records->records != p->records ||
                             l.graph_records->n_values != pbl_graph_value_count(l.graph)))
-        return say(err, errlen, PBL_ERR_INVALID_ARG,
+        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG,
                    "viz: the graph's liveness records (%d) are not the records planned (%d)",
                    (int)l.graph_records->n_records, (int)p->n_records);
     fputs("{\"format\": \"pebble-viz\", \"version\": 1, \"title\": ", f);
@@ -271,10 +258,10 @@ PBL__API pbl_status pbl_viz_write_json(const pbl_viz_plan *p, const pbl_viz_labe
     if (l.graph) {
         pbl_status s = write_graph(f, p, l.graph, l.graph_records);
         if (s != PBL_OK)
-            return say(err, errlen, s, "viz: out of memory for the graph's labels");
+            return pbl__errf(err, errlen, s, "viz: out of memory for the graph's labels");
     }
     fputs("}\n", f);
     if (ferror(f))
-        return say(err, errlen, PBL_ERR_IO, "viz: writing the JSON failed");
+        return pbl__errf(err, errlen, PBL_ERR_IO, "viz: writing the JSON failed");
     return PBL_OK;
 }
