@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "graph/errmsg.h"
+#include "graph/file_out.h"
 #include "graph/graph_internal.h"
 #include "ops/registry.h"
 #include "pebble/json.h"
@@ -304,44 +305,17 @@ PBL__API pbl_status pbl_graph_save_json(const pbl_graph *g, const char *path, ch
     pbl_status s = pbl_graph_to_json(g, &body, &n, err, errlen);
     if (s != PBL_OK)
         return s;
-    size_t tmp_len = strlen(path) + 32;
-    char *tmp = malloc(tmp_len);
-    if (!tmp) {
-        s = pbl__errf(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", path);
-        goto fail_free_body;
+    pbl__file_out o;
+    s = pbl__file_out_open(&o, path, NULL, err, errlen);
+    if (s == PBL_OK) {
+        errno = 0;
+        int ok = fwrite(body, 1, n, o.f) == n;
+        if (!ok)
+            s = pbl__errf(err, errlen, PBL_ERR_IO, "%s: writing: %s", path, strerror(errno ? errno : EIO));
+        pbl_status c = pbl__file_out_close(&o, ok, err, errlen);
+        if (s == PBL_OK)
+            s = c;
     }
-    snprintf(tmp, tmp_len, "%s.tmp.%ld", path, (long)getpid());
-    errno = 0;
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        s = pbl__errf(err, errlen, PBL_ERR_IO, "%s: cannot create '%s': %s", path, tmp, strerror(errno ? errno : EIO));
-        goto fail_free_tmp_name;
-    }
-    /* fsync before rename: otherwise a crash soon after could leave path naming an empty file */
-    errno = 0;
-    int bad = fwrite(body, 1, n, f) != n || fflush(f) != 0 || fsync(fileno(f)) != 0;
-    int e = errno;
-    if (fclose(f) != 0 && !bad) {
-        bad = 1;
-        e = errno;
-    }
-    if (bad) {
-        s = pbl__errf(err, errlen, PBL_ERR_IO, "%s: writing '%s': %s", path, tmp, strerror(e ? e : EIO));
-        goto fail_remove_tmp;
-    }
-    if (rename(tmp, path) != 0) {
-        s = pbl__errf(err, errlen, PBL_ERR_IO, "%s: cannot replace it with '%s': %s", path, tmp, strerror(errno ? errno : EIO));
-        goto fail_remove_tmp;
-    }
-    free(tmp);
-    free(body);
-    return PBL_OK;
-
-fail_remove_tmp:
-    remove(tmp);
-fail_free_tmp_name:
-    free(tmp);
-fail_free_body:
     free(body);
     return s;
 }

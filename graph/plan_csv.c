@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "graph/errmsg.h"
+#include "graph/file_out.h"
 #include "graph/plan_internal.h"
 #include "pebble/plan_io.h"
 
@@ -672,49 +673,23 @@ PBL__API pbl_status pbl_assignment_write_csv(const char *path, const pbl_records
     if (s != PBL_OK)
         return s;
 
-    size_t tmp_len = strlen(path) + 32;
-    char *tmp = pbl__plan_alloc(a->allocator, tmp_len);
-    if (!tmp)
-        return pbl__errf(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", path);
-    snprintf(tmp, tmp_len, "%s.tmp.%ld", path, (long)getpid());
+    pbl__file_out o;
+    s = pbl__file_out_open(&o, path, a->allocator, err, errlen);
+    if (s != PBL_OK)
+        return s;
     errno = 0;
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        s = pbl__errf(err, errlen, PBL_ERR_IO, "%s: cannot create '%s': %s", path, tmp, strerror(errno ? errno : EIO));
-        goto fail_free_tmp_name;
-    }
-    errno = 0;
-    int bad = fputs("id,lower,upper,size,offset\n", f) < 0;
+    int bad = fputs("id,lower,upper,size,offset\n", o.f) < 0;
     for (int32_t i = 0; i < in->n && !bad; i++) {
         const pbl_usage_record *r = &in->records[i];
         if (in->ids)
-            bad = fprintf(f, "%s,%lld,%lld,%lld,%lld\n", in->ids[i], (long long)r->first, (long long)r->last,
+            bad = fprintf(o.f, "%s,%lld,%lld,%lld,%lld\n", in->ids[i], (long long)r->first, (long long)r->last,
                           (long long)r->size, (long long)a->offset[i]) < 0;
         else
-            bad = fprintf(f, "%d,%lld,%lld,%lld,%lld\n", (int)i, (long long)r->first, (long long)r->last,
+            bad = fprintf(o.f, "%d,%lld,%lld,%lld,%lld\n", (int)i, (long long)r->first, (long long)r->last,
                           (long long)r->size, (long long)a->offset[i]) < 0;
     }
-    /* fsync before rename: otherwise a crash soon after could leave the new name pointing at
-     * a file whose blocks never reached the disk */
-    if (bad || fflush(f) != 0 || fsync(fileno(f)) != 0) {
-        s = pbl__errf(err, errlen, PBL_ERR_IO, "%s: writing '%s': %s", path, tmp, strerror(errno ? errno : EIO));
-        fclose(f);
-        goto fail_remove_tmp;
-    }
-    if (fclose(f) != 0) {
-        s = pbl__errf(err, errlen, PBL_ERR_IO, "%s: closing '%s': %s", path, tmp, strerror(errno ? errno : EIO));
-        goto fail_remove_tmp;
-    }
-    if (rename(tmp, path) != 0) {
-        s = pbl__errf(err, errlen, PBL_ERR_IO, "%s: cannot replace it: %s", path, strerror(errno ? errno : EIO));
-        goto fail_remove_tmp;
-    }
-    pbl__plan_free(a->allocator, tmp, tmp_len);
-    return PBL_OK;
-
-fail_remove_tmp:
-    remove(tmp);
-fail_free_tmp_name:
-    pbl__plan_free(a->allocator, tmp, tmp_len);
-    return s;
+    if (bad)
+        s = pbl__errf(err, errlen, PBL_ERR_IO, "%s: writing: %s", path, strerror(errno ? errno : EIO));
+    pbl_status c = pbl__file_out_close(&o, !bad, err, errlen);
+    return s != PBL_OK ? s : c;
 }

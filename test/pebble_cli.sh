@@ -299,7 +299,7 @@ else
     skip "/dev/full is not available: output write errors not tested"
 fi
 mkdir "$tmp/adir"
-expect_error 1 "$tmp/adir: cannot replace it: Is a directory" "--out over a directory" plan "$example" --out "$tmp/adir"
+expect_error 1 "$tmp/adir: is a directory" "--out over a directory" plan "$example" --out "$tmp/adir"
 [ -z "$(find "$tmp" -name '*.tmp.*')" ] || fail "a temporary file was left behind"
 pass "no temporary files left behind"
 

@@ -105,5 +105,27 @@ expect_error 2 "--out $tmp/\\./mlp_train\\.json: that is the input FILE" "plan: 
 expect_error 2 "--json $g: that is the input FILE" "export: --json is the input" export "$g" --json "$g"
 cmp -s "$g" "$tmp/keep.json" || fail "the input graph file was changed"
 pass "the input graph file is unchanged"
+# OUT a link: the file it names is replaced and the link stays; OUT a FIFO (as /dev/stdout
+# can be): written into, not replaced by a regular file (both used to be replaced)
+mkdir "$tmp/real"
+echo old >"$tmp/real/g.json"
+ln -s real/g.json "$tmp/link.json"
+expect_ok "export to a link" export zoo:mlp_train --json "$tmp/link.json"
+[ -L "$tmp/link.json" ] && cmp -s "$tmp/real/g.json" "$g" || fail "export --json LINK: the link was replaced, or its target not written"
+pass "export --json LINK writes the link's target, the link stays"
+echo old >"$tmp/real/a.csv"
+ln -s real/a.csv "$tmp/link.csv"
+expect_ok "plan --out a link" plan "$g" --out "$tmp/link.csv"
+[ -L "$tmp/link.csv" ] && head -1 "$tmp/real/a.csv" | grep -q '^id,lower,upper,size,offset$' \
+    || fail "plan --out LINK: the link was replaced, or its target not written"
+pass "plan --out LINK writes the link's target, the link stays"
+if mkfifo "$tmp/fifo" 2>/dev/null; then
+    timeout 60 cat "$tmp/fifo" >"$tmp/from_fifo" &
+    reader=$!
+    expect_ok "export to a FIFO" export zoo:mlp_train --json "$tmp/fifo"
+    wait "$reader"
+    [ -p "$tmp/fifo" ] && cmp -s "$tmp/from_fifo" "$g" || fail "export --json FIFO: the FIFO was replaced, or the reader got other bytes"
+    pass "export --json FIFO: the reader gets the graph, the FIFO stays"
+fi
 
 echo "$passed passed"

@@ -153,6 +153,21 @@ if [ "$mode" = cli ]; then
     [ "$rc" -eq 2 ] && grep -q "^pebble: --svg .*: the same file as --html" "$tmp/err" && [ ! -e "$tmp/same.html" ] \
         || fail "viz --html X --svg X: exit $rc, or a file written"
     pass "viz --html X --svg X (another name): exit 2, $(cat "$tmp/err")"
+    # a link as OUT: its target is written, the link stays (it used to be replaced)
+    mkdir "$tmp/real" && echo old >"$tmp/real/p.svg" && ln -s real/p.svg "$tmp/link.svg"
+    run viz "$tmp/five.csv" --svg "$tmp/link.svg"
+    [ "$rc" -eq 0 ] && [ -L "$tmp/link.svg" ] && grep -q '<svg' "$tmp/real/p.svg" \
+        || fail "viz --svg LINK: exit $rc, the link replaced or its target not written"
+    pass "viz --svg LINK writes the link's target"
+    if mkfifo "$tmp/fifo" 2>/dev/null; then
+        timeout 60 cat "$tmp/fifo" >"$tmp/from_fifo" &
+        reader=$!
+        run viz "$tmp/five.csv" --svg "$tmp/fifo"
+        wait "$reader"
+        [ "$rc" -eq 0 ] && [ -p "$tmp/fifo" ] && grep -q '<svg' "$tmp/from_fifo" \
+            || fail "viz --svg FIFO: exit $rc, the FIFO replaced or the reader got no SVG"
+        pass "viz --svg FIFO: the reader gets the SVG"
+    fi
     ls "$tmp" | grep -q '\.tmp\.' && fail "a temporary file was left behind: $(ls "$tmp" | grep '\.tmp\.')"
     pass "no temporary files left"
     echo "$passed passed"

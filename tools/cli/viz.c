@@ -2,11 +2,12 @@
  * template tools/cli/viz.html with every strategy's plan embedded as JSON, from
  * pbl_viz_write_json); --svg a static picture of one strategy. Files are written to a
  * temporary name beside the target and renamed, so a failure never leaves half a file. */
-#define _POSIX_C_SOURCE 200809L /* getpid */
+#define _XOPEN_SOURCE 700 /* getpid, lstat, realpath */
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -241,20 +242,38 @@ static int viz_dot(const viz_opts *o)
     return rc;
 }
 
-/* Writes path through a temporary file in its directory, renamed into place on success. */
+/* Writes path through a temporary file beside it, renamed into place on success. A link is
+ * followed (its target is replaced, the link stays); a FIFO or device (--svg /dev/stdout)
+ * cannot be replaced, so it is written directly. */
 static int write_file(const char *path, write_fn fn, viz_job *job)
 {
-    size_t len = strlen(path);
-    char *tmp = malloc(len + 32);
-    if (!tmp) {
-        cli_error("%s: out of memory", path);
+    struct stat st, lst;
+    int exists = stat(path, &st) == 0;
+    if (exists && S_ISDIR(st.st_mode)) {
+        cli_error("%s: is a directory", path);
         return CLI_FAIL;
     }
-    snprintf(tmp, len + 32, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
+    int direct = exists && !S_ISREG(st.st_mode);
+    char *real = exists && !direct && lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode) ? realpath(path, NULL) : NULL;
+    const char *target = real ? real : path;
+    size_t len = strlen(target);
+    char *tmp = direct ? NULL : malloc(len + 32);
+    if (!direct && !tmp) {
+        cli_error("%s: out of memory", path);
+        free(real);
+        return CLI_FAIL;
+    }
+    if (tmp)
+        snprintf(tmp, len + 32, "%s.tmp.%ld", target, (long)getpid());
+    errno = 0;
+    FILE *f = fopen(direct ? path : tmp, "wb");
     if (!f) {
-        cli_error("%s: cannot create '%s': %s", path, tmp, strerror(errno));
+        if (direct)
+            cli_error("%s: cannot open: %s", path, strerror(errno ? errno : EIO));
+        else
+            cli_error("%s: cannot create '%s': %s", path, tmp, strerror(errno ? errno : EIO));
         free(tmp);
+        free(real);
         return CLI_FAIL;
     }
     job->err[0] = '\0';
@@ -262,15 +281,17 @@ static int write_file(const char *path, write_fn fn, viz_job *job)
     int write_errno = ferror(f) ? (errno ? errno : EIO) : 0;
     if (fclose(f) != 0 && !write_errno)
         write_errno = errno ? errno : EIO;
-    if (!bad && !write_errno && rename(tmp, path) != 0)
+    if (tmp && !bad && !write_errno && rename(tmp, target) != 0)
         write_errno = errno ? errno : EIO;
     int rc = CLI_OK;
     if (bad || write_errno) {
         cli_error("%s: %s", path, bad ? job->err : strerror(write_errno));
-        remove(tmp);
+        if (tmp)
+            remove(tmp);
         rc = CLI_FAIL;
     }
     free(tmp);
+    free(real);
     return rc;
 }
 
