@@ -179,7 +179,7 @@ static void compare_op(const op_case *c, int streams, int graph)
 }
 
 #define S(...) PBL_SHAPE(__VA_ARGS__)
-static const int64_t ax1[] = { 1 }, ax02[] = { 0, 2 }, sh6[] = { 6 }, sh46[] = { 4, 6 }, sh64[] = { 6, 4 };
+static const int64_t ax1[] = { 1 }, ax02[] = { 0, 2 }, sh6[] = { 6 }, sh46[] = { 4, 6 }, sh64[] = { 6, 4 }, perm201[] = { 2, 0, 1 };
 
 /* Every op with a CUDA kernel against the CPU, 1 and 2 streams, eager and graph. */
 static void run_cases(void)
@@ -224,6 +224,10 @@ static void run_cases(void)
     { "sgd", 2, { S(33), S(33) }, -1, 0, { PBL_ATTR_FLOAT("lr", 0.1), PBL_ATTR_FLOAT("weight_decay", 0.01) }, 2, -1, 1, 1e-6 },
     { "sgd_momentum", 3, { S(33), S(33), S(33) }, -1, 0, { PBL_ATTR_FLOAT("lr", 0.1), PBL_ATTR_FLOAT("momentum", 0.9) }, 2, -1, 1, 1e-6 },
     { "adam", 5, { S(33), S(33), S(33), S(33), S(1) }, -1, 0, { PBL_ATTR_FLOAT("lr", 0.01) }, 1, 0, 1, 1e-5 },
+    { "transpose", 1, { S(3, 4, 5) }, -1, 0, { PBL_ATTR_INTS("perm", perm201, 3) }, 1, -1, 1, 0 },
+    { "transpose", 1, { S(6, 7) }, -1, 0, { { 0 } }, 0, -1, 1, 0 },
+    { "concat", 3, { S(2, 3, 4), S(2, 1, 4), S(2, 2, 4) }, -1, 0, { PBL_ATTR_INT("axis", 1) }, 1, -1, 1, 0 },
+    { "concat", 2, { S(2, 3), S(2, 5) }, -1, 0, { PBL_ATTR_INT("axis", -1) }, 1, -1, 1, 0 },
     };
     int n = (int)(sizeof cases / sizeof cases[0]);
     for (int i = 0; i < n; i++)

@@ -120,11 +120,27 @@ static void cuda_free(void *ctx, void *p, size_t bytes)
         (void)cudaFree(p);
 }
 
+/* Copies on stream 0 and waits for it. Not cudaMemcpy: it runs on the legacy default
+ * stream, which the backend's non-blocking streams do not wait for, and a pageable
+ * host-to-device cudaMemcpy may return before its DMA lands. */
 static pbl_status copy(cuda_ctx *c, void *dst, const void *src, size_t n, enum cudaMemcpyKind kind)
 {
     pbl_status s = PBL_OK;
-    if (n)
-        CU(cudaMemcpy(dst, src, n, kind));
+    if (n) {
+        CU(cudaMemcpyAsync(dst, src, n, kind, c->st[0].s));
+        CU(cudaStreamSynchronize(c->st[0].s));
+    }
+fail:
+    return s;
+}
+
+/* Zeroes n bytes of device memory on stream 0 and waits (cudaMemset would run on the
+ * legacy stream, asynchronously, unordered with the backend's streams). */
+static pbl_status zero(cuda_ctx *c, void *dst, size_t n)
+{
+    pbl_status s = PBL_OK;
+    CU(cudaMemsetAsync(dst, 0, n, c->st[0].s));
+    CU(cudaStreamSynchronize(c->st[0].s));
 fail:
     return s;
 }
@@ -203,10 +219,12 @@ static pbl_status read_flag(cuda_ctx *c, const pbl__kargs **failed)
 {
     pbl_status s = PBL_OK;
     int f[3] = { 0, 0, 0 };
-    CU(cudaMemcpy(f, c->flag, sizeof f, cudaMemcpyDeviceToHost));
-    if (f[0] == 0)
-        return PBL_OK;
-    CU(cudaMemset(c->flag, 0, sizeof f));
+    s = copy(c, f, c->flag, sizeof f, cudaMemcpyDeviceToHost);
+    if (s != PBL_OK || f[0] == 0)
+        return s;
+    s = zero(c, c->flag, sizeof f);
+    if (s != PBL_OK)
+        return s;
     if (f[0] < 1 || f[0] > c->n_launched) {
         snprintf(c->msg, sizeof c->msg, "device failure flag names launch %d of %d", f[0] - 1, (int)c->n_launched);
         s = PBL_ERR_DEVICE;
@@ -397,9 +415,9 @@ static pbl_status cuda_open(pbl__mem *host, const pbl__backend_config *cfg, void
         CU(cudaEventCreateWithFlags(&c->ev[i], cudaEventDisableTiming));
     CU(cudaEventCreateWithFlags(&c->fork, cudaEventDisableTiming));
     CU(cudaMalloc((void **)&c->flag, 3 * sizeof(int)));
-    CU(cudaMemset(c->flag, 0, 3 * sizeof(int)));
     CU(cudaMalloc((void **)&c->run_dev, sizeof *c->run_dev));
-    CU(cudaMemset(c->run_dev, 0, sizeof *c->run_dev));
+    if ((s = zero(c, c->flag, 3 * sizeof(int))) != PBL_OK || (s = zero(c, c->run_dev, sizeof *c->run_dev)) != PBL_OK)
+        goto fail;
     *ctx = c;
     return PBL_OK;
 fail:

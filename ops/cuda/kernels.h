@@ -46,7 +46,8 @@ typedef pbl_status (*pbl__cuda_fn)(const pbl__cuda_launch *l, const pbl__kargs *
     X(sum) X(mean) X(sum_to) X(broadcast_to)                                       \
     X(reshape) X(flatten)                                                          \
     X(dropout)                                                                     \
-    X(sgd) X(sgd_momentum) X(adam)
+    X(sgd) X(sgd_momentum) X(adam)                                                 \
+    X(transpose) X(concat)
 
 #define PBL__CUDA_DECL(n) pbl_status pbl__cuda_##n(const pbl__cuda_launch *l, const pbl__kargs *a);
 PBL__CUDA_OP_LIST(PBL__CUDA_DECL)
