@@ -228,6 +228,21 @@ static void run_cases(void)
     { "transpose", 1, { S(6, 7) }, -1, 0, { { 0 } }, 0, -1, 1, 0 },
     { "concat", 3, { S(2, 3, 4), S(2, 1, 4), S(2, 2, 4) }, -1, 0, { PBL_ATTR_INT("axis", 1) }, 1, -1, 1, 0 },
     { "concat", 2, { S(2, 3), S(2, 5) }, -1, 0, { PBL_ATTR_INT("axis", -1) }, 1, -1, 1, 0 },
+    { "fully_connected_act", 3, { S(8, 16), S(12, 16), S(12) }, -1, 0, { PBL_ATTR_INT("act", 0), PBL_ATTR_INT("bias_after", 0) }, 2, -1, 1, 1e-4 },
+    { "fully_connected_act", 3, { S(8, 16), S(12, 16), S(12) }, -1, 0, { PBL_ATTR_INT("act", 0), PBL_ATTR_INT("bias_after", 1) }, 2, -1, 1, 1e-4 },
+    { "fully_connected_act", 2, { S(8, 16), S(12, 16) }, -1, 0, { PBL_ATTR_INT("act", 0) }, 1, -1, 1, 1e-4 },
+    { "fully_connected_act", 3, { S(8, 16), S(12, 16), S(12) }, -1, 0, { PBL_ATTR_INT("act", 1), PBL_ATTR_INT("bias_after", 0) }, 2, -1, 1, 1e-4 },
+    { "fully_connected_act", 3, { S(8, 16), S(12, 16), S(12) }, -1, 0, { PBL_ATTR_INT("act", 1), PBL_ATTR_INT("bias_after", 1) }, 2, -1, 1, 1e-4 },
+    { "fully_connected_act", 2, { S(8, 16), S(12, 16) }, -1, 0, { PBL_ATTR_INT("act", 1) }, 1, -1, 1, 1e-4 },
+    { "fully_connected_act", 3, { S(8, 16), S(12, 16), S(12) }, -1, 0, { PBL_ATTR_INT("act", 2), PBL_ATTR_INT("bias_after", 0) }, 2, -1, 1, 1e-4 },
+    { "fully_connected_act", 3, { S(8, 16), S(12, 16), S(12) }, -1, 0, { PBL_ATTR_INT("act", 2), PBL_ATTR_INT("bias_after", 1) }, 2, -1, 1, 1e-4 },
+    { "fully_connected_act", 2, { S(8, 16), S(12, 16) }, -1, 0, { PBL_ATTR_INT("act", 2) }, 1, -1, 1, 1e-4 },
+    { "fully_connected_act", 3, { S(8, 16), S(12, 16), S(12) }, -1, 0, { PBL_ATTR_INT("act", 3), PBL_ATTR_INT("bias_after", 0) }, 2, -1, 1, 1e-4 },
+    { "fully_connected_act", 3, { S(8, 16), S(12, 16), S(12) }, -1, 0, { PBL_ATTR_INT("act", 3), PBL_ATTR_INT("bias_after", 1) }, 2, -1, 1, 1e-4 },
+    { "fully_connected_act", 2, { S(8, 16), S(12, 16) }, -1, 0, { PBL_ATTR_INT("act", 3) }, 1, -1, 1, 1e-4 },
+    { "fully_connected_act", 3, { S(8, 16), S(12, 16), S(12) }, -1, 0, { PBL_ATTR_INT("act", 4), PBL_ATTR_INT("bias_after", 0) }, 2, -1, 1, 1e-4 },
+    { "fully_connected_act", 3, { S(8, 16), S(12, 16), S(12) }, -1, 0, { PBL_ATTR_INT("act", 4), PBL_ATTR_INT("bias_after", 1) }, 2, -1, 1, 1e-4 },
+    { "fully_connected_act", 2, { S(8, 16), S(12, 16) }, -1, 0, { PBL_ATTR_INT("act", 4) }, 1, -1, 1, 1e-4 },
     };
     int n = (int)(sizeof cases / sizeof cases[0]);
     for (int i = 0; i < n; i++)

@@ -35,6 +35,7 @@
 typedef struct cuda_stream {
     cudaStream_t   s;
     cublasHandle_t blas;
+    cublasLtHandle_t lt;
     void          *workspace;
     cudaEvent_t    join;  /* graph capture: this stream's end, joined into stream 0 */
 } cuda_stream;
@@ -187,7 +188,8 @@ static pbl_status cuda_run(void *ctx, int32_t stream, const pbl__op *op, const p
     if (pbl__mem_reserve(c->host, (void **)&c->launched, &c->cap_launched, c->n_launched + 1, sizeof *c->launched) != 0)
         return PBL_ERR_NOMEM;
     c->launched[c->n_launched] = a;
-    pbl__cuda_launch l = { .stream = c->st[stream].s, .blas = c->st[stream].blas, .flag = c->flag,
+    pbl__cuda_launch l = { .stream = c->st[stream].s, .blas = c->st[stream].blas, .lt = c->st[stream].lt,
+                           .workspace = c->st[stream].workspace, .workspace_bytes = WORKSPACE_BYTES, .flag = c->flag,
                            .tag = c->n_launched, .run_dev = c->capturing ? c->run_dev : NULL };
     c->n_launched++;
     pbl_status s = fn(&l, a);
@@ -356,6 +358,8 @@ static void cuda_close(void *ctx)
     for (int32_t k = 0; c->st && k < c->n_streams; k++) {
         if (c->st[k].blas)
             (void)cublasDestroy(c->st[k].blas);
+        if (c->st[k].lt)
+            (void)cublasLtDestroy(c->st[k].lt);
         if (c->st[k].workspace)
             (void)cudaFree(c->st[k].workspace);
         if (c->st[k].join)
@@ -406,6 +410,7 @@ static pbl_status cuda_open(pbl__mem *host, const pbl__backend_config *cfg, void
         CU(cudaEventCreateWithFlags(&c->st[k].join, cudaEventDisableTiming));
         CU(cudaMalloc(&c->st[k].workspace, WORKSPACE_BYTES));
         CUBLAS(cublasCreate(&c->st[k].blas));
+        CUBLAS(cublasLtCreate(&c->st[k].lt));
         CUBLAS(cublasSetStream(c->st[k].blas, c->st[k].s));
         CUBLAS(cublasSetWorkspace(c->st[k].blas, c->st[k].workspace, WORKSPACE_BYTES));
         /* full fp32 products (no TF32), so results compare with the CPU's sgemm */

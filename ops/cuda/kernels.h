@@ -12,6 +12,7 @@
 #ifndef PBL_CUDA_KERNELS_H
 #define PBL_CUDA_KERNELS_H
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <stddef.h>
@@ -26,6 +27,10 @@ extern "C" {
 typedef struct pbl__cuda_launch {
     cudaStream_t    stream;
     cublasHandle_t  blas;     /* bound to `stream` by the backend */
+    cublasLtHandle_t lt;      /* cuBLASLt, for products with fused epilogues */
+    void           *workspace; /* the stream's cuBLAS workspace, shared with cuBLASLt (the
+                                 stream orders their uses) */
+    size_t          workspace_bytes;
     int            *flag;     /* device int[3]: {tag + 1, row, value} of the first data failure */
     int32_t         tag;      /* this launch's index in the backend's list of launched kargs */
     const uint64_t *run_dev;  /* while capturing a CUDA graph: the device run counter that
@@ -47,7 +52,8 @@ typedef pbl_status (*pbl__cuda_fn)(const pbl__cuda_launch *l, const pbl__kargs *
     X(reshape) X(flatten)                                                          \
     X(dropout)                                                                     \
     X(sgd) X(sgd_momentum) X(adam)                                                 \
-    X(transpose) X(concat)
+    X(transpose) X(concat)                                                         \
+    X(fully_connected_act)
 
 #define PBL__CUDA_DECL(n) pbl_status pbl__cuda_##n(const pbl__cuda_launch *l, const pbl__kargs *a);
 PBL__CUDA_OP_LIST(PBL__CUDA_DECL)
