@@ -6,7 +6,8 @@
  *                      [--out FILE] [--format table|csv|json]
  *     pebble check FILE [--capacity C] [--align N]
  *     pebble export SOURCE --json OUT [--batch N]
- *     pebble viz FILE [--html OUT] [--svg OUT] [--strategy NAME] [--align N]
+ *     pebble viz FILE [--html OUT] [--svg OUT] [--dot OUT] [--strategy NAME] [--align N]
+ *     pebble run MODEL [--input NAME=FILE ...] [--repeat N] [--output-dir D] [--expect NAME=FILE]
  *
  * Errors are one line, `pebble: <message>` (`pebble: FILE:LINE: <message>` for a malformed
  * file), on stderr. Exit status: 0 success, 1 a failure (a plan that does not verify, a file
@@ -24,10 +25,10 @@ typedef struct subcommand {
 
 static const subcommand subcommands[] = {
     { "plan", cli_plan, "plan FILE's records with one strategy or all; print bytes, bound, time" },
-    { "check", cli_check, "verify an assignment CSV (records with offsets)" },
+    { "check", cli_check, "verify an assignment CSV (records with offsets), or validate a graph" },
     { "run", cli_run, "run a model (ONNX, JSON graph, zoo:NAME) on input tensors; print or save outputs" },
     { "export", cli_export, "write a graph (zoo:NAME or a graph file) as a JSON graph file" },
-    { "viz", cli_viz, "draw FILE's plans: an HTML page comparing strategies, or an SVG" },
+    { "viz", cli_viz, "draw FILE's plans (an HTML page comparing strategies, an SVG) or its graph (DOT)" },
 };
 #define N_SUBCOMMANDS ((int)(sizeof subcommands / sizeof subcommands[0]))
 
