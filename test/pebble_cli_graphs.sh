@@ -98,6 +98,10 @@ expect_error 1 "$tmp/no/such/dir.json: cannot create" "export: an unwritable OUT
 expect_error 2 "export: no output given" "export without --json" export zoo:mlp
 expect_error 2 "zoo: nope: no such model" "export: an unknown zoo model" export zoo:nope --json "$tmp/x.json"
 [ ! -e "$tmp/x.json" ] || fail "a failed export left a file"
+# options that would change nothing are refused, not ignored
+expect_error 2 "zoo:mlp: --capacity and --align check an assignment file" "check: --capacity on a graph" check zoo:mlp --capacity 5
+printf 'id,lower,upper,size\n0,0,2,100\n' >"$tmp/one.csv"
+expect_error 2 "$tmp/one.csv: --batch applies to zoo graphs only" "plan: --batch on a records CSV" plan "$tmp/one.csv" --batch 4
 # an output naming the input is refused before anything is written (plan --out used to
 # replace a graph file with its assignment CSV)
 cp "$g" "$tmp/keep.json"

@@ -128,7 +128,10 @@ if [ "$mode" = cli ]; then
     for args in "viz|no FILE given" "viz $tmp/five.csv|nothing to write" \
                 "viz $tmp/five.csv --svg $tmp/x.svg --strategy nope|--strategy: unknown strategy 'nope'" \
                 "viz $tmp/five.csv --html|--html" "viz $tmp/five.csv --html=|--html: empty file name" \
-                "viz $tmp/five.csv --dot $tmp/x.dot|is not a graph"; do
+                "viz $tmp/five.csv --dot $tmp/x.dot|is not a graph" \
+                "viz $tmp/five.csv --html $tmp/x.html --strategy naive|--strategy chooses what --svg draws" \
+                "viz $tmp/five.csv --svg $tmp/x.svg --streams 2|--streams and --stream-strategy apply to --dot" \
+                "viz $tmp/five.csv --svg $tmp/x.svg --batch 2|.*five.csv: --batch applies to zoo graphs only"; do
         run ${args%%|*}
         [ "$rc" -eq 2 ] || fail "pebble ${args%%|*}: exit $rc, expected 2"
         grep -q -- "^pebble: .*${args#*|}" "$tmp/err" && [ "$(wc -l <"$tmp/err")" -eq 1 ] \

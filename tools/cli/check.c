@@ -93,6 +93,7 @@ int cli_check(int argc, char **argv)
     cli_args args = { .argc = argc, .argv = argv, .i = 1, .command = "check" };
     const char *file = NULL;
     int64_t capacity = 0, align = 1;
+    int capacity_given = 0, align_given = 0;
     int which;
     const char *v;
     for (;;) {
@@ -110,9 +111,11 @@ int cli_check(int argc, char **argv)
         } else if (which == F_CAPACITY) {
             if (cli_parse_int("--capacity", v, 0, PBL_RECORDS_CSV_VALUE_MAX, &capacity))
                 return CLI_USAGE;
+            capacity_given = 1;
         } else if (which == F_ALIGN) {
             if (cli_parse_int("--align", v, 1, INT64_C(1) << 30, &align))
                 return CLI_USAGE;
+            align_given = 1;
         } else {
             print_usage(stdout);
             return CLI_OK;
@@ -123,8 +126,14 @@ int cli_check(int argc, char **argv)
         return CLI_USAGE;
     }
 
-    if (cli_model_is_graph(file))
+    if (cli_model_is_graph(file)) {
+        if (capacity_given || align_given) {
+            cli_error("%s: --capacity and --align check an assignment file; a graph has no offsets"
+                      " (plan it: pebble plan %s --capacity C)", file, file);
+            return CLI_USAGE;
+        }
         return check_graph(file);
+    }
     pbl_records_file f;
     char err[2048];
     pbl_status s = pbl_records_read_csv(file, NULL, &f, err, sizeof err);

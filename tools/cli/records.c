@@ -75,6 +75,10 @@ int cli_records_load(const char *source, int64_t batch, int64_t align, cli_recor
     memset(out, 0, sizeof *out);
     if (cli_model_is_graph(source))
         return load_graph(source, batch, align, out);
+    if (batch) {
+        cli_error("%s: --batch applies to zoo graphs only (a records CSV's sizes are fixed)", source);
+        return CLI_USAGE;
+    }
     char err[2048];
     pbl_status s = pbl_records_read_csv(source, NULL, &out->file, err, sizeof err);
     if (s != PBL_OK) {

@@ -133,6 +133,15 @@ static int parse_args(int argc, char **argv, viz_opts *o)
         cli_error("viz: nothing to write: give --html OUT, --svg OUT and/or --dot OUT");
         return CLI_USAGE;
     }
+    /* an option that changes nothing is a mistake worth saying: the user expected an effect */
+    if (strcmp(o->strategy, "best") != 0 && !o->svg) {
+        cli_error("--strategy chooses what --svg draws (the page has every strategy); give --svg OUT");
+        return CLI_USAGE;
+    }
+    if ((o->streams != 1 || strcmp(o->stream_strategy, "hb") != 0) && !o->dot) {
+        cli_error("--streams and --stream-strategy apply to --dot; give --dot OUT");
+        return CLI_USAGE;
+    }
     const char *const flag[] = { "--html", "--svg", "--dot" };
     const char *const out[] = { o->html, o->svg, o->dot };
     if (cli_check_outputs(o->file, flag, out, 3) != CLI_OK)
