@@ -27,6 +27,10 @@
  * step is the same f32 expression, in the same order, as the kernel it replaces), so it is an
  * optimisation, not an approximation; test/test_fuse.c checks this on MLP training.
  *
+ * Backends. The CPU backend runs both fused ops; the CUDA backend runs fully_connected_act
+ * (ops/cuda/fused.cu) but not yet elementwise_chain, so for CUDA fuse with chains = 0
+ * (pbl_exec_create names an op a backend cannot run).
+ *
  * Names. A fused node is named after its members joined by '+' ("fc1+relu1"), and so is its
  * output value; every other node and value keeps its name, so parameters, inputs, outputs
  * and gradients are found in the fused graph by their old names.
