@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "graph/export.h"
+#include "graph/file_out.h"
 #include "graph/onnx_internal.h"
 
 /* ---- protobuf-c through pbl__mem ----------------------------------------------------------- */
@@ -305,26 +306,18 @@ PBL__API pbl_status pbl_onnx_tensor_write(const char *path, const pbl_onnx_tenso
     if (!buf)
         return fail(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", path);
     onnx__tensor_proto__pack(&tp, buf);
-    size_t tl = strlen(path) + 16;
-    char *tmp = malloc(tl);
-    pbl_status s = PBL_OK;
-    if (!tmp) {
-        free(buf);
-        return fail(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", path);
+    /* whole or nothing; a symlink's target is replaced, a FIFO or device written in place */
+    pbl__file_out o;
+    pbl_status s = pbl__file_out_open(&o, path, NULL, err, errlen);
+    if (s == PBL_OK) {
+        errno = 0;
+        int ok = fwrite(buf, 1, n, o.f) == n;
+        if (!ok)
+            s = fail(err, errlen, PBL_ERR_IO, "%s: writing: %s", path, strerror(errno ? errno : EIO));
+        pbl_status c = pbl__file_out_close(&o, ok, err, errlen);
+        if (s == PBL_OK)
+            s = c;
     }
-    snprintf(tmp, tl, "%s.tmp%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        s = fail(err, errlen, PBL_ERR_IO, "%s: %s", tmp, strerror(errno));
-    } else {
-        int bad = fwrite(buf, 1, n, f) != n;
-        bad |= fclose(f) != 0;
-        if (bad || rename(tmp, path) != 0) {
-            s = fail(err, errlen, PBL_ERR_IO, "%s: %s", path, strerror(errno));
-            remove(tmp);
-        }
-    }
-    free(tmp);
     free(buf);
     return s;
 }

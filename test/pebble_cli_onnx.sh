@@ -70,6 +70,51 @@ run run "$data/test_lstm_defaults/model.onnx"
 [ "$(wc -l < "$tmp/err")" -eq 1 ] || fail "pebble run on LSTM: more than one line"
 pass "an unsupported op is one line, exit 2"
 
+abc=(--input a="$set0/input_0.pb" --input b="$set0/input_1.pb" --input c="$set0/input_2.pb")
+run run "$gemm/model.onnx" "${abc[@]}" --expect y_nope="$set0/output_0.pb"
+[ $rc -eq 2 ] && grep -q "^pebble: --expect y_nope: not an output of .*model.onnx (outputs: y)$" "$tmp/err" ||
+    fail "pebble run --expect on a name that is no output: exit $rc"
+[ "$(wc -l < "$tmp/err")" -eq 1 ] || fail "pebble run --expect y_nope: not one line"
+run run "$gemm/model.onnx" "${abc[@]}" --expect y="$set0/input_2.pb"
+[ $rc -eq 1 ] && grep -q "^pebble: --expect y: .*input_2.pb is f32 .*, the output f32 \[3, 5\]$" "$tmp/err" ||
+    fail "pebble run --expect of another shape: exit $rc"
+[ "$(wc -l < "$tmp/err")" -eq 1 ] || fail "pebble run --expect of another shape: not one line"
+run run "$gemm/model.onnx" "${abc[@]}" --strategy nope
+[ $rc -eq 2 ] && grep -q "^pebble: --strategy: unknown strategy 'nope' (one of: .*best" "$tmp/err" ||
+    fail "pebble run --strategy nope: exit $rc"
+run run "$gemm/model.onnx" "${abc[@]}" --input a="$set0/input_0.pb"
+[ $rc -eq 2 ] && grep -q "^pebble: --input: 'a' is given twice$" "$tmp/err" || fail "pebble run with --input a twice: exit $rc"
+pass "pebble run refuses --expect on no output, --strategy nope and a doubled --input (exit 2, one line)"
+
+# outputs go through the whole-or-nothing writer: a symlink's target is replaced and the link
+# stays, a FIFO is written in place, and nothing is left beside them
+mkdir "$tmp/ln" "$tmp/fifo"
+echo old > "$tmp/target.npy"
+echo old > "$tmp/target.pb"
+ln -s "$tmp/target.npy" "$tmp/ln/y.npy"
+ln -s "$tmp/target.pb" "$tmp/ln/y.pb"
+for fmt in npy pb; do
+    run run "$gemm/model.onnx" "${abc[@]}" --output-dir "$tmp/ln" --output-format $fmt
+    [ $rc -eq 0 ] && [ -L "$tmp/ln/y.$fmt" ] && [ "$(cat "$tmp/target.$fmt")" != old ] ||
+        fail "pebble run --output-dir over a symlink (.$fmt): exit $rc, the link replaced or its target unwritten"
+done
+[ "$(ls -A "$tmp/ln" | wc -l)" -eq 2 ] || fail "pebble run --output-dir: files left beside the outputs: $(ls -A "$tmp/ln")"
+run run "$gemm/model.onnx" "${abc[@]}" --expect y="$tmp/target.pb" --rtol 0 --atol 0
+[ $rc -eq 0 ] || fail "pebble run --expect the .pb written through a symlink: exit $rc"
+mkfifo "$tmp/fifo/y.npy"
+timeout 20 cat "$tmp/fifo/y.npy" > "$tmp/fromfifo" &
+reader=$!
+run run "$gemm/model.onnx" "${abc[@]}" --output-dir "$tmp/fifo"
+[ $rc -eq 0 ] && [ -p "$tmp/fifo/y.npy" ] || { kill $reader 2>/dev/null; fail "pebble run --output-dir onto a FIFO: exit $rc, or the FIFO replaced"; }
+wait $reader
+head -c 6 "$tmp/fromfifo" | od -c | grep -q 'N   U   M   P   Y' || fail "pebble run: nothing came through the FIFO"
+echo text > "$tmp/x.txt"
+run run "$gemm/model.onnx" "${abc[@]}" --output-dir "$tmp/x.txt"
+[ $rc -eq 2 ] && grep -q "^pebble: --output-dir .*x.txt: exists and is not a directory$" "$tmp/err" ||
+    fail "pebble run --output-dir on a regular file: exit $rc"
+[ ! -s "$tmp/out" ] || fail "pebble run --output-dir on a regular file: ran before refusing"
+pass "pebble run --output-dir: symlinks kept, FIFOs written in place, a regular file refused before running"
+
 for m in test_gemm_all_attributes test_conv_with_strides_padding test_softmax_axis_1; do
     run plan "$data/$m/model.onnx" --strategy all
     [ $rc -eq 0 ] && grep -q '^best ' "$tmp/out" || fail "pebble plan $m --strategy all: exit $rc"

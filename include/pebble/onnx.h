@@ -7,19 +7,28 @@
  * (ONNX's two-way broadcasting, Gemm's alpha/beta/transposes, Softmax's axis and Reshape's 0
  * and -1 are mapped onto pebble's ops), each graph output a graph output of that name.
  *
- *     pbl_graph *g;
- *     pbl_onnx_weights *w;
+ *     float x[1 * 784] = { 0 };  // the model's graph input "input", f32 [1, 784]
+ *     float y[1 * 10];            // its graph output "logits", f32 [1, 10]
+ *     char err[1024];
+ *     pbl_graph *g = NULL;
+ *     pbl_onnx_weights *w = NULL;
+ *     pbl_exec *e = NULL;
  *     pbl_onnx_options o = pbl_onnx_options_default();
  *     o.weights = &w;
- *     char err[1024];
- *     if (pbl_graph_load_onnx(&g, "mlp.onnx", &o, err, sizeof err) != PBL_OK)
+ *     pbl_status s = pbl_graph_load_onnx(&g, "mlp.onnx", &o, err, sizeof err);
+ *     if (s == PBL_OK)
+ *         s = pbl_exec_create(&e, g, NULL, err, sizeof err);
+ *     if (s == PBL_OK)
+ *         s = pbl_onnx_weights_bind(w, e, err, sizeof err);   // zero-copy: w outlives e
+ *     if (s != PBL_OK)
  *         fprintf(stderr, "%s\n", err);
- *     pbl_exec *e;
- *     pbl_exec_create(&e, g, NULL, err, sizeof err);
- *     pbl_onnx_weights_bind(w, e, err, sizeof err);   // zero-copy: w outlives e
- *     pbl_exec_write(e, pbl_graph_find_value(g, "input"), x, sizeof x);
- *     pbl_exec_run(e);
- *     pbl_exec_read(e, pbl_graph_output(g, "logits"), y, sizeof y);
+ *     else if (pbl_exec_write(e, pbl_graph_find_value(g, "input"), x, sizeof x) != PBL_OK ||
+ *              pbl_exec_run(e) != PBL_OK ||
+ *              pbl_exec_read(e, pbl_graph_output(g, "logits"), y, sizeof y) != PBL_OK)
+ *         fprintf(stderr, "%s\n", pbl_exec_errmsg(e));
+ *     pbl_exec_destroy(e);           // before w, whose blocks e uses
+ *     pbl_onnx_weights_destroy(w);
+ *     pbl_graph_destroy(g);
  *
  * Ops: Add Sub Mul Div (two-way broadcasting), Gemm, MatMul, Relu, Sigmoid, Tanh, Softmax,
  * LogSoftmax (axis semantics before and from opset 13), Flatten, Reshape (shape from an
@@ -104,7 +113,9 @@ typedef struct pbl_onnx_tensor {
  * matching the dims, rank above PBL_MAX_DIMS), PBL_ERR_UNSUPPORTED (another element type),
  * PBL_ERR_NOMEM. On failure *out is zeroed. */
 pbl_status pbl_onnx_tensor_read(const char *path, pbl_onnx_tensor *out, char *err, size_t errlen);
-/* Writes t as a TensorProto file (temporary file + rename). */
+/* Writes t as a TensorProto file, whole or not at all (a temporary file beside it, renamed
+ * over it; a symbolic link's target is replaced and the link kept; a FIFO or device is written
+ * in place; a directory is refused with PBL_ERR_IO). */
 pbl_status pbl_onnx_tensor_write(const char *path, const pbl_onnx_tensor *t, char *err, size_t errlen);
 void       pbl_onnx_tensor_free(pbl_onnx_tensor *t); /* accepts NULL and a zeroed tensor */
 

@@ -106,7 +106,7 @@ int cli_run(int argc, char **argv)
            F_EXPECT, F_RTOL, F_ATOL };
     cli_args args = { .argc = argc, .argv = argv, .i = 1, .command = "run" };
     const char *model = NULL, *outdir = NULL, *strategy = NULL, *inputs[MAX_INPUTS], *expects[MAX_INPUTS];
-    int n_inputs = 0, n_expects = 0, zero = 0, json = 0, pb_out = 0, mismatches = 0;
+    int n_inputs = 0, n_expects = 0, zero = 0, json = 0, pb_out = 0, mismatches = 0, shape_mismatches = 0;
     double rtol = 1e-3, atol = 1e-7;
     int64_t threads = 0, repeat = 1, warmup = 1, dim = 1;
     int which;
@@ -128,12 +128,24 @@ int cli_run(int argc, char **argv)
                 cli_error("--input: '%s' is not NAME=FILE%s", v, n_inputs == MAX_INPUTS ? " (or too many inputs)" : "");
                 return CLI_USAGE;
             }
+            size_t nl = (size_t)(strchr(v, '=') - v);
+            for (int i = 0; i < n_inputs; i++)
+                if (strncmp(inputs[i], v, nl + 1) == 0) {
+                    cli_error("--input: '%.*s' is given twice", (int)nl, v);
+                    return CLI_USAGE;
+                }
             inputs[n_inputs++] = v;
         } else if (which == F_EXPECT) {
             if (n_expects == MAX_INPUTS || !strchr(v, '=')) {
                 cli_error("--expect: '%s' is not NAME=FILE%s", v, n_expects == MAX_INPUTS ? " (or too many)" : "");
                 return CLI_USAGE;
             }
+            size_t nl = (size_t)(strchr(v, '=') - v);
+            for (int i = 0; i < n_expects; i++)
+                if (strncmp(expects[i], v, nl + 1) == 0) {
+                    cli_error("--expect: '%.*s' is given twice", (int)nl, v);
+                    return CLI_USAGE;
+                }
             expects[n_expects++] = v;
         } else if (which == F_RTOL) {
             if (cli_parse_double("--rtol", v, 0, 1e9, &rtol))
@@ -162,6 +174,8 @@ int cli_run(int argc, char **argv)
             }
             pb_out = strcmp(v, "pb") == 0;
         } else if (which == F_STRATEGY) {
+            if (cli_check_strategy(v, 0) != CLI_OK) /* before loading, not after */
+                return CLI_USAGE;
             strategy = v;
         } else if (which == F_ZERO) {
             zero = 1;
@@ -179,6 +193,16 @@ int cli_run(int argc, char **argv)
     if (!model) {
         cli_error("run: no MODEL given (see pebble run --help)");
         return CLI_USAGE;
+    }
+    /* the output directory before the model runs, not after its outputs are printed */
+    struct stat sb;
+    if (outdir && stat(outdir, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+        cli_error("--output-dir %s: exists and is not a directory", outdir);
+        return CLI_USAGE;
+    }
+    if (outdir && mkdir(outdir, 0777) != 0 && errno != EEXIST) {
+        cli_error("--output-dir %s: %s", outdir, strerror(errno));
+        return errno == ENOENT || errno == ENOTDIR ? CLI_USAGE : CLI_FAIL;
     }
 
     char err[4096];
@@ -207,6 +231,28 @@ int cli_run(int argc, char **argv)
         }
     } else if ((rc = cli_model_load(model, 0, &g)) != CLI_OK) {
         goto done;
+    }
+    /* every --expect names an output */
+    for (int i = 0; i < n_expects; i++) {
+        const char *eq = strchr(expects[i], '=');
+        int found = 0;
+        for (int32_t k = 0; k < pbl_graph_output_count(g) && !found; k++) {
+            const char *name;
+            pbl_graph_output_at(g, k, &name, NULL);
+            found = strlen(name) == (size_t)(eq - expects[i]) && strncmp(name, expects[i], (size_t)(eq - expects[i])) == 0;
+        }
+        if (!found) {
+            size_t len = 0;
+            err[0] = '\0';
+            for (int32_t k = 0; k < pbl_graph_output_count(g) && len < sizeof err; k++) {
+                const char *name;
+                pbl_graph_output_at(g, k, &name, NULL);
+                len += (size_t)snprintf(err + len, sizeof err - len, "%s%s", k ? ", " : "", name);
+            }
+            cli_error("--expect %.*s: not an output of %s (outputs: %s)", (int)(eq - expects[i]), expects[i], model, err);
+            rc = CLI_USAGE;
+            goto done;
+        }
     }
     pbl_exec_options eo = pbl_exec_options_default();
     eo.threads = (int32_t)threads;
@@ -299,11 +345,6 @@ int cli_run(int argc, char **argv)
     double median = repeat % 2 ? ms[repeat / 2] : 0.5 * (ms[repeat / 2 - 1] + ms[repeat / 2]);
     pbl_exec_stats st;
     pbl_exec_stats_get(e, &st);
-    if (outdir && mkdir(outdir, 0777) != 0 && errno != EEXIST) {
-        cli_error("--output-dir %s: %s", outdir, strerror(errno));
-        rc = CLI_FAIL;
-        goto done;
-    }
     if (json)
         printf("{\"model\": "), cli_json_string(stdout, model), printf(", \"outputs\": [");
     else
@@ -358,10 +399,14 @@ int cli_run(int argc, char **argv)
             int64_t n = pbl_shape_numel(&vi.shape), bad = 0, worst = 0;
             double maxd = 0;
             if (want.dtype != vi.dtype || !pbl_shape_equal(&want.shape, &vi.shape)) {
-                char s1[96];
-                fprintf(stderr, "pebble: --expect %s: %s is %s %s, the output %s %s\n", name, expects[i] + nl + 1,
-                        pbl_dtype_name(want.dtype), pbl_shape_str(&want.shape, s1, sizeof s1), pbl_dtype_name(vi.dtype), sh);
-                bad = n ? n : 1;
+                /* one line, and the exit status 1; not counted again in the summary below */
+                char s1[96], s2[96];
+                cli_error("--expect %s: %s is %s %s, the output %s %s", name, expects[i] + nl + 1, pbl_dtype_name(want.dtype),
+                          pbl_shape_str(&want.shape, s1, sizeof s1), pbl_dtype_name(vi.dtype),
+                          pbl_shape_str(&vi.shape, s2, sizeof s2));
+                shape_mismatches++;
+                pbl_onnx_tensor_free(&want);
+                continue;
             } else {
                 for (int64_t j = 0; j < n; j++) {
                     double got = vi.dtype == PBL_F32 ? ((float *)t.data)[j] : ((int32_t *)t.data)[j];
@@ -405,6 +450,8 @@ int cli_run(int argc, char **argv)
         cli_error("%s: %d output(s) differ from --expect", model, mismatches);
         rc = CLI_FAIL;
     }
+    if (rc == CLI_OK && shape_mismatches)
+        rc = CLI_FAIL;
 done:
     for (int i = 0; data && i < n_inputs; i++)
         pbl_onnx_tensor_free(&data[i]);

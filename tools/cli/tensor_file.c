@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "cli.h"
+#include "graph/file_out.h" /* private to the library; the CLI links it statically */
 
 static int ends_with(const char *s, const char *ext)
 {
@@ -185,29 +186,25 @@ int cli_tensor_write(const char *path, const pbl_onnx_tensor *t)
     while (10 + n + 1 < total)
         header[n++] = ' ';
     header[n++] = '\n';
-    size_t tl = strlen(path) + 8;
-    char *tmp = malloc(tl);
-    if (!tmp) {
-        cli_error("%s: out of memory", path);
-        return CLI_FAIL;
-    }
-    snprintf(tmp, tl, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    int rc = CLI_OK;
-    if (!f) {
-        cli_error("%s: %s", tmp, strerror(errno));
-        free(tmp);
+    /* whole or nothing, as the .pb writer: a symlink's target is replaced, a FIFO written in place */
+    char err[2048];
+    pbl__file_out o;
+    if (pbl__file_out_open(&o, path, NULL, err, sizeof err) != PBL_OK) {
+        cli_error("%s", err);
         return CLI_FAIL;
     }
     unsigned char pre[10] = { 0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(n & 0xff), (unsigned char)(n >> 8) };
-    int bad = fwrite(pre, 1, 10, f) != 10 || fwrite(header, 1, (size_t)n, f) != (size_t)n ||
-              fwrite(t->data, 1, t->bytes, f) != t->bytes;
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0) {
-        cli_error("%s: %s", path, strerror(errno));
-        remove(tmp);
+    errno = 0;
+    int ok = fwrite(pre, 1, 10, o.f) == 10 && fwrite(header, 1, (size_t)n, o.f) == (size_t)n &&
+             fwrite(t->data, 1, t->bytes, o.f) == t->bytes;
+    int rc = CLI_OK;
+    if (!ok) {
+        cli_error("%s: writing: %s", path, strerror(errno ? errno : EIO));
         rc = CLI_FAIL;
     }
-    free(tmp);
+    if (pbl__file_out_close(&o, ok, err, sizeof err) != PBL_OK) {
+        cli_error("%s", err);
+        rc = CLI_FAIL;
+    }
     return rc;
 }
