@@ -111,7 +111,8 @@ typedef struct pbl__backend {
 } pbl__backend;
 
 extern const pbl__backend pbl__backend_cpu;
-/* executor/cuda/backend.c with CUDA, executor/cuda/none.c (cannot be opened) without */
+/* executor/cuda/loader.c: loads executor/cuda/backend.c's table from libpebble_cuda.so on
+ * first use (a build without CUDA has no module: it cannot be opened) */
 extern const pbl__backend pbl__backend_cuda;
 
 #endif

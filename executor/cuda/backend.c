@@ -431,7 +431,9 @@ fail:
     return s;
 }
 
-const pbl__backend pbl__backend_cuda = {
+/* The one symbol of libpebble_cuda.so: executor/cuda/loader.c finds it with dlsym. */
+__attribute__((visibility("default"))) extern const pbl__backend pbl_cuda_backend_module;
+const pbl__backend pbl_cuda_backend_module = {
     .name = "cuda",
     .device_memory = 1,
     .probe = cuda_probe,

@@ -1,0 +1,185 @@
+/*
+ * The CUDA backend as the executor sees it: a table that loads the real one from a module
+ * (libpebble_cuda.so, built from executor/cuda/backend.c and ops/cuda/*.cu) the first time a
+ * CUDA executor is asked for, and forwards every call to it.
+ *
+ * Why a module: cuBLAS and cuBLASLt are large, and the dynamic loader touches their pages
+ * while relocating them, so linking them into libpebble cost every process ~200 MiB of
+ * resident memory (`pebble --help` peaked at 225 MiB, a CPU-only `pebble run` of an MLP at 170
+ * MiB instead of 20) even when no GPU is ever used. Loaded on demand, a CPU user pays nothing.
+ *
+ * Where the module is looked for, first found wins: $PEBBLE_CUDA_MODULE; next to the file
+ * holding this code (libpebble.so, or the executable a static libpebble is linked into);
+ * the build tree and the install tree this library was configured with; then the dynamic
+ * loader's own search path. A build without CUDA defines no module path, and any failure to
+ * load says why, as PBL_ERR_UNSUPPORTED.
+ */
+#define _GNU_SOURCE /* dladdr */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "executor/backend.h"
+
+#define MODULE_NAME   "libpebble_cuda.so"
+#define MODULE_SYMBOL "pbl_cuda_backend_module"
+
+static pthread_once_t      load_once = PTHREAD_ONCE_INIT;
+static const pbl__backend *module;          /* the loaded table, or NULL */
+static char                load_error[512]; /* why it is NULL */
+
+static void *try_open(const char *path)
+{
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *e = dlerror();
+        snprintf(load_error, sizeof load_error, "%s", e ? e : path);
+    }
+    return h;
+}
+
+/* The directory of the file this code was loaded from, plus the module's name. */
+static int beside_self(char *out, size_t n)
+{
+    Dl_info info;
+    if (!dladdr((void *)beside_self, &info) || !info.dli_fname)
+        return 0;
+    const char *slash = strrchr(info.dli_fname, '/');
+    if (!slash)
+        return 0;
+    int len = snprintf(out, n, "%.*s/%s", (int)(slash - info.dli_fname), info.dli_fname, MODULE_NAME);
+    return len > 0 && (size_t)len < n;
+}
+
+static void load(void)
+{
+#ifndef PEBBLE_CUDA_MODULE_DIRS
+    snprintf(load_error, sizeof load_error, "pebble was built without CUDA (PEBBLE_CUDA=OFF or no toolkit found)");
+#else
+    char here[4096];
+    const char *env = getenv("PEBBLE_CUDA_MODULE");
+    const char *dirs[] = { PEBBLE_CUDA_MODULE_DIRS }; /* build tree, install tree */
+    void *h = NULL;
+    if (env && *env)
+        h = try_open(env);
+    else {
+        if (beside_self(here, sizeof here))
+            h = try_open(here);
+        for (size_t i = 0; !h && i < sizeof dirs / sizeof *dirs; i++) {
+            snprintf(here, sizeof here, "%s/%s", dirs[i], MODULE_NAME);
+            h = try_open(here);
+        }
+        if (!h)
+            h = try_open(MODULE_NAME);
+    }
+    if (!h)
+        return;
+    module = (const pbl__backend *)dlsym(h, MODULE_SYMBOL);
+    if (!module)
+        snprintf(load_error, sizeof load_error, "%s has no symbol %s", MODULE_NAME, MODULE_SYMBOL);
+    /* never dlclose: executors may hold function pointers into it until exit */
+#endif
+}
+
+static const pbl__backend *get(void)
+{
+    pthread_once(&load_once, load);
+    return module;
+}
+
+static pbl_status unavailable(char *err, size_t errlen)
+{
+    snprintf(err, errlen, "the CUDA backend is not available: %s", load_error);
+    return PBL_ERR_UNSUPPORTED;
+}
+
+static pbl_status fwd_probe(char *err, size_t errlen)
+{
+    const pbl__backend *m = get();
+    if (!m)
+        return unavailable(err, errlen);
+    return m->probe ? m->probe(err, errlen) : PBL_OK;
+}
+
+static pbl_status fwd_open(pbl__mem *host, const pbl__backend_config *cfg, void **ctx, char *err, size_t errlen)
+{
+    const pbl__backend *m = get();
+    *ctx = NULL;
+    return m ? m->open(host, cfg, ctx, err, errlen) : unavailable(err, errlen);
+}
+
+/* Everything below is reached only through an instance that fwd_open created, so the module
+ * is loaded; has_kernel is the exception (ctx may be NULL) and answers 0 without one. */
+static void fwd_close(void *ctx)
+{
+    if (ctx)
+        module->close(ctx);
+}
+
+static void *fwd_alloc(void *ctx, size_t bytes) { return module->alloc(ctx, bytes); }
+static void fwd_free(void *ctx, void *p, size_t bytes) { module->free(ctx, p, bytes); }
+static pbl_status fwd_upload(void *ctx, void *dst, const void *src, size_t n) { return module->upload(ctx, dst, src, n); }
+static pbl_status fwd_download(void *ctx, void *dst, const void *src, size_t n) { return module->download(ctx, dst, src, n); }
+static pbl_status fwd_fill(void *ctx, int32_t stream, void *dst, int byte, size_t n) { return module->fill(ctx, stream, dst, byte, n); }
+static pbl_status fwd_run(void *ctx, int32_t stream, const pbl__op *op, const pbl__kargs *a) { return module->run(ctx, stream, op, a); }
+static pbl_status fwd_record(void *ctx, int32_t stream, int32_t event) { return module->record(ctx, stream, event); }
+static pbl_status fwd_wait(void *ctx, int32_t stream, int32_t event) { return module->wait(ctx, stream, event); }
+static pbl_status fwd_sync(void *ctx, const pbl__kargs **failed) { return module->sync(ctx, failed); }
+
+static int fwd_has_kernel(void *ctx, const pbl__op *op)
+{
+    const pbl__backend *m = get();
+    return m ? m->has_kernel(ctx, op) : 0;
+}
+
+static void fwd_run_begin(void *ctx)
+{
+    if (module->run_begin)
+        module->run_begin(ctx);
+}
+
+static void fwd_run_end(void *ctx)
+{
+    if (module->run_end)
+        module->run_end(ctx);
+}
+
+static pbl_status fwd_graph_begin(void *ctx)
+{
+    return module->graph_begin ? module->graph_begin(ctx) : PBL_ERR_UNSUPPORTED;
+}
+
+static pbl_status fwd_graph_end(void *ctx)
+{
+    return module->graph_end ? module->graph_end(ctx) : PBL_ERR_UNSUPPORTED;
+}
+
+static pbl_status fwd_graph_launch(void *ctx, uint64_t run)
+{
+    return module->graph_launch ? module->graph_launch(ctx, run) : PBL_ERR_UNSUPPORTED;
+}
+
+const pbl__backend pbl__backend_cuda = {
+    .name = "cuda",
+    .device_memory = 1,
+    .probe = fwd_probe,
+    .open = fwd_open,
+    .close = fwd_close,
+    .alloc = fwd_alloc,
+    .free = fwd_free,
+    .upload = fwd_upload,
+    .download = fwd_download,
+    .fill = fwd_fill,
+    .has_kernel = fwd_has_kernel,
+    .run = fwd_run,
+    .record = fwd_record,
+    .wait = fwd_wait,
+    .sync = fwd_sync,
+    .run_begin = fwd_run_begin,
+    .run_end = fwd_run_end,
+    .graph_begin = fwd_graph_begin,
+    .graph_end = fwd_graph_end,
+    .graph_launch = fwd_graph_launch,
+};
