@@ -81,10 +81,12 @@ typedef struct cuda_ctx {
         }                                                                                      \
     } while (0)
 
+/* By name, not by descriptor address: this module holds its own copy of the op table, and
+ * the executor passes the descriptors of the library that loaded it. */
 static pbl__cuda_fn kernel_of(const pbl__op *op)
 {
 #define PBL__CUDA_CASE(n) \
-    if (op == &pbl__op_##n) \
+    if (strcmp(op->name, #n) == 0) \
         return pbl__cuda_##n;
     PBL__CUDA_OP_LIST(PBL__CUDA_CASE)
 #undef PBL__CUDA_CASE

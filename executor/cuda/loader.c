@@ -1,6 +1,6 @@
 /*
  * The CUDA backend as the executor sees it: a table that loads the real one from a module
- * (libpebble_cuda.so, built from executor/cuda/backend.c and ops/cuda/*.cu) the first time a
+ * (libpebble_cuda.so, built from executor/cuda/backend.c and the kernels in ops/cuda/) the first time a
  * CUDA executor is asked for, and forwards every call to it.
  *
  * Why a module: cuBLAS and cuBLASLt are large, and the dynamic loader touches their pages
@@ -35,7 +35,11 @@ static void *try_open(const char *path)
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         const char *e = dlerror();
-        snprintf(load_error, sizeof load_error, "%s", e ? e : path);
+        size_t n = strlen(e ? e : path);
+        if (n >= sizeof load_error)
+            n = sizeof load_error - 1;
+        memcpy(load_error, e ? e : path, n);
+        load_error[n] = '\0';
     }
     return h;
 }
