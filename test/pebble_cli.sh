@@ -15,31 +15,11 @@ mm=${2:-}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/pebble_cli.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-passed=0
+. "$(dirname "$0")/cli_harness.sh"
 skipped=0
-fail() {
-    echo "FAIL: $*"
-    for f in out err; do
-        [ -s "$tmp/$f" ] && { echo "--- std$f:"; head -c 4000 "$tmp/$f"; }
-    done
-    echo "$passed passed, 1 failed"
-    exit 1
-}
-pass() {
-    passed=$((passed + 1))
-    echo "ok $passed - $*"
-}
 skip() {
     skipped=$((skipped + 1))
     echo "skip - $*"
-}
-
-rc=0
-run() {
-    "$bin" "$@" >"$tmp/out" 2>"$tmp/err"
-    rc=$?
-    if grep -q Sanitizer "$tmp/out" "$tmp/err"; then fail "pebble $*: a sanitizer reported an error"; fi
-    if [ "$rc" -ge 128 ]; then fail "pebble $*: exit status $rc: killed by a signal (crash)"; fi
 }
 
 # expect_error STATUS PATTERN DESCRIPTION ARGS...: exit STATUS and exactly one stderr line,

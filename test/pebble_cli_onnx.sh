@@ -12,19 +12,7 @@ data=/usr/share/libonnx-testdata/data/node
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/pebble_cli_onnx.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-passed=0
-fail() {
-    echo "FAIL: $*"
-    for f in out err; do
-        [ -s "$tmp/$f" ] && { echo "--- std$f:"; head -c 4000 "$tmp/$f"; }
-    done
-    echo "$passed passed, 1 failed"
-    exit 1
-}
-pass() {
-    passed=$((passed + 1))
-    echo "ok $passed - $*"
-}
+. "$(dirname "$0")/cli_harness.sh"
 rc=0
 run() {
     "$bin" "$@" >"$tmp/out" 2>"$tmp/err"
