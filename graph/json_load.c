@@ -11,6 +11,7 @@
 #include <jansson.h>
 
 #include "graph/graph_internal.h"
+#include "graph/schedule.h"
 #include "ops/registry.h"
 #include "pebble/json.h"
 
@@ -325,37 +326,6 @@ static size_t n_inputs(const jnode *n) { return n->inputs ? json_array_size(n->i
 
 /* ---- the order nodes are added in ------------------------------------------------------------- */
 
-/* A min-heap of node indices: among the nodes ready to add, the earliest in the file first, so
- * a file in topological order is added exactly in file order. */
-static void heap_push(int32_t *h, int32_t *n, int32_t x)
-{
-    int32_t i = (*n)++;
-    while (i > 0 && h[(i - 1) / 2] > x) {
-        h[i] = h[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    h[i] = x;
-}
-
-static int32_t heap_pop(int32_t *h, int32_t *n)
-{
-    int32_t top = h[0], x = h[--*n], i = 0;
-    for (;;) {
-        int32_t c = 2 * i + 1;
-        if (c >= *n)
-            break;
-        if (c + 1 < *n && h[c + 1] < h[c])
-            c++;
-        if (h[c] >= x)
-            break;
-        h[i] = h[c];
-        i = c;
-    }
-    if (*n > 0)
-        h[i] = x;
-    return top;
-}
-
 static pbl_status plan_order(loader *L)
 {
     int32_t n = L->n_nodes;
@@ -377,7 +347,9 @@ static pbl_status plan_order(loader *L)
     if (in_file_order)
         return PBL_OK;
 
-    /* Kahn's algorithm over edges producer -> consumer (one per input slot). */
+    /* Kahn's algorithm over edges producer -> consumer (one per input slot), with a min-heap of
+     * node indices: among the nodes ready to add, the earliest in the file first, so a file in
+     * topological order is added exactly in file order. */
     pbl_status s = PBL_ERR_NOMEM;
     size_t cells = (size_t)n + 1;
     int32_t *indeg = pbl__mem_calloc(&L->mem, cells * sizeof *indeg);
@@ -415,13 +387,13 @@ static pbl_status plan_order(loader *L)
     int32_t n_heap = 0, n_done = 0;
     for (int32_t i = 0; i < n; i++)
         if (indeg[i] == 0)
-            heap_push(heap, &n_heap, i);
+            pbl__heap_push(heap, &n_heap, i);
     while (n_heap > 0) {
-        int32_t i = heap_pop(heap, &n_heap);
+        int32_t i = pbl__heap_pop(heap, &n_heap);
         L->order[n_done++] = i;
         for (int32_t e = start[i]; e < start[i + 1]; e++)
             if (--indeg[edge[e]] == 0)
-                heap_push(heap, &n_heap, edge[e]);
+                pbl__heap_push(heap, &n_heap, edge[e]);
     }
     if (n_done < n) {
         /* Every node left waits for another node left; walking back n steps along such

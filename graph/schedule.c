@@ -117,8 +117,7 @@ fail_nomem:
     return PBL_ERR_NOMEM;
 }
 
-/* min-heap of node ids */
-static void heap_push(int32_t *h, int32_t *n, int32_t x)
+void pbl__heap_push(int32_t *h, int32_t *n, int32_t x)
 {
     int32_t i = (*n)++;
     while (i > 0 && h[(i - 1) / 2] > x) {
@@ -128,7 +127,7 @@ static void heap_push(int32_t *h, int32_t *n, int32_t x)
     h[i] = x;
 }
 
-static int32_t heap_pop(int32_t *h, int32_t *n)
+int32_t pbl__heap_pop(int32_t *h, int32_t *n)
 {
     int32_t top = h[0], x = h[--(*n)], i = 0;
     for (;;) {
@@ -171,14 +170,14 @@ pbl_status pbl__deps_order(const pbl__deps *d, pbl__mem *m, const uint8_t *keep,
     }
     for (int32_t i = 0; i < n; i++)
         if ((!keep || keep[i]) && indeg[i] == 0)
-            heap_push(heap, &hn, KEY(i));
+            pbl__heap_push(heap, &hn, KEY(i));
     while (hn > 0) {
-        int32_t k = heap_pop(heap, &hn), i = k >= n ? k - n : k;
+        int32_t k = pbl__heap_pop(heap, &hn), i = k >= n ? k - n : k;
         order[got++] = i;
         for (int32_t e = d->succ_start[i]; e < d->succ_start[i + 1]; e++) {
             int32_t s = d->succ[e];
             if ((!keep || keep[s]) && --indeg[s] == 0)
-                heap_push(heap, &hn, KEY(s));
+                pbl__heap_push(heap, &hn, KEY(s));
         }
     }
 #undef KEY

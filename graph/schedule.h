@@ -18,6 +18,11 @@ typedef struct pbl__deps {
     int32_t  n_edges;
 } pbl__deps;
 
+/* A binary min-heap of int32 in h[0 .. *n): Kahn's ready set, smallest first. push needs room
+ * for one more; pop needs *n > 0. */
+void    pbl__heap_push(int32_t *h, int32_t *n, int32_t x);
+int32_t pbl__heap_pop(int32_t *h, int32_t *n);
+
 pbl_status pbl__deps_build(const pbl_graph *g, pbl__mem *m, pbl__deps *d);
 void       pbl__deps_free(pbl__deps *d, pbl__mem *m);
 
