@@ -7,7 +7,9 @@
  * input, or a node's output), or a constant (an initializer or a Constant node) whose data
  * becomes a parameter variable only when a node reads it as data — constants read as shapes
  * or axes (Reshape, ReduceSum) never enter the graph. Nodes are converted once all their
- * inputs are known, so an unsorted model still loads and a cyclic one is reported.
+ * inputs are known, so an unsorted model still loads and a cyclic one is reported. Each node
+ * is converted by its op's converter in graph/onnx_ops.c; the table and the helpers both files
+ * use are in graph/onnx_internal.h.
  */
 #include <math.h>
 #include <stdarg.h>
