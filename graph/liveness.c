@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "graph/liveness_internal.h"
 #include "graph/schedule.h"
 #include "ops/registry.h"
 #include "pebble/liveness.h"
@@ -59,9 +60,49 @@ static int64_t value_end(const live_state *s, pbl_value v, int64_t produced)
     return end;
 }
 
-/* Whether output `out` of the node at `step` may take input `in`'s record in place. */
-static int can_take(const live_state *s, pbl_value in, pbl_value out, int64_t step)
+int32_t pbl__live_place(const pbl__live_build *b, const pbl__node *nd, int32_t k, int32_t t, int64_t end,
+                        int32_t taken[PBL__MAX_IN], int *fresh)
 {
+    const pbl__op *op = pbl__op_get(nd->op);
+    pbl_value v = nd->out[k];
+    int32_t join = -1;
+    *fresh = 0;
+    for (int32_t m = 0; m < op->n_mutates && join < 0; m++) {
+        if (op->mutates[m][0] != k)
+            continue;
+        join = b->value_record[nd->in[op->mutates[m][1]]]; /* -1 for a variable: the caller's bytes, unplanned */
+        if (join < 0)
+            return -1;
+    }
+    for (int32_t m = 0; b->inplace && join < 0 && m < op->n_inplace; m++) {
+        int32_t slot = op->inplace[m][1];
+        if (op->inplace[m][0] != k || taken[slot])
+            continue;
+        if (b->can_take(b->ctx, nd->in[slot], v, t)) {
+            join = b->value_record[nd->in[slot]];
+            taken[slot] = 1;
+            (*b->n_inplace)++;
+        }
+    }
+    if (join >= 0) {
+        b->value_record[v] = join;
+        if (b->records[join].last < end)
+            b->records[join].last = end;
+        return join;
+    }
+    int32_t r = (*b->n_records)++;
+    int64_t bytes = (int64_t)pbl__meta_bytes(&b->g->values[v].meta);
+    b->records[r] = (pbl_usage_record){ .size = (bytes + b->align - 1) / b->align * b->align, .first = t, .last = end };
+    b->record_value[r] = v;
+    b->value_record[v] = r;
+    *fresh = 1;
+    return r;
+}
+
+/* Whether output `out` of the node at `step` may take input `in`'s record in place. */
+static int can_take(const void *ctx, pbl_value in, pbl_value out, int32_t step)
+{
+    const live_state *s = ctx;
     const pbl_graph *g = s->g;
     int32_t r = s->out->value_record[in];
     return r >= 0 && !s->is_output[in] && s->last_read[in] == step &&
@@ -71,50 +112,16 @@ static int can_take(const live_state *s, pbl_value in, pbl_value out, int64_t st
 
 static void build_records(live_state *s, int inplace)
 {
-    const pbl_graph *g = s->g;
     pbl_graph_records *o = s->out;
+    pbl__live_build b = { .g = s->g, .records = o->records, .record_value = o->record_value,
+                          .value_record = o->value_record, .n_records = &o->n_records, .n_inplace = &o->n_inplace,
+                          .align = s->align, .inplace = inplace, .can_take = can_take, .ctx = s };
     for (int32_t t = 0; t < s->n; t++) {
-        const pbl__node *nd = &g->nodes[s->order[t]];
-        const pbl__op *op = pbl__op_get(nd->op);
+        const pbl__node *nd = &s->g->nodes[s->order[t]];
         int32_t taken[PBL__MAX_IN] = { 0 }; /* inputs already given away at this step */
         for (int32_t k = 0; k < nd->n_out; k++) {
-            pbl_value v = nd->out[k];
-            int64_t end = value_end(s, v, t);
-            int32_t join = -1;
-            for (int32_t m = 0; m < op->n_mutates && join < 0; m++) {
-                if (op->mutates[m][0] != k)
-                    continue;
-                pbl_value in = nd->in[op->mutates[m][1]];
-                join = o->value_record[in]; /* -1 for a variable: the caller's bytes, unplanned */
-                if (join < 0) {
-                    join = -2;
-                    break;
-                }
-            }
-            if (join == -2)
-                continue;
-            for (int32_t m = 0; inplace && join < 0 && m < op->n_inplace; m++) {
-                int32_t slot = op->inplace[m][1];
-                if (op->inplace[m][0] != k || taken[slot])
-                    continue;
-                if (can_take(s, nd->in[slot], v, t)) {
-                    join = o->value_record[nd->in[slot]];
-                    taken[slot] = 1;
-                    o->n_inplace++;
-                }
-            }
-            if (join >= 0) {
-                o->value_record[v] = join;
-                if (o->records[join].last < end)
-                    o->records[join].last = end;
-                continue;
-            }
-            int32_t r = o->n_records++;
-            int64_t bytes = (int64_t)pbl__meta_bytes(&g->values[v].meta);
-            o->records[r] = (pbl_usage_record){ .size = (bytes + s->align - 1) / s->align * s->align,
-                                                .first = t, .last = end };
-            o->record_value[r] = v;
-            o->value_record[v] = r;
+            int fresh;
+            pbl__live_place(&b, nd, k, t, value_end(s, nd->out[k], t), taken, &fresh);
         }
     }
 }

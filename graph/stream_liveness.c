@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "graph/liveness_internal.h"
 #include "graph/stream_internal.h"
 #include "ops/registry.h"
 
@@ -63,8 +64,9 @@ static void join_value(sl_state *s, int32_t r, pbl_value v)
 
 /* Whether output `out` of step t may take input `in`'s record: as liveness.c, with the
  * race-free test in place of "read by no later step". */
-static int can_take(const sl_state *s, pbl_value in, pbl_value out, int32_t t)
+static int can_take(const void *ctx, pbl_value in, pbl_value out, int32_t t)
 {
+    const sl_state *s = ctx;
     const pbl_graph *g = s->g;
     int32_t r = s->out->value_record[in];
     if (r < 0 || s->is_output[in] || s->out->to_end[r] ||
@@ -80,54 +82,26 @@ static int can_take(const sl_state *s, pbl_value in, pbl_value out, int32_t t)
 
 static void build_records(sl_state *s, int inplace)
 {
-    const pbl_graph *g = s->g;
     pbl_stream_records *o = s->out;
+    pbl__live_build b = { .g = s->g, .records = o->records, .record_value = o->record_value,
+                          .value_record = o->value_record, .n_records = &o->n_records, .n_inplace = &o->n_inplace,
+                          .align = s->align, .inplace = inplace, .can_take = can_take, .ctx = s };
     for (int32_t t = 0; t < s->n; t++) {
-        const pbl__node *nd = &g->nodes[s->sp->schedule[t]];
-        const pbl__op *op = pbl__op_get(nd->op);
+        const pbl__node *nd = &s->g->nodes[s->sp->schedule[t]];
         int32_t taken[PBL__MAX_IN] = { 0 };
         for (int32_t k = 0; k < nd->n_out; k++) {
             pbl_value v = nd->out[k];
-            int64_t end = value_end(s, v, t);
-            int32_t join = -1;
-            for (int32_t m = 0; m < op->n_mutates && join < 0; m++) {
-                if (op->mutates[m][0] != k)
-                    continue;
-                join = o->value_record[nd->in[op->mutates[m][1]]];
-                if (join < 0) {
-                    join = -2;
-                    break;
-                }
-            }
-            if (join == -2)
+            int fresh;
+            int32_t r = pbl__live_place(&b, nd, k, t, value_end(s, v, t), taken, &fresh);
+            if (r < 0)
                 continue;
-            for (int32_t m = 0; inplace && join < 0 && m < op->n_inplace; m++) {
-                int32_t slot = op->inplace[m][1];
-                if (op->inplace[m][0] != k || taken[slot])
-                    continue;
-                if (can_take(s, nd->in[slot], v, t)) {
-                    join = o->value_record[nd->in[slot]];
-                    taken[slot] = 1;
-                    o->n_inplace++;
-                }
+            if (fresh) {
+                o->to_end[r] = s->is_output[v];
+                for (int32_t q = 0; q < s->S; q++)
+                    s->racc[(size_t)r * s->S + q] = -1;
+            } else {
+                o->to_end[r] |= s->is_output[v];
             }
-            if (join >= 0) {
-                o->value_record[v] = join;
-                if (o->records[join].last < end)
-                    o->records[join].last = end;
-                o->to_end[join] |= s->is_output[v];
-                join_value(s, join, v);
-                continue;
-            }
-            int32_t r = o->n_records++;
-            int64_t bytes = (int64_t)pbl__meta_bytes(&g->values[v].meta);
-            o->records[r] = (pbl_usage_record){ .size = (bytes + s->align - 1) / s->align * s->align,
-                                                .first = t, .last = end };
-            o->record_value[r] = v;
-            o->value_record[v] = r;
-            o->to_end[r] = s->is_output[v];
-            for (int32_t q = 0; q < s->S; q++)
-                s->racc[(size_t)r * s->S + q] = -1;
             join_value(s, r, v);
         }
     }

@@ -84,6 +84,16 @@ int cli_next_arg(cli_args *a, const cli_flag *flags, int n_flags, int *which, co
     return CLI_ARG_BAD;
 }
 
+int cli_take_file(const char *command, const char *what, const char **slot, const char *v)
+{
+    if (*slot) {
+        cli_error("%s: unexpected argument '%s' (one %s only)", command, v, what);
+        return -1;
+    }
+    *slot = v;
+    return 0;
+}
+
 int cli_parse_int(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out)
 {
     char *end;

@@ -103,11 +103,8 @@ int cli_check(int argc, char **argv)
         if (k == CLI_ARG_BAD)
             return CLI_USAGE;
         if (k == CLI_ARG_FILE) {
-            if (file) {
-                cli_error("check: unexpected argument '%s' (one FILE only)", v);
+            if (cli_take_file("check", "FILE", &file, v))
                 return CLI_USAGE;
-            }
-            file = v;
         } else if (which == F_CAPACITY) {
             if (cli_parse_int("--capacity", v, 0, PBL_RECORDS_CSV_VALUE_MAX, &capacity))
                 return CLI_USAGE;

@@ -47,6 +47,10 @@ int cli_next_arg(cli_args *a, const cli_flag *flags, int n_flags, int *which, co
 int cli_parse_int(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
 int cli_parse_double(const char *flag, const char *s, double lo, double hi, double *out);
 
+/* Store positional argument v in *slot, the command's only WHAT (FILE, MODEL, ...); a second
+ * one reports `COMMAND: unexpected argument 'V' (one WHAT only)` and returns -1. */
+int cli_take_file(const char *command, const char *what, const char **slot, const char *v);
+
 /* Whether paths a and b name one file: the same string, or two names of one existing file
  * (same device and inode: a link, "./x" beside "x"). */
 int cli_same_file(const char *a, const char *b);

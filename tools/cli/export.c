@@ -39,11 +39,8 @@ int cli_export(int argc, char **argv)
         if (k == CLI_ARG_BAD)
             return CLI_USAGE;
         if (k == CLI_ARG_FILE) {
-            if (source) {
-                cli_error("export: unexpected argument '%s' (one SOURCE only)", v);
+            if (cli_take_file("export", "SOURCE", &source, v))
                 return CLI_USAGE;
-            }
-            source = v;
         } else if (which == F_JSON) {
             if (!v[0]) {
                 cli_error("--json: empty file name");

@@ -67,11 +67,8 @@ static int parse_args(int argc, char **argv, plan_opts *o)
         if (k == CLI_ARG_BAD)
             return CLI_USAGE;
         if (k == CLI_ARG_FILE) {
-            if (o->file) {
-                cli_error("plan: unexpected argument '%s' (one FILE only)", v);
+            if (cli_take_file("plan", "FILE", &o->file, v))
                 return CLI_USAGE;
-            }
-            o->file = v;
             continue;
         }
         int bad = 0;

@@ -118,11 +118,8 @@ int cli_run(int argc, char **argv)
         if (k == CLI_ARG_BAD)
             return CLI_USAGE;
         if (k == CLI_ARG_FILE) {
-            if (model) {
-                cli_error("run: unexpected argument '%s' (one MODEL only)", v);
+            if (cli_take_file("run", "MODEL", &model, v))
                 return CLI_USAGE;
-            }
-            model = v;
         } else if (which == F_INPUT) {
             if (n_inputs == MAX_INPUTS || !strchr(v, '=')) {
                 cli_error("--input: '%s' is not NAME=FILE%s", v, n_inputs == MAX_INPUTS ? " (or too many inputs)" : "");

@@ -76,11 +76,8 @@ static int parse_args(int argc, char **argv, viz_opts *o)
         if (k == CLI_ARG_BAD)
             return CLI_USAGE;
         if (k == CLI_ARG_FILE) {
-            if (o->file) {
-                cli_error("viz: unexpected argument '%s' (one FILE only)", v);
+            if (cli_take_file("viz", "FILE", &o->file, v))
                 return CLI_USAGE;
-            }
-            o->file = v;
             continue;
         }
         int bad = 0;
