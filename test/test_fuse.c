@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "pebble/pebble.h"
+#include "failing_alloc.h"
 #include "same_training.h"
 #include "tools/zoo/zoo.h"
 
@@ -291,30 +292,6 @@ static void test_bad_arguments(void **state)
 }
 
 /* ---- out of memory ------------------------------------------------------------------------ */
-
-typedef struct failing {
-    long   count, fail_at; /* fail the fail_at-th allocation (1-based); 0: never */
-    size_t live;
-} failing;
-
-static void *failing_alloc(void *user, size_t n)
-{
-    failing *f = user;
-    if (++f->count == f->fail_at)
-        return NULL;
-    void *p = malloc(n);
-    if (p)
-        f->live += n;
-    return p;
-}
-
-static void failing_free(void *user, void *p, size_t n)
-{
-    failing *f = user;
-    if (p)
-        f->live -= n;
-    free(p);
-}
 
 static void test_allocation_failures(void **state)
 {
