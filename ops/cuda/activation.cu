@@ -17,7 +17,7 @@
     {                                                                                           \
         pbl_status s = PBL_OK;                                                                  \
         int64_t n = PBL__NUMEL(a->in_meta[0]);                                                  \
-        name##_k<<<pbl__blocks(n), PBL__THREADS, 0, l->stream>>>(PBL__OUT(a, 0), PBL__IN(a, 0), n); \
+        PBL__LAUNCH(name##_k, pbl__blocks(n), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__IN(a, 0), n); \
         PBL__LAUNCHED();                                                                        \
     done:                                                                                       \
         return s;                                                                               \
@@ -36,7 +36,7 @@
     {                                                                                           \
         pbl_status s = PBL_OK;                                                                  \
         int64_t n = PBL__NUMEL(a->in_meta[0]);                                                  \
-        name##_k<<<pbl__blocks(n), PBL__THREADS, 0, l->stream>>>(PBL__OUT(a, 0), PBL__IN(a, 0), \
+        PBL__LAUNCH(name##_k, pbl__blocks(n), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__IN(a, 0), \
                                                                  PBL__IN(a, 1), n);             \
         PBL__LAUNCHED();                                                                        \
     done:                                                                                       \

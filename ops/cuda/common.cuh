@@ -42,6 +42,13 @@ const char *pbl__cublas_status_str(cublasStatus_t st);
         }                                                                                   \
     } while (0)
 
+/* Every launch is spelled PBL__LAUNCH(kernel, grid, block, shmem, stream)(args...): under nvcc
+ * it is the triple-chevron launch; a host build of these files (a CUDA emulator for testing
+ * without a GPU) can define it as a call that runs the grid. */
+#ifndef PBL__LAUNCH
+#define PBL__LAUNCH(k, grid, block, shmem, stream) k<<<(grid), (block), (shmem), (stream)>>>
+#endif
+
 /* A launch's own errors (bad configuration) show at once in cudaGetLastError. */
 #define PBL__LAUNCHED() PBL__CU(cudaGetLastError())
 

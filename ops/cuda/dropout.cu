@@ -36,7 +36,7 @@ extern "C" pbl_status pbl__cuda_dropout(const pbl__cuda_launch *l, const pbl__ka
     pbl_status s = PBL_OK;
     double p = a->attr[0].f;
     int64_t n = PBL__NUMEL(a->in_meta[0]);
-    dropout_k<<<pbl__blocks(n), PBL__THREADS, 0, l->stream>>>(PBL__OUT(a, 0), PBL__OUT(a, 1), PBL__IN(a, 0), n,
+    PBL__LAUNCH(dropout_k, pbl__blocks(n), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__OUT(a, 1), PBL__IN(a, 0), n,
                                                               (uint64_t)a->attr[1].i, a->run, l->run_dev,
                                                               (uint32_t)(p * 16777216.0), (float)(1.0 / (1.0 - p)));
     PBL__LAUNCHED();

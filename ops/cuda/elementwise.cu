@@ -21,7 +21,7 @@ static pbl_status binary(const pbl__cuda_launch *l, const pbl__kargs *a)
     int64_t n = PBL__NUMEL(a->in_meta[0]);
     pbl__dbcast bc = pbl__dbcast_make(&a->in_meta[0].shape, &a->in_meta[1].shape);
     int same = PBL__NUMEL(a->in_meta[1]) == n;
-    binary_k<K><<<pbl__blocks(n), PBL__THREADS, 0, l->stream>>>(PBL__OUT(a, 0), PBL__IN(a, 0), PBL__IN(a, 1), n, bc, same);
+    PBL__LAUNCH(binary_k<K>, pbl__blocks(n), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__IN(a, 0), PBL__IN(a, 1), n, bc, same);
     PBL__LAUNCHED();
 done:
     return s;
@@ -42,7 +42,7 @@ extern "C" pbl_status pbl__cuda_scale(const pbl__cuda_launch *l, const pbl__karg
 {
     pbl_status s = PBL_OK;
     int64_t n = PBL__NUMEL(a->in_meta[0]);
-    scale_k<<<pbl__blocks(n), PBL__THREADS, 0, l->stream>>>(PBL__OUT(a, 0), PBL__IN(a, 0), (float)a->attr[0].f, n);
+    PBL__LAUNCH(scale_k, pbl__blocks(n), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__IN(a, 0), (float)a->attr[0].f, n);
     PBL__LAUNCHED();
 done:
     return s;
@@ -63,7 +63,7 @@ extern "C" pbl_status pbl__cuda_add_n(const pbl__cuda_launch *l, const pbl__karg
     if (y != PBL__IN(a, 0))
         PBL__CU(cudaMemcpyAsync(y, PBL__IN(a, 0), (size_t)n * sizeof(float), cudaMemcpyDeviceToDevice, l->stream));
     for (int32_t k = 1; k < a->n_in; k++) {
-        accumulate_k<<<pbl__blocks(n), PBL__THREADS, 0, l->stream>>>(y, PBL__IN(a, k), n);
+        PBL__LAUNCH(accumulate_k, pbl__blocks(n), PBL__THREADS, 0, l->stream)(y, PBL__IN(a, k), n);
         PBL__LAUNCHED();
     }
 done:
@@ -80,7 +80,7 @@ extern "C" pbl_status pbl__cuda_fill(const pbl__cuda_launch *l, const pbl__kargs
 {
     pbl_status s = PBL_OK;
     int64_t n = PBL__NUMEL(a->out_meta[0]);
-    fill_k<<<pbl__blocks(n), PBL__THREADS, 0, l->stream>>>(PBL__OUT(a, 0), (float)a->attr[1].f, n);
+    PBL__LAUNCH(fill_k, pbl__blocks(n), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), (float)a->attr[1].f, n);
     PBL__LAUNCHED();
 done:
     return s;

@@ -86,7 +86,7 @@ extern "C" pbl_status pbl__cuda_fully_connected_act(const pbl__cuda_launch *l, c
     if (s != PBL_OK)
         goto done;
     if ((after && a->n_in == 3) || act != PBL__ACT_NONE) {
-        epilogue_k<<<pbl__blocks(rows * cols), PBL__THREADS, 0, l->stream>>>(
+        PBL__LAUNCH(epilogue_k, pbl__blocks(rows * cols), PBL__THREADS, 0, l->stream)(
             PBL__OUT(a, 0), after && a->n_in == 3 ? PBL__IN(a, 2) : NULL, rows, cols, (int)act);
         PBL__LAUNCHED();
     }

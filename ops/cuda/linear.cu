@@ -30,7 +30,7 @@ extern "C" pbl_status pbl__cuda_fully_connected(const pbl__cuda_launch *l, const
     int out = (int)a->in_meta[1].shape.dim[0];
     float one = 1.0f, beta = 0.0f;
     if (a->n_in == 3) {
-        bias_rows<<<pbl__blocks((int64_t)n * out), PBL__THREADS, 0, l->stream>>>(y, PBL__IN(a, 2), n, out);
+        PBL__LAUNCH(bias_rows, pbl__blocks((int64_t)n * out), PBL__THREADS, 0, l->stream)(y, PBL__IN(a, 2), n, out);
         PBL__LAUNCHED();
         beta = 1.0f;
     }

@@ -88,7 +88,7 @@ extern "C" pbl_status pbl__cuda_softmax_cross_entropy(const pbl__cuda_launch *l,
 {
     pbl_status s = PBL_OK;
     int64_t n = a->in_meta[0].shape.dim[0], c = a->in_meta[0].shape.dim[1];
-    ce_k<<<1, LOSS_THREADS, 0, l->stream>>>(PBL__OUT(a, 0), PBL__IN(a, 0), (const int32_t *)a->in[1], n, c, l->flag,
+    PBL__LAUNCH(ce_k, 1, LOSS_THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__IN(a, 0), (const int32_t *)a->in[1], n, c, l->flag,
                                             l->tag);
     PBL__LAUNCHED();
 done:
@@ -99,7 +99,7 @@ extern "C" pbl_status pbl__cuda_softmax_cross_entropy_grad(const pbl__cuda_launc
 {
     pbl_status s = PBL_OK;
     int64_t n = a->in_meta[0].shape.dim[0], c = a->in_meta[0].shape.dim[1];
-    ce_grad_k<<<pbl__blocks(n), PBL__THREADS, 0, l->stream>>>(PBL__OUT(a, 0), PBL__IN(a, 0), (const int32_t *)a->in[1],
+    PBL__LAUNCH(ce_grad_k, pbl__blocks(n), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__IN(a, 0), (const int32_t *)a->in[1],
                                                               PBL__IN(a, 2), n, c, l->flag, l->tag);
     PBL__LAUNCHED();
 done:
@@ -129,7 +129,7 @@ extern "C" pbl_status pbl__cuda_mse_loss(const pbl__cuda_launch *l, const pbl__k
 {
     pbl_status s = PBL_OK;
     int64_t n = PBL__NUMEL(a->in_meta[0]);
-    mse_k<<<1, LOSS_THREADS, 0, l->stream>>>(PBL__OUT(a, 0), PBL__IN(a, 0), PBL__IN(a, 1), n);
+    PBL__LAUNCH(mse_k, 1, LOSS_THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__IN(a, 0), PBL__IN(a, 1), n);
     PBL__LAUNCHED();
 done:
     return s;
@@ -139,7 +139,7 @@ extern "C" pbl_status pbl__cuda_mse_loss_grad(const pbl__cuda_launch *l, const p
 {
     pbl_status s = PBL_OK;
     int64_t n = PBL__NUMEL(a->in_meta[0]);
-    mse_grad_k<<<pbl__blocks(n), PBL__THREADS, 0, l->stream>>>(PBL__OUT(a, 0), PBL__IN(a, 0), PBL__IN(a, 1),
+    PBL__LAUNCH(mse_grad_k, pbl__blocks(n), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__IN(a, 0), PBL__IN(a, 1),
                                                                PBL__IN(a, 2), n);
     PBL__LAUNCHED();
 done:

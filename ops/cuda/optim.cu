@@ -19,7 +19,7 @@ extern "C" pbl_status pbl__cuda_sgd(const pbl__cuda_launch *l, const pbl__kargs 
 {
     pbl_status s = PBL_OK;
     int64_t n = PBL__NUMEL(a->in_meta[0]);
-    sgd_k<<<pbl__blocks(n), PBL__THREADS, 0, l->stream>>>(PBL__OUT(a, 0), PBL__IN(a, 1), (float)a->attr[0].f,
+    PBL__LAUNCH(sgd_k, pbl__blocks(n), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__IN(a, 1), (float)a->attr[0].f,
                                                           (float)a->attr[1].f, n);
     PBL__LAUNCHED();
 done:
@@ -38,7 +38,7 @@ extern "C" pbl_status pbl__cuda_sgd_momentum(const pbl__cuda_launch *l, const pb
 {
     pbl_status s = PBL_OK;
     int64_t n = PBL__NUMEL(a->in_meta[0]);
-    momentum_k<<<pbl__blocks(n), PBL__THREADS, 0, l->stream>>>(PBL__OUT(a, 0), PBL__OUT(a, 1), PBL__IN(a, 1),
+    PBL__LAUNCH(momentum_k, pbl__blocks(n), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__OUT(a, 1), PBL__IN(a, 1),
                                                                (float)a->attr[0].f, (float)a->attr[1].f,
                                                                (float)a->attr[2].f, n);
     PBL__LAUNCHED();
@@ -83,9 +83,9 @@ extern "C" pbl_status pbl__cuda_adam(const pbl__cuda_launch *l, const pbl__kargs
     int64_t n = PBL__NUMEL(a->in_meta[0]);
     adam_attr at = { a->attr[0].f, a->attr[1].f, a->attr[2].f, a->attr[3].f, a->attr[4].f };
     float *t = PBL__OUT(a, 3);
-    step_k<<<1, 1, 0, l->stream>>>(t);
+    PBL__LAUNCH(step_k, 1, 1, 0, l->stream)(t);
     PBL__LAUNCHED();
-    adam_k<<<pbl__blocks(n), PBL__THREADS, 0, l->stream>>>(PBL__OUT(a, 0), PBL__OUT(a, 1), PBL__OUT(a, 2), PBL__IN(a, 1),
+    PBL__LAUNCH(adam_k, pbl__blocks(n), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__OUT(a, 1), PBL__OUT(a, 2), PBL__IN(a, 1),
                                                            t, n, at);
     PBL__LAUNCHED();
 done:

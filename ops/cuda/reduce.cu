@@ -92,10 +92,10 @@ static pbl_status sum_into(const pbl__cuda_launch *l, const pbl__kargs *a, const
     /* the CPU scales the sum by keep/total in double, rounded to float */
     float scale = is_mean ? (float)((double)m / (double)n) : 1.0f;
     if (m == 1) {
-        sum_all_k<<<1, ALL_THREADS, 0, l->stream>>>(PBL__OUT(a, 0), PBL__IN(a, 0), n, scale);
+        PBL__LAUNCH(sum_all_k, 1, ALL_THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__IN(a, 0), n, scale);
     } else {
         walk w = make_walk(big, small);
-        sum_k<<<pbl__blocks(m), PBL__THREADS, 0, l->stream>>>(PBL__OUT(a, 0), PBL__IN(a, 0), m, w, scale);
+        PBL__LAUNCH(sum_k, pbl__blocks(m), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__IN(a, 0), m, w, scale);
     }
     PBL__LAUNCHED();
 done:
@@ -129,7 +129,7 @@ extern "C" pbl_status pbl__cuda_broadcast_to(const pbl__cuda_launch *l, const pb
     pbl_status s = PBL_OK;
     int64_t n = PBL__NUMEL(a->out_meta[0]);
     pbl__dbcast bc = pbl__dbcast_make(&a->out_meta[0].shape, &a->in_meta[0].shape);
-    broadcast_k<<<pbl__blocks(n), PBL__THREADS, 0, l->stream>>>(PBL__OUT(a, 0), PBL__IN(a, 0), n, bc);
+    PBL__LAUNCH(broadcast_k, pbl__blocks(n), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__IN(a, 0), n, bc);
     PBL__LAUNCHED();
 done:
     return s;

@@ -57,7 +57,7 @@ static pbl_status forward(const pbl__cuda_launch *l, const pbl__kargs *a, int lo
     pbl_status s = PBL_OK;
     int64_t rows, cols;
     rows_of(&a->in_meta[0], &rows, &cols);
-    softmax_k<<<pbl__blocks(rows), PBL__THREADS, 0, l->stream>>>(PBL__OUT(a, 0), PBL__IN(a, 0), rows, cols, logarithm);
+    PBL__LAUNCH(softmax_k, pbl__blocks(rows), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__IN(a, 0), rows, cols, logarithm);
     PBL__LAUNCHED();
 done:
     return s;
@@ -68,7 +68,7 @@ static pbl_status backward(const pbl__cuda_launch *l, const pbl__kargs *a, int l
     pbl_status s = PBL_OK;
     int64_t rows, cols;
     rows_of(&a->in_meta[0], &rows, &cols);
-    softmax_grad_k<<<pbl__blocks(rows), PBL__THREADS, 0, l->stream>>>(PBL__OUT(a, 0), PBL__IN(a, 0), PBL__IN(a, 1),
+    PBL__LAUNCH(softmax_grad_k, pbl__blocks(rows), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__IN(a, 0), PBL__IN(a, 1),
                                                                       rows, cols, logarithm);
     PBL__LAUNCHED();
 done:

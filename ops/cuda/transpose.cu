@@ -40,7 +40,7 @@ extern "C" pbl_status pbl__cuda_transpose(const pbl__cuda_launch *l, const pbl__
         w.step[k] = xstride[p];
         w.dim[k] = xs->dim[p];
     }
-    transpose_k<<<pbl__blocks(n), PBL__THREADS, 0, l->stream>>>((uint32_t *)a->out[0], (const uint32_t *)a->in[0], n, w);
+    PBL__LAUNCH(transpose_k, pbl__blocks(n), PBL__THREADS, 0, l->stream)((uint32_t *)a->out[0], (const uint32_t *)a->in[0], n, w);
     PBL__LAUNCHED();
 done:
     return s;
