@@ -1,6 +1,6 @@
 /*
- * conv2d over NCHW and its gradient ops. conv2d runs on the CPU (ops/cpu/conv.c: im2col + sgemm);
- * the gradient ops are shape-only: planned, never run.
+ * conv2d over NCHW and its gradient ops, all run on the CPU (ops/cpu/conv.c: im2col + sgemm,
+ * col2im for the input gradient).
  *
  *   conv2d              x[N,C,H,W] w[Cout,C/groups,kh,kw] b?[Cout]  ->  y[N,Cout,OH,OW]
  *   conv2d_grad_input   dy[N,Cout,OH,OW] w                          ->  dx (shape: x's shape)
@@ -150,10 +150,12 @@ const pbl__op pbl__op_conv2d_grad_input = {
     .name = "conv2d_grad_input", .n_in_min = 2, .n_in_max = 2, .n_out = 1,
     .attrs = conv_attrs, .n_attrs = 5,
     .infer = conv_grad_input_infer,
+    .cpu = pbl__cpu_conv2d_grad_input,
 };
 
 const pbl__op pbl__op_conv2d_grad_weight = {
     .name = "conv2d_grad_weight", .n_in_min = 2, .n_in_max = 2, .n_out = 1,
     .attrs = conv_attrs, .n_attrs = 5,
     .infer = conv_grad_weight_infer,
+    .cpu = pbl__cpu_conv2d_grad_weight,
 };

@@ -1,7 +1,7 @@
 /*
- * Pooling over NCHW and the gradient ops. The forward ops run on the CPU (ops/cpu/pool.c;
- * avg_pool2d divides by the taps inside x, ONNX's count_include_pad = 0); the gradient ops are
- * shape-only: planned, never run.
+ * Pooling over NCHW and the gradient ops, all run on the CPU (ops/cpu/pool.c; avg_pool2d
+ * divides by the taps inside x, ONNX's count_include_pad = 0; max_pool2d_grad gives each
+ * output's gradient to the first tap, in window order, whose x equals y).
  *
  *   max_pool2d            x[N,C,H,W]  ->  y[N,C,OH,OW]     kernel, stride, pad, dilation
  *   avg_pool2d            x[N,C,H,W]  ->  y[N,C,OH,OW]     kernel, stride, pad, dilation
@@ -152,6 +152,7 @@ const pbl__op pbl__op_max_pool2d_grad = {
     .name = "max_pool2d_grad", .n_in_min = 3, .n_in_max = 3, .n_out = 1,
     .attrs = pool_attrs, .n_attrs = 4,
     .infer = max_pool_grad_infer,
+    .cpu = pbl__cpu_max_pool2d_grad,
 };
 
 const pbl__op pbl__op_avg_pool2d = {
@@ -165,6 +166,7 @@ const pbl__op pbl__op_avg_pool2d_grad = {
     .name = "avg_pool2d_grad", .n_in_min = 1, .n_in_max = 1, .n_out = 1,
     .attrs = pool_attrs, .n_attrs = 5,
     .infer = avg_pool_grad_infer,
+    .cpu = pbl__cpu_avg_pool2d_grad,
 };
 
 /* ---- global_avg_pool: the mean over every dim after the first two ------------------------- */
@@ -231,4 +233,5 @@ const pbl__op pbl__op_global_avg_pool_grad = {
     .name = "global_avg_pool_grad", .n_in_min = 1, .n_in_max = 1, .n_out = 1,
     .attrs = shape_attr, .n_attrs = 1,
     .infer = global_pool_grad_infer,
+    .cpu = pbl__cpu_global_avg_pool_grad,
 };

@@ -921,6 +921,53 @@ static void test_grad_backward_nodes_marked_named_dumped(void **state)
     assert_int_equal(fails, 0);
 }
 
+/* ---- convolution and pooling ------------------------------------------------------------------- */
+
+/* conv2d (its input, weight and bias gradients: conv2d_grad_input, conv2d_grad_weight, sum),
+ * avg_pool2d and global_avg_pool: linear in each input, so the central difference is exact up
+ * to rounding. max_pool2d is tested in test_ops against its definition (a finite difference
+ * straddles a change of the max whenever two taps lie within h). */
+static void test_grad_conv_pool(void **state)
+{
+    (void)state;
+    static const int64_t s1[] = { 1, 1 }, s2[] = { 2, 1 }, s12[] = { 1, 2 }, p1[] = { 1, 1, 1, 1 },
+                         pa[] = { 0, 1, 1, 0 }, pb[] = { 2, 0, 1, 1 }, d1[] = { 1, 1 }, d2[] = { 2, 1 },
+                         k2[] = { 2, 2 }, k23[] = { 2, 3 }, k3[] = { 3, 3 };
+    const pbl_attr same[] = { PBL_ATTR_INTS("stride", s1, 2), PBL_ATTR_INTS("pad", p1, 4),
+                              PBL_ATTR_INTS("dilation", d1, 2), PBL_ATTR_INT("groups", 1) };
+    const pbl_attr grouped[] = { PBL_ATTR_INTS("stride", s2, 2), PBL_ATTR_INTS("pad", pa, 4),
+                                 PBL_ATTR_INTS("dilation", d1, 2), PBL_ATTR_INT("groups", 2) };
+    const pbl_attr dilated[] = { PBL_ATTR_INTS("stride", s12, 2), PBL_ATTR_INTS("pad", pb, 4),
+                                 PBL_ATTR_INTS("dilation", d2, 2), PBL_ATTR_INT("groups", 1) };
+    const pbl_attr depthwise[] = { PBL_ATTR_INTS("pad", p1, 4), PBL_ATTR_INT("groups", 3) };
+    const pbl_attr avg_a[] = { PBL_ATTR_INTS("kernel", k3, 2), PBL_ATTR_INTS("stride", s12, 2),
+                               PBL_ATTR_INTS("pad", p1, 4) };
+    const pbl_attr avg_b[] = { PBL_ATTR_INTS("kernel", k23, 2), PBL_ATTR_INTS("stride", s2, 2),
+                               PBL_ATTR_INTS("pad", pa, 4), PBL_ATTR_INTS("dilation", d2, 2) };
+    const pbl_attr avg_c[] = { PBL_ATTR_INTS("kernel", k2, 2), PBL_ATTR_INTS("stride", k2, 2) };
+    const gcase cases[] = {
+        { .label = "conv2d x[2,3,5,6] w[4,3,3,3] b[4] pad 1", .op = "conv2d", .n_in = 3,
+          .shape = { PBL_SHAPE(2, 3, 5, 6), PBL_SHAPE(4, 3, 3, 3), PBL_SHAPE(4) }, .attrs = same, .n_attrs = 4 },
+        { .label = "conv2d x[1,4,7,6] w[6,2,3,2] groups 2 stride 2,1 pad 0,1,1,0", .op = "conv2d", .n_in = 2,
+          .shape = { PBL_SHAPE(1, 4, 7, 6), PBL_SHAPE(6, 2, 3, 2) }, .attrs = grouped, .n_attrs = 4 },
+        { .label = "conv2d x[2,2,8,6] w[3,2,3,3] b[3] stride 1,2 pad 2,0,1,1 dilation 2,1", .op = "conv2d", .n_in = 3,
+          .shape = { PBL_SHAPE(2, 2, 8, 6), PBL_SHAPE(3, 2, 3, 3), PBL_SHAPE(3) }, .attrs = dilated, .n_attrs = 4 },
+        { .label = "conv2d x[2,3,4,5] w[3,1,3,3] depthwise", .op = "conv2d", .n_in = 2,
+          .shape = { PBL_SHAPE(2, 3, 4, 5), PBL_SHAPE(3, 1, 3, 3) }, .attrs = depthwise, .n_attrs = 2 },
+        { .label = "conv2d x[2,3,4,3] w[5,3,1,1] (1x1: x read in place)", .op = "conv2d", .n_in = 2,
+          .shape = { PBL_SHAPE(2, 3, 4, 3), PBL_SHAPE(5, 3, 1, 1) } },
+        { .label = "avg_pool2d x[2,2,5,7] kernel 3 stride 1,2 pad 1", .op = "avg_pool2d", .n_in = 1,
+          .shape = { PBL_SHAPE(2, 2, 5, 7) }, .attrs = avg_a, .n_attrs = 3 },
+        { .label = "avg_pool2d x[1,2,7,6] kernel 2,3 stride 2,1 pad 0,1,1,0 dilation 2,1", .op = "avg_pool2d",
+          .n_in = 1, .shape = { PBL_SHAPE(1, 2, 7, 6) }, .attrs = avg_b, .n_attrs = 4 },
+        { .label = "avg_pool2d x[2,3,4,6] kernel 2 stride 2", .op = "avg_pool2d", .n_in = 1,
+          .shape = { PBL_SHAPE(2, 3, 4, 6) }, .attrs = avg_c, .n_attrs = 2 },
+        { .label = "global_avg_pool x[2,3,4,5]", .op = "global_avg_pool", .n_in = 1, .shape = { PBL_SHAPE(2, 3, 4, 5) } },
+        { .label = "global_avg_pool x[3,2,7]", .op = "global_avg_pool", .n_in = 1, .shape = { PBL_SHAPE(3, 2, 7) } },
+    };
+    assert_int_equal(run_cases(cases, NCASES(cases), 16), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -932,6 +979,7 @@ int main(void)
         cmocka_unit_test(test_grad_reductions),
         cmocka_unit_test(test_grad_shape_ops),
         cmocka_unit_test(test_grad_dropout),
+        cmocka_unit_test(test_grad_conv_pool),
         cmocka_unit_test(test_grad_mlp),
         cmocka_unit_test(test_grad_three_consumers),
         cmocka_unit_test(test_grad_dead_values),

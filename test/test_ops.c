@@ -810,6 +810,75 @@ static void test_pools(void **state)
     assert_int_equal(fails, 0);
 }
 
+/* max_pool2d_grad(dy, x, y) against its definition: each output's dy goes to ONE tap, the first
+ * in window order (rows, then columns) whose x equals y. x takes 3 values only, so most windows
+ * hold tied maxima: sending dy to every tied tap, or to the last one, fails. */
+static int max_pool_grad_case(th_rng *r, const win_case *k)
+{
+    int64_t OH = win_out(k->H, k->KH, k->stride[0], k->pad[0], k->pad[2], k->dil[0]);
+    int64_t OW = win_out(k->W, k->KW, k->stride[1], k->pad[1], k->pad[3], k->dil[1]);
+    th_set_case("max_pool2d_grad x[%lld,%lld,%lld,%lld] kernel %lld,%lld stride %lld,%lld pad %lld,%lld,%lld,%lld "
+                "dilation %lld,%lld", (long long)k->N, (long long)k->C, (long long)k->H, (long long)k->W,
+                (long long)k->KH, (long long)k->KW, (long long)k->stride[0], (long long)k->stride[1],
+                (long long)k->pad[0], (long long)k->pad[1], (long long)k->pad[2], (long long)k->pad[3],
+                (long long)k->dil[0], (long long)k->dil[1]);
+    int64_t NC = k->N * k->C, nx = NC * k->H * k->W, ny = NC * OH * OW;
+    in_spec in[3] = { { .shape = PBL_SHAPE(k->N, k->C, OH, OW) }, { .shape = PBL_SHAPE(k->N, k->C, k->H, k->W) },
+                      { .shape = PBL_SHAPE(k->N, k->C, OH, OW) } };
+    int64_t kern[2] = { k->KH, k->KW };
+    pbl_attr at[] = { PBL_ATTR_INTS("kernel", kern, 2), PBL_ATTR_INTS("stride", k->stride, 2),
+                      PBL_ATTR_INTS("pad", k->pad, 4), PBL_ATTR_INTS("dilation", k->dil, 2) };
+    one_node c;
+    if (one_build(&c, "max_pool2d_grad", in, 3, at, 4))
+        return 1;
+    float *dy = th_falloc(ny), *x = th_falloc(nx), *y = th_falloc(ny), *dx = th_falloc(nx);
+    double *want = th_dalloc(nx);
+    th_fill(r, dy, ny, -1, 1);
+    for (int64_t i = 0; i < nx; i++)
+        x[i] = -1.0f - (float)th_int(r, 0, 2); /* -1, -2 or -3 */
+    for (int64_t p = 0; p < NC; p++)
+        for (int64_t i = 0; i < OH; i++)
+            for (int64_t j = 0; j < OW; j++) {
+                int64_t o = (p * OH + i) * OW + j, first = -1;
+                float m = -INFINITY;
+                for (int64_t u = 0; u < k->KH; u++)
+                    for (int64_t v = 0; v < k->KW; v++) {
+                        int64_t ih = i * k->stride[0] - k->pad[0] + u * k->dil[0];
+                        int64_t iw = j * k->stride[1] - k->pad[1] + v * k->dil[1];
+                        if (ih < 0 || ih >= k->H || iw < 0 || iw >= k->W)
+                            continue;
+                        int64_t at_ = (p * k->H + ih) * k->W + iw;
+                        if (x[at_] > m)
+                            m = x[at_], first = at_;
+                    }
+                y[o] = m;
+                want[first] += dy[o];
+            }
+    int fails = one_run(&c, (const void *[]){ dy, x, y });
+    if (!fails)
+        fails += read_value(&c, c.out[0], dx, nx);
+    if (!fails)
+        fails += th_close("dx", dx, want, NULL, nx, 1e-7, 1e-6);
+    free(dy), free(x), free(y), free(dx), free(want);
+    one_free(&c);
+    return fails;
+}
+
+static void test_max_pool_grad(void **state)
+{
+    (void)state;
+    th_rng r = th_rng_seed(1515);
+    const win_case cases[] = {
+        { 2, 3, 6, 6, 0, 2, 2, 1, { 2, 2 }, { 0, 0, 0, 0 }, { 1, 1 }, 0 },   /* disjoint windows */
+        { 1, 2, 5, 7, 0, 3, 3, 1, { 1, 2 }, { 1, 1, 2, 0 }, { 1, 1 }, 0 },   /* overlapping, padded */
+        { 2, 1, 7, 6, 0, 2, 3, 1, { 2, 1 }, { 1, 0, 0, 2 }, { 2, 2 }, 0 },   /* dilated */
+    };
+    int fails = 0;
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++)
+        fails += max_pool_grad_case(&r, &cases[i]);
+    assert_int_equal(fails, 0);
+}
+
 /* ---- fully_connected_packed ------------------------------------------------------------------ */
 
 /* w[N,K] packed as the op documents (wp[p, k, j] = w[16p + j, k], 0 past N); y against
@@ -1400,6 +1469,7 @@ int main(void)
         cmocka_unit_test(test_fully_connected_packed),
         cmocka_unit_test(test_conv2d),
         cmocka_unit_test(test_pools),
+        cmocka_unit_test(test_max_pool_grad),
         cmocka_unit_test(test_dropout_p0_is_identity),
         cmocka_unit_test(test_dropout_half),
         cmocka_unit_test(test_scale_fill),

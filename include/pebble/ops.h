@@ -45,21 +45,25 @@
  *                                                     element-wise steps (ops/fused.h); made by
  *                                                     pbl_graph_fuse; not differentiable
  *
- * Convolution and pooling (the forward ops run on the CPU; their gradient ops are shape-only):
+ * Convolution and pooling (they and their gradient ops run on the CPU; max_pool2d's
+ * gradient goes to the first tap, in window order, whose x equals y):
  * conv2d                      x[N,C,H,W] w[Co,C/g,kh,kw] b?[Co]  y  stride, pad (1, 2 or 4 ints),
  *                                                                   dilation, groups (1)
  * max_pool2d / avg_pool2d     x[N,C,H,W]              y            kernel (required), stride (1),
  *                                                                  pad, dilation; avg divides by
  *                                                                  the taps inside x (not pads)
  * global_avg_pool             x[N,C,...]              y[N,C,1,...]
+ * conv2d_grad_input  dy w -> dx,  conv2d_grad_weight  dy x -> dw   (the window attributes, shape:
+ *                                                     the shape made), max_pool2d_grad dy x y -> dx,
+ *                                                     avg_pool2d_grad dy -> dx (shape),
+ *                                                     global_avg_pool_grad dy -> dx (shape)
  *
  * Shape-only ops (planned, never run: the CPU backend refuses them with PBL_ERR_UNSUPPORTED;
  * they let pebble plan convolutional networks and transformers):
  * batch_norm                  x[N,C,...] scale[C] bias[C]  y, mean, inv_std   eps (1e-5)
  * layer_norm                  x[...,D] gamma[D] beta[D]    y, mean, inv_std   eps (1e-5)
  * embedding                   ids (i32, any rank) table[V,D]  y[...,D]
- * conv2d_grad_input / conv2d_grad_weight, max_pool2d_grad, avg_pool2d_grad,
- * global_avg_pool_grad, batch_norm_grad, layer_norm_grad, embedding_grad: their gradient ops.
+ * batch_norm_grad, layer_norm_grad, embedding_grad: their gradient ops.
  * transpose                   x                       y            perm ([] = reverse); runs on the CPU
  *
  * The optimizer ops write their outputs over their inputs (w' is w's storage): every other

@@ -24,8 +24,8 @@
  *   mobilenet_v2  ImageNet MobileNet v2 1.0, 224x224 (batch 32, SGD with momentum)
  *   bert_base     BERT-base encoder, sequence 128 (batch 8, Adam; MLM loss when training)
  *
- * Convolutions, pooling, normalisation and embeddings are shape-only ops: such graphs can be
- * validated, differentiated and planned, but pbl_exec_create refuses them
+ * Normalisation and embeddings are shape-only ops (convolutions and pooling run): graphs with
+ * them can be validated, differentiated and planned, but pbl_exec_create refuses them
  * (PBL_ERR_UNSUPPORTED). The mlp models run.
  *
  * Everything here is thread-safe: no state is shared between calls.
