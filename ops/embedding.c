@@ -1,5 +1,6 @@
 /*
- * embedding: a table lookup, and its gradient op. Shape-only: planned, never run.
+ * embedding: a table lookup, and its gradient op. Kernels in ops/cpu/embedding.c and
+ * ops/cuda/embedding.cu; an id outside [0, V) fails the run with PBL_ERR_INVALID_ARG.
  *
  *   embedding       ids[...] i32, table[V,D]  ->  y[..., D]     y[i, :] = table[ids[i], :]
  *   embedding_grad  dy[..., D], ids[...] i32  ->  dtable[V,D]   num_embeddings = V
@@ -7,7 +8,7 @@
  * The gradient scatters dy's rows into a zeroed [V, D] (summing repeats); it reads the ids,
  * never the table.
  */
-#include "ops/registry.h"
+#include "ops/cpu/kernels.h"
 
 /* ids (input i) must be i32 and y's shape ids + [d], at most PBL_MAX_DIMS dims. */
 static pbl_status ids_check(pbl__infer_ctx *c, int32_t i)
@@ -63,6 +64,7 @@ const pbl__op pbl__op_embedding = {
     .name = "embedding", .n_in_min = 2, .n_in_max = 2, .n_out = 1,
     .infer = embedding_infer, .grad = embedding_grad,
     .grad_reads_in = 0x1, /* the ids */
+    .cpu = pbl__cpu_embedding,
 };
 
 static const pbl__attr_spec grad_attrs[] = { { .name = "num_embeddings", .type = PBL_ATTR_INT, .required = 1 } };
@@ -95,4 +97,5 @@ const pbl__op pbl__op_embedding_grad = {
     .name = "embedding_grad", .n_in_min = 2, .n_in_max = 2, .n_out = 1,
     .attrs = grad_attrs, .n_attrs = 1,
     .infer = embedding_grad_infer,
+    .cpu = pbl__cpu_embedding_grad,
 };

@@ -1,6 +1,6 @@
 /*
  * batch_norm and layer_norm (training form: statistics of the batch) with their gradient ops.
- * Shape-only: planned, never run (no CPU kernel).
+ * Kernels: ops/cpu/norm.c (the formulas are written there), ops/cuda/norm.cu.
  *
  *   batch_norm       x[N,C,...] scale[C] bias[C]   ->  y, mean[C], inv_std[C]           eps (1e-5)
  *   batch_norm_grad  dy x scale mean inv_std       ->  dx, dscale[C], dbias[C]
@@ -13,7 +13,7 @@
  * Running averages for inference are not modelled (they are small, and no node of a training
  * step reads them).
  */
-#include "ops/registry.h"
+#include "ops/cpu/kernels.h"
 
 static const pbl__attr_spec eps_attr[] = { { .name = "eps", .type = PBL_ATTR_FLOAT, .f = 1e-5 } };
 
@@ -133,11 +133,13 @@ const pbl__op pbl__op_batch_norm = {
     .attrs = eps_attr, .n_attrs = 1,
     .infer = batch_norm_infer, .grad = batch_norm_grad,
     .grad_reads_in = 0x3, .grad_reads_out = 0x6, /* x, scale; mean, inv_std (not y, not bias) */
+    .cpu = pbl__cpu_batch_norm,
 };
 
 const pbl__op pbl__op_batch_norm_grad = {
     .name = "batch_norm_grad", .n_in_min = 5, .n_in_max = 5, .n_out = 3,
     .infer = batch_norm_grad_infer,
+    .cpu = pbl__cpu_batch_norm_grad,
 };
 
 const pbl__op pbl__op_layer_norm = {
@@ -145,9 +147,11 @@ const pbl__op pbl__op_layer_norm = {
     .attrs = eps_attr, .n_attrs = 1,
     .infer = layer_norm_infer, .grad = layer_norm_grad,
     .grad_reads_in = 0x3, .grad_reads_out = 0x6,
+    .cpu = pbl__cpu_layer_norm,
 };
 
 const pbl__op pbl__op_layer_norm_grad = {
     .name = "layer_norm_grad", .n_in_min = 5, .n_in_max = 5, .n_out = 3,
     .infer = layer_norm_grad_infer,
+    .cpu = pbl__cpu_layer_norm_grad,
 };

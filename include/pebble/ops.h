@@ -45,6 +45,14 @@
  *                                                     element-wise steps (ops/fused.h); made by
  *                                                     pbl_graph_fuse; not differentiable
  *
+ * Normalisation (training form: statistics of the batch, biased variance; mean and inv_std =
+ * 1/sqrt(var + eps) are saved for the gradient) and embedding; they and their gradient ops run:
+ * batch_norm                  x[N,C,...] scale[C] bias[C]  y, mean[C], inv_std[C]          eps (1e-5)
+ * layer_norm                  x[...,D] gamma[D] beta[D]    y, mean[...,1], inv_std[...,1]  eps (1e-5)
+ * embedding                   ids (i32, any rank) table[V,D]  y[...,D]; an id outside [0, V)
+ *                                                     fails the run (PBL_ERR_INVALID_ARG)
+ * batch_norm_grad, layer_norm_grad, embedding_grad: their gradient ops.
+ *
  * Convolution and pooling (they and their gradient ops run on the CPU; max_pool2d's
  * gradient goes to the first tap, in window order, whose x equals y):
  * conv2d                      x[N,C,H,W] w[Co,C/g,kh,kw] b?[Co]  y  stride, pad (1, 2 or 4 ints),
@@ -58,12 +66,6 @@
  *                                                     avg_pool2d_grad dy -> dx (shape),
  *                                                     global_avg_pool_grad dy -> dx (shape)
  *
- * Shape-only ops (planned, never run: the CPU backend refuses them with PBL_ERR_UNSUPPORTED;
- * they let pebble plan convolutional networks and transformers):
- * batch_norm                  x[N,C,...] scale[C] bias[C]  y, mean, inv_std   eps (1e-5)
- * layer_norm                  x[...,D] gamma[D] beta[D]    y, mean, inv_std   eps (1e-5)
- * embedding                   ids (i32, any rank) table[V,D]  y[...,D]
- * batch_norm_grad, layer_norm_grad, embedding_grad: their gradient ops.
  * transpose                   x                       y            perm ([] = reverse); runs on the CPU
  *
  * The optimizer ops write their outputs over their inputs (w' is w's storage): every other

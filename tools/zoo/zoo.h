@@ -24,9 +24,8 @@
  *   mobilenet_v2  ImageNet MobileNet v2 1.0, 224x224 (batch 32, SGD with momentum)
  *   bert_base     BERT-base encoder, sequence 128 (batch 8, Adam; MLM loss when training)
  *
- * Normalisation and embeddings are shape-only ops (convolutions and pooling run): graphs with
- * them can be validated, differentiated and planned, but pbl_exec_create refuses them
- * (PBL_ERR_UNSUPPORTED). The mlp models run.
+ * Every op has a CPU kernel: every model runs on the CPU (resnet50_train at batch 32 plans a
+ * 5.5 GiB arena; bert_base_train 2.6 GiB).
  *
  * Everything here is thread-safe: no state is shared between calls.
  */
