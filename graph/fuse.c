@@ -1,17 +1,23 @@
 /*
- * Operator fusion (pebble/fuse.h): groups of nodes become one fully_connected_act or
- * elementwise_chain node in a copy of the graph.
+ * Operator fusion (pebble/fuse.h): groups of nodes become one fully_connected_act,
+ * elementwise_chain, fully_connected_grad_wb or matmul_act_grad node in a copy of the graph.
  *
- * Groups are chains: each member's only output is read by exactly one node input, the next
- * member's, and is no graph output. They are found in node-id order, greedily, and a node
- * joins a group only if the group stays convex in the graph where earlier groups are already
- * contracted to one node: otherwise the fused graph could have a cycle (a group reading a
- * weight before its update and, through another member, something computed after it).
+ * Most groups are chains: each member's only output is read by exactly one node input, the
+ * next member's, and is no graph output. The weight/bias-gradient groups are siblings
+ * instead: a product and a reduction that both read the same incoming gradient, with no
+ * value passing between them. Groups are found in node-id order, greedily, and a node joins a
+ * group only if the group stays convex in the graph where earlier groups are already
+ * contracted to one node (for siblings: in both directions): otherwise the fused graph could
+ * have a cycle (a group reading a weight before its update and, through another member,
+ * something computed after it).
  *
- * The copy keeps node-id order, each fused node taking its last member's place: its inputs
- * are all produced earlier (a member's outside inputs come from nodes with smaller ids, and
- * an inside value is read by nobody else), so the copy is built front to back like the
- * original and the executor's id-ordered schedule runs it in the original's order.
+ * The copy keeps node-id order, each fused node taking its emission point's place: for a
+ * chain its last member's (its inputs are all produced earlier: a member's outside inputs
+ * come from nodes with smaller ids, and an inside value is read by nobody else); for a
+ * sibling pair the earlier member's when every input of the later one exists by then, else
+ * the later member's when nothing reads the earlier one's output before it. So the copy is
+ * built front to back like the original and the executor's schedule (dependencies, then
+ * smallest id) runs it in the original's order up to that one move.
  */
 #include <stdio.h>
 #include <string.h>
@@ -22,7 +28,7 @@
 #include "ops/registry.h"
 #include "pebble/fuse.h"
 
-enum { KIND_NONE, KIND_DENSE, KIND_CHAIN };
+enum { KIND_NONE, KIND_DENSE, KIND_CHAIN, KIND_WEIGHT_BIAS, KIND_ACT_GRAD };
 
 typedef struct fuser {
     const pbl_graph *g;
@@ -33,6 +39,7 @@ typedef struct fuser {
     pbl_node        *head;     /* per node: its group's first member (itself when alone) */
     pbl_node        *next;     /* per node: the next member of its group, PBL_NONE at the end */
     pbl_node        *last;     /* per group head: the last member */
+    pbl_node        *emit;     /* per group head: the node whose place the fused node takes */
     int32_t         *kind;     /* per group head */
     int32_t         *seen;     /* per node: the stamp of the last search that reached it */
     pbl_node        *queue;
@@ -94,6 +101,7 @@ static void join(fuser *f, pbl_node h, pbl_node b, int32_t kind)
 {
     f->next[f->last[h]] = b;
     f->last[h] = b;
+    f->emit[h] = b;
     f->head[b] = h;
     f->kind[h] = kind;
 }
@@ -161,6 +169,89 @@ static void find_chain(fuser *f, pbl_node i)
         operands += is_binary(g->nodes[c].op);
         t = c;
     }
+}
+
+/* ---- backward: weight + bias gradients, data-gradient product + activation gradient ------- */
+
+static int is_act_grad(int32_t op)
+{
+    return op == PBL__OP_relu_grad || op == PBL__OP_sigmoid_grad || op == PBL__OP_tanh_grad || op == PBL__OP_gelu_grad;
+}
+
+/* Node r reduces the 2-D value dy [N, out] over its rows to [out]: sum(dy, axes [0]) or
+ * sum_to(dy, [out]) — the bias gradients of fully_connected and of a bias add. */
+static int is_row_sum(const fuser *f, pbl_node r, pbl_value dy)
+{
+    const pbl_graph *g = f->g;
+    const pbl__node *n = &g->nodes[r];
+    const pbl_shape *x = &g->values[dy].meta.shape, *y = &g->values[n->out[0]].meta.shape;
+    if ((n->op != PBL__OP_sum && n->op != PBL__OP_sum_to) || n->in[0] != dy || x->ndim != 2)
+        return 0;
+    if (n->op == PBL__OP_sum) {
+        const pbl__attr_val *axes = &n->attr[0];
+        if (axes->n_ints != 1 || (axes->ints[0] != 0 && axes->ints[0] != -2))
+            return 0;
+    }
+    return y->ndim == 1 && y->dim[0] == x->dim[1];
+}
+
+/* The fused node of siblings lo < hi can take lo's place if every input of hi is produced
+ * by then (a variable, or a node emitted before lo), or hi's place if nothing depends on lo
+ * before hi. Returns that place, or PBL_NONE. */
+static pbl_node sibling_place(const fuser *f, pbl_node lo, pbl_node hi)
+{
+    int early = 1, late = 1;
+    for (int32_t e = f->deps.pred_start[hi]; e < f->deps.pred_start[hi + 1] && early; e++)
+        early = f->emit[f->head[f->deps.pred[e]]] < lo;
+    if (early)
+        return lo;
+    for (int32_t e = f->deps.succ_start[lo]; e < f->deps.succ_start[lo + 1] && late; e++)
+        late = f->emit[f->head[f->deps.succ[e]]] > hi;
+    return late ? hi : PBL_NONE;
+}
+
+/* matmul(dy, x, trans_a = 1) from node i (fully_connected's weight gradient) and a reduction
+ * of dy over its rows (its bias gradient) -> one fully_connected_grad_wb group. */
+static void find_weight_bias(fuser *f, pbl_node i)
+{
+    const pbl_graph *g = f->g;
+    const pbl__node *n = &g->nodes[i];
+    if (n->op != PBL__OP_matmul || f->head[i] != i || f->next[i] != PBL_NONE || n->attr[0].i != 1 ||
+        n->attr[1].i != 0 || g->values[n->in[0]].meta.shape.ndim != 2 || g->values[n->in[1]].meta.shape.ndim != 2)
+        return;
+    pbl_value dy = n->in[0];
+    pbl_node p = g->values[dy].producer;
+    if (p == PBL_NONE)
+        return;
+    /* dy's readers are among its producer's successors */
+    for (int32_t e = f->deps.succ_start[p]; e < f->deps.succ_start[p + 1]; e++) {
+        pbl_node r = f->deps.succ[e];
+        if (r == i || f->head[r] != r || f->next[r] != PBL_NONE || !is_row_sum(f, r, dy) ||
+            g->nodes[r].is_backward != n->is_backward || !joins_convexly(f, i, r) || !joins_convexly(f, r, i))
+            continue;
+        pbl_node place = sibling_place(f, i < r ? i : r, i < r ? r : i);
+        if (place == PBL_NONE)
+            continue;
+        join(f, i, r, KIND_WEIGHT_BIAS); /* the head is the product, the second member the sum */
+        f->emit[i] = place;
+        return;
+    }
+}
+
+/* act_grad(matmul(a, b), s) at node i -> one matmul_act_grad group: the product read by
+ * nothing else. */
+static void find_act_grad(fuser *f, pbl_node i)
+{
+    const pbl_graph *g = f->g;
+    const pbl__node *n = &g->nodes[i];
+    if (!is_act_grad(n->op) || f->head[i] != i || f->next[i] != PBL_NONE || n->in[1] == n->in[0])
+        return;
+    pbl_node p = g->values[n->in[0]].producer;
+    if (p == PBL_NONE || g->nodes[p].op != PBL__OP_matmul || f->head[p] != p || f->next[p] != PBL_NONE ||
+        sole_reader(f, n->in[0]) != i)
+        return;
+    if (may_join(f, p, i))
+        join(f, p, i, KIND_ACT_GRAD);
 }
 
 /* ---- the copy ----------------------------------------------------------------------------- */
@@ -242,14 +333,38 @@ static int64_t chain_code(const pbl__node *c, pbl_value v)
     return c->in[0] == v ? fwd[k] : rev[k];
 }
 
+/* The inputs and attributes of a backward group's node: fully_connected_grad_wb (dy, x) or
+ * matmul_act_grad (a, b, s; trans_a, trans_b, act). */
+static const char *backward_node(copier *c, pbl_node h, pbl_value *in, int32_t *n_in, pbl_attr *attrs,
+                                 int32_t *n_attrs)
+{
+    const fuser *f = c->f;
+    const pbl__node *mm = &f->g->nodes[h];
+    in[(*n_in)++] = c->copy[mm->in[0]];
+    in[(*n_in)++] = c->copy[mm->in[1]];
+    if (f->kind[h] == KIND_WEIGHT_BIAS) {
+        c->r->weight_bias++;
+        return "fully_connected_grad_wb";
+    }
+    const pbl__node *ag = &f->g->nodes[f->next[h]];
+    static const int64_t act[] = { [PBL__OP_relu_grad] = PBL__ACT_RELU, [PBL__OP_sigmoid_grad] = PBL__ACT_SIGMOID,
+                                   [PBL__OP_tanh_grad] = PBL__ACT_TANH, [PBL__OP_gelu_grad] = PBL__ACT_GELU };
+    in[(*n_in)++] = c->copy[ag->in[1]];
+    attrs[(*n_attrs)++] = PBL_ATTR_INT("trans_a", mm->attr[0].i);
+    attrs[(*n_attrs)++] = PBL_ATTR_INT("trans_b", mm->attr[1].i);
+    attrs[(*n_attrs)++] = PBL_ATTR_INT("act", act[ag->op]);
+    c->r->act_grads++;
+    return "matmul_act_grad";
+}
+
 /* Adds the fused node of the group headed by h. */
 static pbl_status emit_group(copier *c, pbl_node h)
 {
     const fuser *f = c->f;
     const pbl_graph *g = f->g;
-    pbl_value in[PBL__MAX_IN];
+    pbl_value in[PBL__MAX_IN], out[PBL__MAX_OUT];
     int32_t n_in = 0;
-    pbl_attr attrs[2];
+    pbl_attr attrs[3];
     int32_t n_attrs = 0;
     int64_t codes[PBL_MAX_INTS];
     const char *op;
@@ -271,7 +386,7 @@ static pbl_status emit_group(copier *c, pbl_node h)
         attrs[n_attrs++] = PBL_ATTR_INT("act", act);
         attrs[n_attrs++] = PBL_ATTR_INT("bias_after", after);
         c->r->dense++;
-    } else {
+    } else if (f->kind[h] == KIND_CHAIN) {
         int32_t n_codes = 0;
         pbl_value v = g->nodes[h].in[0];
         in[n_in++] = c->copy[v];
@@ -285,15 +400,29 @@ static pbl_status emit_group(copier *c, pbl_node h)
         op = "elementwise_chain";
         attrs[n_attrs++] = PBL_ATTR_INTS("codes", codes, n_codes);
         c->r->chains++;
+    } else {
+        op = backward_node(c, h, in, &n_in, attrs, &n_attrs);
     }
     char name[256];
     group_name(f, h, name, sizeof name);
     pbl_node t = f->last[h];
     pbl_node_desc d = { .op = op, .name = name, .inputs = in, .n_inputs = n_in, .attrs = attrs, .n_attrs = n_attrs };
     c->ng->in_backward = g->nodes[h].is_backward;
-    pbl_status s = pbl_graph_add_node(c->ng, &d, NULL, &c->copy[g->nodes[t].out[0]]);
-    if (s != PBL_OK)
+    pbl_status s = pbl_graph_add_node(c->ng, &d, NULL, out);
+    if (s != PBL_OK) {
         snprintf(c->err, c->errlen, "adding fused node '%s': %s", name, pbl_graph_errmsg(c->ng));
+    } else if (f->kind[h] == KIND_WEIGHT_BIAS) {
+        /* dw and db are parameter gradients, looked up by name: they keep theirs */
+        pbl_value old[2] = { g->nodes[h].out[0], g->nodes[t].out[0] };
+        for (int k = 0; k < 2 && s == PBL_OK; k++) {
+            c->copy[old[k]] = out[k];
+            s = pbl__graph_rename_value(c->ng, out[k], g->values[old[k]].name);
+            if (s != PBL_OK)
+                snprintf(c->err, c->errlen, "fused node '%s': %s", name, pbl_graph_errmsg(c->ng));
+        }
+    } else {
+        c->copy[g->nodes[t].out[0]] = out[0];
+    }
     for (pbl_node m = h; m != PBL_NONE; m = f->next[m])
         c->r->fused_nodes++;
     return s;
@@ -328,7 +457,7 @@ static pbl_status copy_graph(const fuser *f, const pbl_allocator *a, pbl_graph *
         if (h == i && f->next[i] == PBL_NONE) {
             c.ng->in_backward = g->nodes[i].is_backward;
             s = copy_node(&c, i);
-        } else if (f->last[h] == i) {
+        } else if (f->emit[h] == i) {
             s = emit_group(&c, h);
         }
     }
@@ -352,7 +481,7 @@ done:
 
 PBL__API pbl_fuse_options pbl_fuse_options_default(void)
 {
-    return (pbl_fuse_options){ .allocator = NULL, .dense = 1, .chains = 1 };
+    return (pbl_fuse_options){ .allocator = NULL, .dense = 1, .chains = 1, .backward = 1 };
 }
 
 PBL__API pbl_status pbl_graph_fuse(const pbl_graph *g, const pbl_fuse_options *opt, pbl_graph **out,
@@ -391,18 +520,19 @@ PBL__API pbl_status pbl_graph_fuse(const pbl_graph *g, const pbl_fuse_options *o
     f.head = pbl__mem_alloc(&m, nn * sizeof *f.head);
     f.next = pbl__mem_alloc(&m, nn * sizeof *f.next);
     f.last = pbl__mem_alloc(&m, nn * sizeof *f.last);
+    f.emit = pbl__mem_alloc(&m, nn * sizeof *f.emit);
     f.kind = pbl__mem_calloc(&m, nn * sizeof *f.kind);
     f.seen = pbl__mem_calloc(&m, nn * sizeof *f.seen);
     f.queue = pbl__mem_alloc(&m, nn * sizeof *f.queue);
     s = PBL_ERR_NOMEM;
-    if (!f.readers || !f.reader || !f.head || !f.next || !f.last || !f.kind || !f.seen || !f.queue) {
+    if (!f.readers || !f.reader || !f.head || !f.next || !f.last || !f.emit || !f.kind || !f.seen || !f.queue) {
         snprintf(err, errlen, "out of memory");
         goto done;
     }
     for (pbl_value v = 0; v < g->n_values; v++)
         f.reader[v] = PBL_NONE;
     for (pbl_node i = 0; i < g->n_nodes; i++) {
-        f.head[i] = f.last[i] = i;
+        f.head[i] = f.last[i] = f.emit[i] = i;
         f.next[i] = PBL_NONE;
         for (int32_t k = 0; k < g->nodes[i].n_in; k++) {
             f.readers[g->nodes[i].in[k]]++;
@@ -415,6 +545,10 @@ PBL__API pbl_status pbl_graph_fuse(const pbl_graph *g, const pbl_fuse_options *o
     }
     for (pbl_node i = 0; i < g->n_nodes && o.dense; i++)
         find_dense(&f, i);
+    for (pbl_node i = 0; i < g->n_nodes && o.backward; i++)
+        find_weight_bias(&f, i);
+    for (pbl_node i = 0; i < g->n_nodes && o.backward; i++)
+        find_act_grad(&f, i);
     for (pbl_node i = 0; i < g->n_nodes && o.chains; i++)
         find_chain(&f, i);
     s = copy_graph(&f, o.allocator, out, report, err, errlen);
@@ -425,6 +559,7 @@ done:
     pbl__mem_free(&m, f.head, nn * sizeof *f.head);
     pbl__mem_free(&m, f.next, nn * sizeof *f.next);
     pbl__mem_free(&m, f.last, nn * sizeof *f.last);
+    pbl__mem_free(&m, f.emit, nn * sizeof *f.emit);
     pbl__mem_free(&m, f.kind, nn * sizeof *f.kind);
     pbl__mem_free(&m, f.seen, nn * sizeof *f.seen);
     pbl__mem_free(&m, f.queue, nn * sizeof *f.queue);

@@ -326,6 +326,26 @@ void pbl__graph_truncate(pbl_graph *g, int32_t n_values, int32_t n_nodes)
     g->n_outputs = w;
 }
 
+pbl_status pbl__graph_rename_value(pbl_graph *g, pbl_value v, const char *name)
+{
+    if (v < 0 || v >= g->n_values)
+        return pbl__graph_fail(g, PBL_ERR_INVALID_ARG, "renaming value %d: no such value", (int)v);
+    if (strcmp(g->values[v].name, name) == 0)
+        return PBL_OK;
+    if (pbl__names_get(&g->value_names, name) >= 0)
+        return pbl__graph_fail(g, PBL_ERR_INVALID_ARG, "renaming value '%s' to '%s': a value of that name exists",
+                               g->values[v].name, name);
+    char *copy = pbl__mem_strdup(&g->mem, name);
+    if (!copy || pbl__names_put(&g->value_names, &g->mem, copy, v) != PBL_OK) {
+        pbl__mem_strfree(&g->mem, copy);
+        return pbl__graph_fail(g, PBL_ERR_NOMEM, "renaming value '%s' to '%s': out of memory", g->values[v].name, name);
+    }
+    pbl__names_del(&g->value_names, g->values[v].name);
+    pbl__mem_strfree(&g->mem, g->values[v].name);
+    g->values[v].name = copy;
+    return PBL_OK;
+}
+
 PBL__API pbl_status pbl_graph_set_output(pbl_graph *g, const char *name, pbl_value v)
 {
     if (!g)

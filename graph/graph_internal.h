@@ -73,6 +73,10 @@ size_t pbl__meta_bytes(const pbl__meta *m);
 /* Removes every node and value added after the counts given (undoing a failed pass). */
 void pbl__graph_truncate(pbl_graph *g, int32_t n_values, int32_t n_nodes);
 
+/* Gives value v the name `name` (a pass that rewrites a graph keeps the names callers look
+ * values up by). PBL_ERR_INVALID_ARG when another value has that name, PBL_ERR_NOMEM. */
+pbl_status pbl__graph_rename_value(pbl_graph *g, pbl_value v, const char *name);
+
 /* Runs node n's shape rule on its current inputs into out[] (the op's n_out). The message,
  * on failure, names the node, the op and the shapes involved. */
 pbl_status pbl__graph_infer_node(pbl_graph *g, const pbl__node *n, pbl__meta *out);

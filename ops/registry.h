@@ -24,7 +24,8 @@
     X(embedding) X(embedding_grad)                                                 \
     X(transpose)                                                                   \
     X(div) X(concat) X(fully_connected_packed)                                     \
-    X(fully_connected_act) X(elementwise_chain)
+    X(fully_connected_act) X(elementwise_chain)                                   \
+    X(fully_connected_grad_wb) X(matmul_act_grad)
 
 enum {
 #define PBL__OP_ENUM(n) PBL__OP_##n,

@@ -38,7 +38,8 @@ static pbl_graph *fuse(const pbl_graph *g, pbl_fuse_report *r)
     assert_int_equal(r->nodes_before, pbl_graph_node_count(g));
     assert_int_equal(r->nodes_after, pbl_graph_node_count(out));
     /* each fused node replaces at least two */
-    assert_int_equal(r->nodes_after, r->nodes_before - r->fused_nodes + r->dense + r->chains);
+    assert_int_equal(r->nodes_after,
+                     r->nodes_before - r->fused_nodes + r->dense + r->chains + r->weight_bias + r->act_grads);
     return out;
 }
 
@@ -67,18 +68,40 @@ static int32_t count_op(const pbl_graph *g, const char *op)
     return k;
 }
 
-/* Fuses g, checks the fused graph is smaller and plans no larger, and trains both. */
+/* The bytes of the largest bias gradient a fully_connected_grad_wb node of f writes: such a
+ * node writes dw and db at once, so both are live together where the unfused graph may have
+ * freed dw (its update ran) before the sum wrote db. The fused arena may exceed the unfused
+ * one by that much, no more. */
+static uint64_t wb_extra(const pbl_graph *f)
+{
+    uint64_t extra = 0;
+    for (pbl_node n = 0; n < pbl_graph_node_count(f); n++) {
+        pbl_node_info ni;
+        assert_int_equal(pbl_graph_node_info(f, n, &ni), PBL_OK);
+        if (strcmp(ni.op, "fully_connected_grad_wb") == 0) {
+            uint64_t b = value_bytes(f, ni.outputs[1]);
+            extra = b > extra ? b : extra;
+        }
+    }
+    return extra;
+}
+
+/* Fuses g, checks the fused graph is smaller and plans no larger (but for wb_extra), and
+ * trains both. */
 static void check_trains(pbl_graph *g, int steps, const char *what, int32_t min_dense)
 {
     pbl_fuse_report r;
     pbl_graph *f = fuse(g, &r);
     uint64_t a0 = arena(g), a1 = arena(f);
-    printf("  %-24s nodes %d -> %d (%d dense, %d chains), arena %llu -> %llu bytes\n", what, (int)r.nodes_before,
-           (int)r.nodes_after, (int)r.dense, (int)r.chains, (unsigned long long)a0, (unsigned long long)a1);
+    printf("  %-24s nodes %d -> %d (%d dense, %d chains, %d weight+bias, %d product+act grad), arena %llu -> %llu bytes\n",
+           what, (int)r.nodes_before, (int)r.nodes_after, (int)r.dense, (int)r.chains, (int)r.weight_bias,
+           (int)r.act_grads, (unsigned long long)a0, (unsigned long long)a1);
     assert_true(r.dense >= min_dense);
     assert_int_equal(count_op(f, "fully_connected_act"), r.dense);
+    assert_int_equal(count_op(f, "fully_connected_grad_wb"), r.weight_bias);
+    assert_int_equal(count_op(f, "matmul_act_grad"), r.act_grads);
     assert_true(r.nodes_after < r.nodes_before);
-    assert_true(a1 <= a0);
+    assert_true(a1 <= a0 + wb_extra(f));
     same_training(g, f, steps, what);
     pbl_graph_destroy(f);
 }
@@ -97,8 +120,46 @@ static void test_mlp_train_bit_identical(void **state)
     assert_true(pbl_graph_find_node(f, "fc1+relu1") != PBL_NONE);
     assert_true(pbl_graph_find_node(f, "fc2+relu2") != PBL_NONE);
     assert_true(pbl_graph_find_node(f, "fc1") == PBL_NONE);
+    /* backward: each layer's weight and bias gradients, the two hidden layers' data-gradient
+     * product + relu_grad; the gradients keep their names */
+    assert_int_equal(r.weight_bias, 3);
+    assert_int_equal(r.act_grads, 2);
+    assert_true(pbl_graph_find_node(f, "fc3/grad_w+fc3/grad_b") != PBL_NONE);
+    assert_true(pbl_graph_find_node(f, "fc3/grad_x+relu2/grad") != PBL_NONE);
+    assert_true(pbl_graph_find_node(f, "fc1/grad_b") == PBL_NONE);
+    pbl_node wb = pbl_graph_find_node(f, "fc1/grad_w+fc1/grad_b");
+    pbl_node_info ni;
+    assert_int_equal(pbl_graph_node_info(f, wb, &ni), PBL_OK);
+    assert_int_equal(ni.outputs[0], pbl_graph_find_value(f, "fc1/grad_w"));
+    assert_int_equal(ni.outputs[1], pbl_graph_find_value(f, "fc1/grad_b"));
+    pbl_graph_destroy(f);
+    /* without the backward patterns the arena never grows (see wb_extra) */
+    pbl_fuse_options o = pbl_fuse_options_default();
+    o.backward = 0;
+    assert_int_equal(pbl_graph_fuse(g, &o, &f, &r, err, sizeof err), PBL_OK);
+    assert_int_equal(r.weight_bias + r.act_grads, 0);
+    assert_int_equal(r.nodes_after, 22);
+    assert_true(arena(f) <= arena(g));
     pbl_graph_destroy(f);
     check_trains(g, 4, "mlp_train adam", 2);
+    pbl_graph_destroy(g);
+}
+
+/* 100 layers, SGD with momentum: every layer's backward fuses. */
+static void test_mlp100_train_bit_identical(void **state)
+{
+    (void)state;
+    pbl_graph *g = NULL;
+    char err[256];
+    if (zoo_build("mlp100_train", 64, &g, err, sizeof err) != PBL_OK)
+        fail_msg("%s", err);
+    pbl_fuse_report r;
+    pbl_graph *f = fuse(g, &r);
+    assert_int_equal(r.dense, 99);
+    assert_int_equal(r.weight_bias, 100);
+    assert_int_equal(r.act_grads, 99);
+    pbl_graph_destroy(f);
+    check_trains(g, 3, "mlp100_train momentum", 99);
     pbl_graph_destroy(g);
 }
 
@@ -153,6 +214,16 @@ static void test_activations_bit_identical(void **state)
     assert_true(pbl_graph_find_node(f, "fc3+bias3") != PBL_NONE);
     assert_true(pbl_graph_find_node(f, "act3") != PBL_NONE); /* gelu stays: its gradient reads fc3+bias3 */
     assert_true(pbl_graph_find_node(f, "fc4+bias4") != PBL_NONE);
+    /* backward: fc1's bias gradient is a sum after its product; the others' are sum_to nodes
+     * of the bias adds, before the product (the fused node takes the sum_to's place) */
+    assert_int_equal(r.weight_bias, 4);
+    assert_true(pbl_graph_find_node(f, "fc1/grad_w+fc1/grad_b") != PBL_NONE);
+    assert_true(pbl_graph_find_node(f, "fc2/grad_w+bias2/grad_b") != PBL_NONE);
+    /* tanh_grad, sigmoid_grad and gelu_grad of data-gradient products */
+    assert_int_equal(r.act_grads, 3);
+    assert_true(pbl_graph_find_node(f, "fc4/grad_x+act3/grad") != PBL_NONE);
+    assert_true(pbl_graph_find_node(f, "fc3/grad_x+act2/grad") != PBL_NONE);
+    assert_true(pbl_graph_find_node(f, "fc2/grad_x+act1/grad") != PBL_NONE);
     pbl_graph_destroy(f);
     check_trains(g, 4, "tanh/sigmoid/gelu adam", 4);
     pbl_graph_destroy(g);
@@ -270,6 +341,64 @@ static void test_no_fusion_across_update(void **state)
     pbl_graph_destroy(g);
 }
 
+/* s = sum(dy) feeds x (through broadcast_to), then matmul(dy, x, trans_a = 1): fusing the
+ * product with the sum would make one node that needs its own output. */
+static void test_no_weight_bias_cycle(void **state)
+{
+    (void)state;
+    pbl_graph *g;
+    assert_int_equal(pbl_graph_create(&g, NULL), PBL_OK);
+    pbl_value dy0 = pbl_input(g, "dy0", PBL_SHAPE(6, 5));
+    pbl_value dy = node2(g, "tanh", "dy", dy0, PBL_NONE);
+    static const int64_t axis0[] = { 0 }, shape65[] = { 6, 5 };
+    pbl_attr ax = PBL_ATTR_INTS("axes", axis0, 1), sh = PBL_ATTR_INTS("shape", shape65, 2);
+    pbl_value s, x, dw;
+    pbl_node_desc ds = { .op = "sum", .name = "s", .inputs = &dy, .n_inputs = 1, .attrs = &ax, .n_attrs = 1 };
+    assert_int_equal(pbl_graph_add_node(g, &ds, NULL, &s), PBL_OK);
+    pbl_node_desc db = { .op = "broadcast_to", .name = "x", .inputs = &s, .n_inputs = 1, .attrs = &sh, .n_attrs = 1 };
+    assert_int_equal(pbl_graph_add_node(g, &db, NULL, &x), PBL_OK);
+    pbl_attr ta = PBL_ATTR_INT("trans_a", 1);
+    pbl_node_desc dm = { .op = "matmul", .name = "dw", .inputs = (pbl_value[]){ dy, x }, .n_inputs = 2, .attrs = &ta,
+                         .n_attrs = 1 };
+    assert_int_equal(pbl_graph_add_node(g, &dm, NULL, &dw), PBL_OK);
+    assert_int_equal(pbl_graph_set_output(g, "y0", dw), PBL_OK);
+    pbl_fuse_report rep;
+    pbl_graph *f = fuse(g, &rep);
+    assert_int_equal(rep.weight_bias, 0);
+    float *a = run_outputs(g, 5, 25), *b = run_outputs(f, 5, 25);
+    assert_memory_equal(a, b, 25 * sizeof *a);
+    free(a);
+    free(b);
+    pbl_graph_destroy(f);
+    /* without the path (x an input) they fuse, and still agree */
+    pbl_graph_destroy(g);
+    assert_int_equal(pbl_graph_create(&g, NULL), PBL_OK);
+    dy0 = pbl_input(g, "dy0", PBL_SHAPE(6, 5));
+    dy = node2(g, "tanh", "dy", dy0, PBL_NONE);
+    x = pbl_input(g, "x", PBL_SHAPE(6, 5));
+    dm.inputs = (pbl_value[]){ dy, x };
+    assert_int_equal(pbl_graph_add_node(g, &dm, NULL, &dw), PBL_OK);
+    ds.inputs = &dy;
+    assert_int_equal(pbl_graph_add_node(g, &ds, NULL, &s), PBL_OK);
+    assert_int_equal(pbl_graph_set_output(g, "y0", dw), PBL_OK);
+    assert_int_equal(pbl_graph_set_output(g, "y1", s), PBL_OK);
+    f = fuse(g, &rep);
+    assert_int_equal(rep.weight_bias, 1);
+    assert_true(pbl_graph_output(f, "y1") == pbl_graph_find_value(f, "s"));
+    float got[2][30];
+    for (int k = 0; k < 2; k++) {
+        run r;
+        run_open(&r, k ? f : g, PBL_STORAGE_PLANNED, 5);
+        assert_int_equal(pbl_exec_run(r.e), PBL_OK);
+        assert_int_equal(pbl_exec_read(r.e, pbl_graph_output(r.g, "y0"), got[k], 25 * sizeof(float)), PBL_OK);
+        assert_int_equal(pbl_exec_read(r.e, pbl_graph_output(r.g, "y1"), got[k] + 25, 5 * sizeof(float)), PBL_OK);
+        run_close(&r);
+    }
+    assert_memory_equal(got[0], got[1], sizeof got[0]);
+    pbl_graph_destroy(f);
+    pbl_graph_destroy(g);
+}
+
 static void test_bad_arguments(void **state)
 {
     (void)state;
@@ -288,6 +417,20 @@ static void test_bad_arguments(void **state)
     assert_int_equal(pbl_graph_add_node(g, &d, NULL, &y), PBL_ERR_ARITY);
     codes[0] = 99;
     assert_int_equal(pbl_graph_add_node(g, &d, NULL, &y), PBL_ERR_ATTR);
+    pbl_value a = pbl_input(g, "a", PBL_SHAPE(3, 4)), b = pbl_input(g, "b", PBL_SHAPE(4, 5));
+    pbl_value sv = pbl_input(g, "s", PBL_SHAPE(3, 5)), outs[2];
+    pbl_attr act = PBL_ATTR_INT("act", 0); /* none: not an activation's gradient */
+    pbl_node_desc m = { .op = "matmul_act_grad", .inputs = (pbl_value[]){ a, b, sv }, .n_inputs = 3, .attrs = &act,
+                        .n_attrs = 1 };
+    assert_int_equal(pbl_graph_add_node(g, &m, NULL, &y), PBL_ERR_ATTR);
+    act.i = 1;
+    assert_int_equal(pbl_graph_add_node(g, &m, NULL, &y), PBL_OK);
+    m.inputs = (pbl_value[]){ a, b, a }; /* s is not the product's shape */
+    assert_int_equal(pbl_graph_add_node(g, &m, NULL, &y), PBL_ERR_SHAPE);
+    pbl_node_desc w = { .op = "fully_connected_grad_wb", .inputs = (pbl_value[]){ a, b }, .n_inputs = 2 };
+    assert_int_equal(pbl_graph_add_node(g, &w, NULL, outs), PBL_ERR_SHAPE); /* 3 rows and 4 */
+    w.inputs = (pbl_value[]){ a, sv };
+    assert_int_equal(pbl_graph_add_node(g, &w, NULL, outs), PBL_OK);
     pbl_graph_destroy(g);
 }
 
@@ -330,9 +473,11 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mlp_train_bit_identical),
+        cmocka_unit_test(test_mlp100_train_bit_identical),
         cmocka_unit_test(test_activations_bit_identical),
         cmocka_unit_test(test_random_chains),
         cmocka_unit_test(test_no_fusion_across_update),
+        cmocka_unit_test(test_no_weight_bias_cycle),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_allocation_failures),
     };

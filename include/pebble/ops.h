@@ -44,6 +44,12 @@
  * elementwise_chain           x, b1..bk (x's shape)   y            codes (required): a chain of
  *                                                     element-wise steps (ops/fused.h); made by
  *                                                     pbl_graph_fuse; not differentiable
+ * fully_connected_grad_wb     dy[N,out] x[N,in]       dw[out,in] = dyᵀ·x, db[out] = Σ_n dy; made by
+ *                                                     pbl_graph_fuse; not differentiable
+ * matmul_act_grad             a b s                   dx = act_grad(op(a)·op(b), s)  trans_a, trans_b
+ *                                                     (0), act (required: 1 relu, 2 sigmoid, 3 tanh,
+ *                                                     4 gelu; s as that gradient op's second input);
+ *                                                     made by pbl_graph_fuse; not differentiable
  *
  * Normalisation (training form: statistics of the batch, biased variance; mean and inv_std =
  * 1/sqrt(var + eps) are saved for the gradient) and embedding; they and their gradient ops run:

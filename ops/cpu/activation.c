@@ -31,16 +31,12 @@
         return PBL_OK;                                         \
     }
 
-#define INV_SQRT2    0.70710678118654752440f
-#define INV_SQRT_2PI 0.39894228040143267794f
-
 UNARY(relu, pbl__act_relu(v))
 UNARY(sigmoid, pbl__act_sigmoid(v))
 UNARY(tanh, pbl__act_tanh(v))
 UNARY(gelu, pbl__act_gelu(v))
 
-BINARY(relu_grad, v > 0.0f ? g : 0.0f)
-BINARY(sigmoid_grad, g * v * (1.0f - v))
-BINARY(tanh_grad, g * (1.0f - v * v))
-/* d/dx [x·Φ(x)] = Φ(x) + x·φ(x) */
-BINARY(gelu_grad, g * (0.5f * (1.0f + erff(v * INV_SQRT2)) + v * INV_SQRT_2PI * expf(-0.5f * v * v)))
+BINARY(relu_grad, pbl__act_relu_grad(g, v))
+BINARY(sigmoid_grad, pbl__act_sigmoid_grad(g, v))
+BINARY(tanh_grad, pbl__act_tanh_grad(g, v))
+BINARY(gelu_grad, pbl__act_gelu_grad(g, v))

@@ -1,6 +1,7 @@
-/* CPU kernels of the fused ops (ops/fused.c): fully_connected_act and elementwise_chain. Each
- * computes, element by element, the same f32 expressions as the kernels of the ops it
- * replaces, in the same order, so fused and unfused graphs give the same bits. */
+/* CPU kernels of the fused ops (ops/fused.c): fully_connected_act, elementwise_chain,
+ * fully_connected_grad_wb and matmul_act_grad. Each computes, element by element, the same
+ * f32 expressions as the kernels of the ops it replaces, in the same order (the products are
+ * the very sgemm calls of those kernels), so fused and unfused graphs give the same bits. */
 #include "ops/cpu/kernels.h"
 #include "ops/fused.h"
 
@@ -82,5 +83,53 @@ PBL__HOT pbl_status pbl__cpu_elementwise_chain(const pbl__kargs *a)
         for (int64_t j = 0; j < len; j++)
             y[j] = v[j];
     }
+    return PBL_OK;
+}
+
+/* ---- backward ----------------------------------------------------------------------------- */
+
+/* matmul's (trans_a, trans_b) slots for dw = dyᵀ·x */
+static const pbl__attr_val trans_a_only[2] = { { .i = 1, .set = 1 }, { .i = 0, .set = 1 } };
+
+pbl_status pbl__cpu_fully_connected_grad_wb(const pbl__kargs *a)
+{
+    /* dw: matmul(dy, x, trans_a = 1)'s kernel */
+    pbl__kargs mm = *a;
+    mm.n_out = 1;
+    mm.attr = trans_a_only;
+    pbl_status s = pbl__cpu_matmul(&mm);
+    if (s != PBL_OK)
+        return s;
+    /* db: sum_to's kernel, dy [N, out] -> [out]: the walk sum(dy, axes [0]) takes too (a zeroed
+     * row, then each row of dy added in turn) */
+    pbl__kargs st = *a;
+    st.n_in = 1;
+    st.n_out = 1;
+    st.out = a->out + 1;
+    st.out_meta = a->out_meta + 1;
+    st.attr = NULL;
+    return pbl__cpu_sum_to(&st);
+}
+
+static PBL__HOT void act_grad_inplace(float *dx, const float *sv, int64_t n, int64_t act)
+{
+    switch (act) {
+    case PBL__ACT_RELU: for (int64_t i = 0; i < n; i++) dx[i] = pbl__act_relu_grad(dx[i], sv[i]); break;
+    case PBL__ACT_SIGMOID: for (int64_t i = 0; i < n; i++) dx[i] = pbl__act_sigmoid_grad(dx[i], sv[i]); break;
+    case PBL__ACT_TANH: for (int64_t i = 0; i < n; i++) dx[i] = pbl__act_tanh_grad(dx[i], sv[i]); break;
+    case PBL__ACT_GELU: for (int64_t i = 0; i < n; i++) dx[i] = pbl__act_gelu_grad(dx[i], sv[i]); break;
+    default: break; /* the shape rule admitted only the codes above */
+    }
+}
+
+pbl_status pbl__cpu_matmul_act_grad(const pbl__kargs *a)
+{
+    /* the product: matmul's kernel (its two attribute slots come first), written into dx */
+    pbl__kargs mm = *a;
+    mm.n_in = 2;
+    pbl_status s = pbl__cpu_matmul(&mm);
+    if (s != PBL_OK)
+        return s;
+    act_grad_inplace(PBL__OUT(a, 0), PBL__IN(a, 2), PBL__NUMEL(a->out_meta[0]), a->attr[2].i);
     return PBL_OK;
 }

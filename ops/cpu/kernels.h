@@ -35,6 +35,18 @@ static inline float pbl__act_sigmoid(float v) { return 1.0f / (1.0f + expf(-v));
 static inline float pbl__act_tanh(float v) { return tanhf(v); }
 static inline float pbl__act_gelu(float v) { return 0.5f * v * (1.0f + erff(v * PBL__INV_SQRT2)); }
 
+/* Their gradients: g the incoming gradient, v the saved output y (relu, sigmoid, tanh) or the
+ * input x (gelu), one place for the gradient kernels and matmul_act_grad (ops/cpu/fused.c). */
+#define PBL__INV_SQRT_2PI 0.39894228040143267794f
+static inline float pbl__act_relu_grad(float g, float v) { return v > 0.0f ? g : 0.0f; }
+static inline float pbl__act_sigmoid_grad(float g, float v) { return g * v * (1.0f - v); }
+static inline float pbl__act_tanh_grad(float g, float v) { return g * (1.0f - v * v); }
+/* d/dx [x·Φ(x)] = Φ(x) + x·φ(x) */
+static inline float pbl__act_gelu_grad(float g, float v)
+{
+    return g * (0.5f * (1.0f + erff(v * PBL__INV_SQRT2)) + v * PBL__INV_SQRT_2PI * expf(-0.5f * v * v));
+}
+
 /* Row helpers of the softmax family: the max of x[0..n), and Σ exp(x[j] − mx), writing each
  * exp(x[j] − mx) to e[j] when e is not NULL. Subtracting the max keeps exp from overflowing. */
 static inline float pbl__row_max(const float *x, int64_t n)
