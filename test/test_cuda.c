@@ -243,6 +243,15 @@ static void run_cases(void)
     { "fully_connected_act", 3, { S(8, 16), S(12, 16), S(12) }, -1, 0, { PBL_ATTR_INT("act", 4), PBL_ATTR_INT("bias_after", 0) }, 2, -1, 1, 1e-4 },
     { "fully_connected_act", 3, { S(8, 16), S(12, 16), S(12) }, -1, 0, { PBL_ATTR_INT("act", 4), PBL_ATTR_INT("bias_after", 1) }, 2, -1, 1, 1e-4 },
     { "fully_connected_act", 2, { S(8, 16), S(12, 16) }, -1, 0, { PBL_ATTR_INT("act", 4) }, 1, -1, 1, 1e-4 },
+    /* the backward fusion's ops: dw with db through BGRADB (db has 12 entries and x 16 columns,
+     * so BGRADA's sum of x would not even fit), a batch of 300 rows summed; products + act grads */
+    { "fully_connected_grad_wb", 2, { S(8, 12), S(8, 16) }, -1, 0, { { 0 } }, 0, -1, 1, 1e-4 },
+    { "fully_connected_grad_wb", 2, { S(300, 5), S(300, 7) }, -1, 0, { { 0 } }, 0, -1, 1, 1e-4 },
+    { "matmul_act_grad", 3, { S(8, 12), S(12, 16), S(8, 16) }, -1, 0, { PBL_ATTR_INT("act", 1) }, 1, -1, 1, 1e-4 },
+    { "matmul_act_grad", 3, { S(8, 12), S(12, 16), S(8, 16) }, -1, 0, { PBL_ATTR_INT("act", 2) }, 1, -1, 1, 1e-4 },
+    { "matmul_act_grad", 3, { S(8, 12), S(12, 16), S(8, 16) }, -1, 0, { PBL_ATTR_INT("act", 3) }, 1, -1, 1, 1e-4 },
+    { "matmul_act_grad", 3, { S(8, 12), S(12, 16), S(8, 16) }, -1, 0, { PBL_ATTR_INT("act", 4) }, 1, -3, 3, 1e-4 },
+    { "matmul_act_grad", 3, { S(12, 8), S(16, 12), S(8, 16) }, -1, 0, { PBL_ATTR_INT("trans_a", 1), PBL_ATTR_INT("trans_b", 1), PBL_ATTR_INT("act", 1) }, 3, -1, 1, 1e-4 },
     };
     int n = (int)(sizeof cases / sizeof cases[0]);
     for (int i = 0; i < n; i++)
@@ -296,8 +305,10 @@ typedef struct mlp {
     pbl_value  x, y, loss, p[6];
 } mlp;
 
-static int mlp_train(pbl_backend_kind backend, int streams, int graph, int bind, float *losses, float *params,
-                     int64_t *n_params)
+/* fused: the graph trained is pbl_graph_fuse's copy (dense and backward groups; no chains,
+ * which have no CUDA kernel yet), so the fused ops run inside a training step. */
+static int mlp_train(pbl_backend_kind backend, int streams, int graph, int bind, int fused, float *losses,
+                     float *params, int64_t *n_params)
 {
     mlp m = { 0 };
     int ok = 0;
@@ -322,6 +333,26 @@ static int mlp_train(pbl_backend_kind backend, int streams, int graph, int bind,
     oo.lr = 3e-3;
     if (pbl_graph_add_optimizer(g, &oo, m.p, gr, 6) != PBL_OK)
         goto done;
+    if (fused) {
+        pbl_fuse_options fo = pbl_fuse_options_default();
+        pbl_fuse_report fr;
+        pbl_graph *f = NULL;
+        fo.chains = 0;
+        if (pbl_graph_fuse(g, &fo, &f, &fr, err, sizeof err) != PBL_OK) {
+            fprintf(stderr, "mlp: fuse: %s\n", err);
+            goto done;
+        }
+        pbl_graph_destroy(m.g);
+        m.g = g = f;
+        m.x = pbl_graph_find_value(g, "x");
+        m.y = pbl_graph_find_value(g, "y");
+        m.loss = pbl_graph_output(g, "loss");
+        for (int i = 0; i < 6; i++)
+            m.p[i] = pbl_graph_find_value(g, names[i]);
+        CHECK(fr.dense == 2 && fr.weight_bias == 3 && fr.act_grads == 1,
+              "mlp: fused %d dense, %d weight+bias, %d product+act grad; want 2, 3, 1", (int)fr.dense,
+              (int)fr.weight_bias, (int)fr.act_grads);
+    }
     pbl_exec_options o = pbl_exec_options_default();
     o.backend = backend;
     o.streams = streams;
@@ -369,26 +400,30 @@ done:
     return ok;
 }
 
-static void compare_mlp(int streams, int graph, int bind)
+static void compare_mlp(int streams, int graph, int bind, int fused)
 {
     enum { NP = H * D + H + H * H + H + C * H + C };
     static float pw[NP], pg[NP];
     float lw[STEPS], lg[STEPS];
     int64_t nw = 0, ng = 0;
-    int ok = mlp_train(PBL_BACKEND_CPU, 1, 0, 0, lw, pw, &nw) && mlp_train(other, streams, graph, bind, lg, pg, &ng);
-    CHECK(ok && nw == NP && ng == NP, "mlp (streams %d, graph %d, bind %d) did not train", streams, graph, bind);
+    char what[80];
+    snprintf(what, sizeof what, "mlp streams %d graph %d bind %d fused %d", streams, graph, bind, fused);
+    int ok = mlp_train(PBL_BACKEND_CPU, 1, 0, 0, 0, lw, pw, &nw) &&
+             mlp_train(other, streams, graph, bind, fused, lg, pg, &ng);
+    CHECK(ok && nw == NP && ng == NP, "%s did not train", what);
     if (!ok)
         return;
     for (int s = 0; s < STEPS; s++)
-        CHECK(fabs(lg[s] - lw[s]) <= 1e-3 * fabs(lw[s]), "mlp (streams %d, graph %d, bind %d) step %d: loss %.7g, cpu %.7g",
-              streams, graph, bind, s, (double)lg[s], (double)lw[s]);
+        CHECK(fabs(lg[s] - lw[s]) <= 1e-3 * fabs(lw[s]), "%s step %d: loss %.7g, cpu %.7g", what, s, (double)lg[s],
+              (double)lw[s]);
     double worst = 0;
-    for (int64_t i = 0; i < NP; i++)
-        worst = fmax(worst, fabs((double)pg[i] - (double)pw[i]));
-    CHECK(worst <= 2e-3, "mlp (streams %d, graph %d, bind %d): parameters differ by up to %.3g", streams, graph, bind,
-          worst);
-    printf("mlp streams %d graph %d bind %d: final loss %.6f (cpu %.6f), max |dparam| %.3g\n", streams, graph, bind,
-           (double)lg[STEPS - 1], (double)lw[STEPS - 1], worst);
+    for (int64_t i = 0; i < NP; i++) {
+        double d = fabs((double)pg[i] - (double)pw[i]);
+        worst = d > worst || isnan(d) ? d : worst; /* a NaN stays the worst */
+    }
+    CHECK(worst <= 2e-3, "%s: parameters differ by up to %.3g", what, worst);
+    printf("%s: final loss %.6f (cpu %.6f), max |dparam| %.3g\n", what, (double)lg[STEPS - 1], (double)lw[STEPS - 1],
+           worst);
 }
 
 int main(int argc, char **argv)
@@ -420,8 +455,10 @@ int main(int argc, char **argv)
     bad_label();
     for (int streams = 1; streams <= 2; streams++)
         for (int graph = 0; graph <= 1; graph++)
-            compare_mlp(streams, graph, 0);
-    compare_mlp(2, 1, 1);
+            compare_mlp(streams, graph, 0, 0);
+    compare_mlp(2, 1, 1, 0);
+    for (int graph = 0; graph <= 1; graph++)
+        compare_mlp(2, graph, 0, 1);
     if (failures)
         fprintf(stderr, "%d checks failed\n", failures);
     return failures ? 1 : 0;

@@ -1,5 +1,8 @@
 /*
- * CUDA kernel of fully_connected_act (ops/fused.c): y = act(x·wᵀ + b).
+ * CUDA kernels of the fusion pass's ops (ops/fused.c): fully_connected_act,
+ * fully_connected_grad_wb and matmul_act_grad (not elementwise_chain yet).
+ *
+ * fully_connected_act: y = act(x·wᵀ + b).
  *
  * relu and none (with a bias, or relu alone) run as ONE cuBLASLt matmul with a fused
  * epilogue (CUBLASLT_EPILOGUE_RELU_BIAS, _BIAS, _RELU): the bias add and the activation
@@ -90,6 +93,132 @@ extern "C" pbl_status pbl__cuda_fully_connected_act(const pbl__cuda_launch *l, c
             PBL__OUT(a, 0), after && a->n_in == 3 ? PBL__IN(a, 2) : NULL, rows, cols, (int)act);
         PBL__LAUNCHED();
     }
+done:
+    return s;
+}
+
+/* ---- fully_connected_grad_wb: dw = dyᵀ·x, db = Σ_n dy[n, :] -------------------------------- *
+ *
+ * One cuBLASLt product with the BGRADB epilogue. Row-major dw[out, in] = dyᵀ·x is the
+ * column-major dwᵀ[in, out] = A·op_T(B) with A = x read column-major ([in, N], ld in, op N) and
+ * B = dy read column-major ([out, N], ld out, op T): m = in, n = out, k = N. cuBLASLt's
+ * bias-gradient epilogues reduce an operand over k: BGRADA sums A into a vector of m (the rows
+ * of D), BGRADB sums B into a vector of n (the columns of D). The bias gradient is dy summed
+ * over the batch, N = k, a vector of out = n: B's, so BGRADB (BGRADA would sum x instead).
+ * cuBLASLt sums in its own order, so db matches the CPU's row-by-row sum within rounding.
+ * Where cuBLASLt has no kernel for this configuration (CUBLAS_STATUS_NOT_SUPPORTED, e.g. an
+ * fp32 BGRADB on some architecture), matmul's sgemm and sum_to's kernel run instead. */
+
+/* dw and db by cuBLASLt; *unsupported set (and nothing enqueued) when it declines. */
+static pbl_status lt_wgrad_bgrad(const pbl__cuda_launch *l, const pbl__kargs *a, int *unsupported)
+{
+    pbl_status s = PBL_OK;
+    cublasLtMatmulDesc_t op = NULL;
+    cublasLtMatrixLayout_t lx = NULL, ldy = NULL, ldw = NULL;
+    uint64_t n = (uint64_t)a->in_meta[0].shape.dim[0], out = (uint64_t)a->in_meta[0].shape.dim[1];
+    uint64_t in = (uint64_t)a->in_meta[1].shape.dim[1];
+    float *db = PBL__OUT(a, 1);
+    cublasOperation_t tx = CUBLAS_OP_N, tdy = CUBLAS_OP_T;
+    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BGRADB;
+    float one = 1.0f, zero = 0.0f;
+    cublasStatus_t st;
+    PBL__CUBLAS(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    PBL__CUBLAS(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &tx, sizeof tx));
+    PBL__CUBLAS(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tdy, sizeof tdy));
+    PBL__CUBLAS(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    PBL__CUBLAS(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &db, sizeof db));
+    /* column-major: x is [in, n] (ld in), dy is [out, n] (ld out), dw is [in, out] (ld in) */
+    PBL__CUBLAS(cublasLtMatrixLayoutCreate(&lx, CUDA_R_32F, in, n, (int64_t)in));
+    PBL__CUBLAS(cublasLtMatrixLayoutCreate(&ldy, CUDA_R_32F, out, n, (int64_t)out));
+    PBL__CUBLAS(cublasLtMatrixLayoutCreate(&ldw, CUDA_R_32F, in, out, (int64_t)in));
+    st = cublasLtMatmul(l->lt, op, &one, PBL__IN(a, 1), lx, PBL__IN(a, 0), ldy, &zero, PBL__OUT(a, 0), ldw,
+                        PBL__OUT(a, 0), ldw, NULL, l->workspace, l->workspace_bytes, l->stream);
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
+        *unsupported = 1;
+    } else if (st != CUBLAS_STATUS_SUCCESS) {
+        snprintf(a->err, a->errlen, "cublasLtMatmul (BGRADB epilogue) failed at %s:%d: %s", __FILE__, __LINE__,
+                 pbl__cublas_status_str(st));
+        s = PBL_ERR_DEVICE;
+    }
+done:
+    if (ldw)
+        cublasLtMatrixLayoutDestroy(ldw);
+    if (ldy)
+        cublasLtMatrixLayoutDestroy(ldy);
+    if (lx)
+        cublasLtMatrixLayoutDestroy(lx);
+    if (op)
+        cublasLtMatmulDescDestroy(op);
+    return s;
+}
+
+extern "C" pbl_status pbl__cuda_fully_connected_grad_wb(const pbl__cuda_launch *l, const pbl__kargs *a)
+{
+    static const pbl__attr_val trans_a_only[2] = { { 1, 0.0, { 0 }, 0, 1 }, { 0, 0.0, { 0 }, 0, 1 } };
+    int unsupported = 0;
+    pbl_status s = lt_wgrad_bgrad(l, a, &unsupported);
+    if (s != PBL_OK || !unsupported)
+        return s;
+    /* the fallback: matmul(dy, x, trans_a = 1), then sum_to(dy, [out]) */
+    pbl__kargs mm = *a, st = *a;
+    mm.n_out = 1;
+    mm.attr = trans_a_only;
+    s = pbl__cuda_matmul(l, &mm);
+    if (s != PBL_OK)
+        return s;
+    st.n_in = 1;
+    st.n_out = 1;
+    st.out = a->out + 1;
+    st.out_meta = a->out_meta + 1;
+    st.attr = NULL;
+    return pbl__cuda_sum_to(l, &st);
+}
+
+/* ---- matmul_act_grad: dx = act_grad(op(a)·op(b), s) ---------------------------------------- *
+ *
+ * matmul's sgemm writes the product into dx, then one pass applies the activation's gradient
+ * in place (the formulas of activation.cu's relu_grad ... gelu_grad).
+ *
+ * No cuBLASLt epilogue here. DRELU / DRELU_BGRAD do not read the saved activation: they read
+ * the bit mask a RELU_AUX / RELU_AUX_BIAS forward product wrote (one bit per element, leading
+ * dimension a multiple of 128). Using them would give fully_connected_act a second output, a
+ * mask held from the forward pass to the backward one — extra arena bytes, while y, which
+ * relu_grad reads, stays live anyway because the next layer's weight gradient reads it — and
+ * a cuBLASLt-specific layout the CPU backend would have to write too, all to save one
+ * element-wise pass over dx. The bias reduction DRELU_BGRAD would add is already done by
+ * BGRADB in the weight gradient's product (fully_connected_grad_wb above). DGELU / DGELU_BGRAD
+ * cannot apply at all: cuBLASLt's GELU is the tanh approximation, pebble's gelu the erf form. */
+
+__global__ static void act_grad_k(float *dx, const float *sv, int64_t n, int act)
+{
+    PBL__GRID_LOOP(i, n) {
+        float g = dx[i], v = sv[i];
+        switch (act) {
+        case PBL__ACT_RELU: g = v > 0.0f ? g : 0.0f; break;
+        case PBL__ACT_SIGMOID: g = g * v * (1.0f - v); break;
+        case PBL__ACT_TANH: g = g * (1.0f - v * v); break;
+        case PBL__ACT_GELU:
+            g = g * (0.5f * (1.0f + erff(v * 0.70710678118654752440f)) +
+                     v * 0.39894228040143267794f * expf(-0.5f * v * v));
+            break;
+        default: break;
+        }
+        dx[i] = g;
+    }
+}
+
+extern "C" pbl_status pbl__cuda_matmul_act_grad(const pbl__cuda_launch *l, const pbl__kargs *a)
+{
+    pbl_status s = PBL_OK;
+    int64_t n = PBL__NUMEL(a->out_meta[0]);
+    pbl__kargs mm = *a; /* matmul's two attribute slots come first */
+    mm.n_in = 2;
+    s = pbl__cuda_matmul(l, &mm);
+    if (s != PBL_OK)
+        goto done;
+    PBL__LAUNCH(act_grad_k, pbl__blocks(n), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__IN(a, 2), n,
+                                                                       (int)a->attr[2].i);
+    PBL__LAUNCHED();
 done:
     return s;
 }
