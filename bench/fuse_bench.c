@@ -9,6 +9,9 @@
  * the node and arena columns only. The
  * arena columns are the planned arena of the graph's usage records by greedy_by_size (the
  * same strategy for every row; the executor's default, "best", is slow on the big graphs).
+ * Column bwd: 0 fuses the forward patterns only (pbl_fuse_options.backward = 0), 1 the
+ * backward ones too (wb: fully_connected_grad_wb nodes, ag: matmul_act_grad nodes); the MLPs
+ * get one row of each, so the backward fusion's own effect is the difference.
  *
  *     fuse_bench [--iters 20] [--reps 5] [--warmup 3] [--format table|json]
  */
@@ -24,8 +27,9 @@ typedef struct row {
     const char *model;
     int64_t     batch;
     int         plan_only; /* not timed even when the CPU could run it */
+    int         backward;  /* pbl_fuse_options.backward */
     int         runs;      /* the CPU backend runs every op */
-    int32_t     nodes, nodes_fused, dense, chains;
+    int32_t     nodes, nodes_fused, dense, chains, weight_bias, act_grads;
     uint64_t    arena, arena_fused;
     double      ms, ms_fused, cpu_ms, cpu_ms_fused;
 } row;
@@ -124,8 +128,10 @@ static int measure(row *r, int iters, int reps, int warmup)
     char err[512];
     pbl_graph *g = NULL, *f = NULL;
     pbl_fuse_report rep;
+    pbl_fuse_options fo = pbl_fuse_options_default();
+    fo.backward = r->backward;
     if (zoo_build(r->model, r->batch, &g, err, sizeof err) != PBL_OK ||
-        pbl_graph_fuse(g, NULL, &f, &rep, err, sizeof err) != PBL_OK) {
+        pbl_graph_fuse(g, &fo, &f, &rep, err, sizeof err) != PBL_OK) {
         fprintf(stderr, "fuse_bench: %s: %s\n", r->model, err);
         pbl_graph_destroy(g);
         return -1;
@@ -134,6 +140,8 @@ static int measure(row *r, int iters, int reps, int warmup)
     r->nodes_fused = rep.nodes_after;
     r->dense = rep.dense;
     r->chains = rep.chains;
+    r->weight_bias = rep.weight_bias;
+    r->act_grads = rep.act_grads;
     bound a = { 0 }, b = { 0 };
     int64_t a0 = plan_arena(g, err, sizeof err), a1 = a0 < 0 ? -1 : plan_arena(f, err, sizeof err);
     int ok = a0 >= 0 && a1 >= 0;
@@ -193,21 +201,25 @@ int main(int argc, char **argv)
     }
     row rows[] = {
         { .model = "mlp_train", .batch = 128 },
+        { .model = "mlp_train", .batch = 128, .backward = 1 },
         { .model = "mlp_train", .batch = 16 },
+        { .model = "mlp_train", .batch = 16, .backward = 1 },
         { .model = "mlp50_train", .batch = 128 },
+        { .model = "mlp50_train", .batch = 128, .backward = 1 },
         { .model = "mlp100_train", .batch = 256 },
+        { .model = "mlp100_train", .batch = 256, .backward = 1 },
         /* the CPU has kernels for every op of these, but a training step is seconds of CPU
          * here and the two executors hold big arenas each (BERT's 2.6 GiB): planned, not timed */
-        { .model = "resnet50_train", .batch = 8, .plan_only = 1 },
-        { .model = "mobilenet_v2_train", .batch = 8, .plan_only = 1 },
-        { .model = "bert_base_train", .batch = 0, .plan_only = 1 },
+        { .model = "resnet50_train", .batch = 8, .plan_only = 1, .backward = 1 },
+        { .model = "mobilenet_v2_train", .batch = 8, .plan_only = 1, .backward = 1 },
+        { .model = "bert_base_train", .batch = 0, .plan_only = 1, .backward = 1 },
     };
     int n = (int)(sizeof rows / sizeof rows[0]), rc = 0;
     if (json)
         printf("{\"iters\": %d, \"reps\": %d, \"rows\": [", iters, reps);
     else
-        printf("%-20s %5s %6s %6s %5s %6s %12s %12s %9s %9s %9s %9s\n", "model", "batch", "nodes", "fused", "dense",
-               "chains", "arena", "arena fused", "ms/step", "fused", "cpu ms", "fused");
+        printf("%-20s %5s %3s %6s %6s %5s %6s %4s %4s %12s %12s %9s %9s %9s %9s\n", "model", "batch", "bwd", "nodes",
+               "fused", "dense", "chains", "wb", "ag", "arena", "arena fused", "ms/step", "fused", "cpu ms", "fused");
     for (int i = 0; i < n; i++) {
         row *r = &rows[i];
         if (measure(r, iters, reps, warmup) != 0) {
@@ -215,18 +227,20 @@ int main(int argc, char **argv)
             continue;
         }
         if (json) {
-            printf("%s{\"model\": \"%s\", \"batch\": %lld, \"nodes\": %d, \"nodes_fused\": %d, \"dense\": %d, "
-                   "\"chains\": %d, \"arena\": %llu, \"arena_fused\": %llu",
-                   i ? ", " : "", r->model, (long long)r->batch, (int)r->nodes, (int)r->nodes_fused, (int)r->dense,
-                   (int)r->chains, (unsigned long long)r->arena, (unsigned long long)r->arena_fused);
+            printf("%s{\"model\": \"%s\", \"batch\": %lld, \"backward\": %d, \"nodes\": %d, \"nodes_fused\": %d, "
+                   "\"dense\": %d, \"chains\": %d, \"weight_bias\": %d, \"act_grads\": %d, \"arena\": %llu, "
+                   "\"arena_fused\": %llu",
+                   i ? ", " : "", r->model, (long long)r->batch, r->backward, (int)r->nodes, (int)r->nodes_fused,
+                   (int)r->dense, (int)r->chains, (int)r->weight_bias, (int)r->act_grads,
+                   (unsigned long long)r->arena, (unsigned long long)r->arena_fused);
             if (r->runs)
                 printf(", \"ms\": %.4f, \"ms_fused\": %.4f, \"cpu_ms\": %.4f, \"cpu_ms_fused\": %.4f", r->ms,
                        r->ms_fused, r->cpu_ms, r->cpu_ms_fused);
             printf("}");
         } else {
-            printf("%-20s %5lld %6d %6d %5d %6d %12llu %12llu", r->model, (long long)r->batch, (int)r->nodes,
-                   (int)r->nodes_fused, (int)r->dense, (int)r->chains, (unsigned long long)r->arena,
-                   (unsigned long long)r->arena_fused);
+            printf("%-20s %5lld %3d %6d %6d %5d %6d %4d %4d %12llu %12llu", r->model, (long long)r->batch, r->backward,
+                   (int)r->nodes, (int)r->nodes_fused, (int)r->dense, (int)r->chains, (int)r->weight_bias,
+                   (int)r->act_grads, (unsigned long long)r->arena, (unsigned long long)r->arena_fused);
             if (r->runs)
                 printf(" %9.3f %9.3f %9.3f %9.3f\n", r->ms, r->ms_fused, r->cpu_ms, r->cpu_ms_fused);
             else
