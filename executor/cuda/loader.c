@@ -11,8 +11,9 @@
  * Where the module is looked for, first found wins: $PEBBLE_CUDA_MODULE; next to the file
  * holding this code (libpebble.so, or the executable a static libpebble is linked into);
  * the build tree and the install tree this library was configured with; then the dynamic
- * loader's own search path. A build without CUDA defines no module path, and any failure to
- * load says why, as PBL_ERR_UNSUPPORTED.
+ * loader's own search path. A build without CUDA defines no module path (only
+ * $PEBBLE_CUDA_MODULE is tried: the host emulator of test/cuda_emu needs no toolkit), and any
+ * failure to load says why, as PBL_ERR_UNSUPPORTED.
  */
 #define _GNU_SOURCE /* dladdr */
 #include <dlfcn.h>
@@ -59,16 +60,17 @@ static int beside_self(char *out, size_t n)
 
 static void load(void)
 {
-#ifndef PEBBLE_CUDA_MODULE_DIRS
-    snprintf(load_error, sizeof load_error, "pebble was built without CUDA (PEBBLE_CUDA=OFF or no toolkit found)");
-#else
-    char here[4096];
     const char *env = getenv("PEBBLE_CUDA_MODULE");
-    const char *dirs[] = { PEBBLE_CUDA_MODULE_DIRS }; /* build tree, install tree */
     void *h = NULL;
-    if (env && *env)
-        h = try_open(env);
-    else {
+    if (env && *env) {
+        h = try_open(env); /* also without a toolkit: test/cuda_emu's host emulator module */
+    } else {
+#ifndef PEBBLE_CUDA_MODULE_DIRS
+        snprintf(load_error, sizeof load_error, "pebble was built without CUDA (PEBBLE_CUDA=OFF or no toolkit found)");
+        return;
+#else
+        char here[4096];
+        const char *dirs[] = { PEBBLE_CUDA_MODULE_DIRS }; /* build tree, install tree */
         if (beside_self(here, sizeof here))
             h = try_open(here);
         for (size_t i = 0; !h && i < sizeof dirs / sizeof *dirs; i++) {
@@ -77,14 +79,14 @@ static void load(void)
         }
         if (!h)
             h = try_open(MODULE_NAME);
+#endif
     }
     if (!h)
         return;
     module = (const pbl__backend *)dlsym(h, MODULE_SYMBOL);
     if (!module)
-        snprintf(load_error, sizeof load_error, "%s has no symbol %s", MODULE_NAME, MODULE_SYMBOL);
+        snprintf(load_error, sizeof load_error, "%s has no symbol %s", env && *env ? env : MODULE_NAME, MODULE_SYMBOL);
     /* never dlclose: executors may hold function pointers into it until exit */
-#endif
 }
 
 static const pbl__backend *get(void)
