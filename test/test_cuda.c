@@ -12,7 +12,9 @@
  * tiny gradients in the first steps).
  *
  * Without a CUDA device (or built without CUDA) the program prints why and exits 77, which
- * CTest counts as skipped. `test_cuda --cpu` runs the same harness CPU against CPU (to check
+ * CTest counts as skipped. As test_cuda_emu it runs on pebble's host CUDA emulator
+ * ($PEBBLE_CUDA_MODULE = libpebble_cuda_emu.so, test/cuda_emu/), which runs the same backend
+ * and kernels on the CPU. `test_cuda --cpu` runs the same harness CPU against CPU (to check
  * the harness itself on a machine without a GPU).
  */
 #include <math.h>
@@ -450,6 +452,9 @@ int main(int argc, char **argv)
             fprintf(stderr, "FAIL: creating a CUDA executor: %s: %s\n", pbl_status_name(s), err);
             return 1;
         }
+        const char *module = getenv("PEBBLE_CUDA_MODULE");
+        if (module && *module) /* test_cuda_emu: the host emulator (it names its device on stderr) */
+            printf("CUDA backend module: %s\n", module);
     }
     run_cases();
     bad_label();
