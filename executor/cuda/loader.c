@@ -45,6 +45,7 @@ static void *try_open(const char *path)
     return h;
 }
 
+#ifdef PEBBLE_CUDA_MODULE_DIRS
 /* The directory of the file this code was loaded from, plus the module's name. */
 static int beside_self(char *out, size_t n)
 {
@@ -57,6 +58,7 @@ static int beside_self(char *out, size_t n)
     int len = snprintf(out, n, "%.*s/%s", (int)(slash - info.dli_fname), info.dli_fname, MODULE_NAME);
     return len > 0 && (size_t)len < n;
 }
+#endif
 
 static void load(void)
 {
