@@ -105,6 +105,9 @@ done:
  * bias-gradient epilogues reduce an operand over k: BGRADA sums A into a vector of m (the rows
  * of D), BGRADB sums B into a vector of n (the columns of D). The bias gradient is dy summed
  * over the batch, N = k, a vector of out = n: B's, so BGRADB (BGRADA would sum x instead).
+ * This is the weight-gradient configuration of llm.c's matmul_backward (A the layer input,
+ * op N; B the output gradient, op T; BGRADB) and of Transformer Engine's gemm ("grad output is
+ * always input B").
  * cuBLASLt sums in its own order, so db matches the CPU's row-by-row sum within rounding.
  * Where cuBLASLt has no kernel for this configuration (CUBLAS_STATUS_NOT_SUPPORTED, e.g. an
  * fp32 BGRADB on some architecture), matmul's sgemm and sum_to's kernel run instead. */
