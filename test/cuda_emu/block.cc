@@ -7,7 +7,8 @@
  * the barrier does another fiber take over the threads not yet started; so a kernel that
  * never calls __syncthreads() costs one fiber switch per block, and one that does costs one
  * fiber per thread (fibers and their stacks are kept per OS thread and reused, never created
- * per launch). A block of one thread runs without a fiber.
+ * per launch). A block of one thread runs without a fiber. Every other launch runs blocks and
+ * threads last to first (see run_grid).
  *
  * A __syncthreads() that some threads of the block never reach (they returned first, or
  * passed a different number of barriers) is undefined on a GPU (a hang, or garbage): here it
@@ -23,6 +24,7 @@
 #include <sys/mman.h>
 #include <ucontext.h>
 
+#include <atomic>
 #include <cstdio>
 #include <memory>
 #include <vector>
@@ -72,6 +74,7 @@ struct block_state {
     unsigned                      n = 0, next = 0, finished = 0;
     unsigned                      barriers_min = ~0u, barriers_max = 0;
     bool                          divergent = false;
+    bool                          reversed = false; /* threads started last to first */
     std::vector<fiber *>          waiting, ready;
 };
 
@@ -166,6 +169,8 @@ void fiber_entry()
         block_state *b = ws->blk;
         while (b->next < b->n) {
             unsigned t = b->next++;
+            if (b->reversed)
+                t = b->n - 1 - t;
             f->tid = coords_of(t, b->dim);
             f->barriers = 0;
             here.thread = f->tid;
@@ -265,40 +270,44 @@ void run_grid(const char *name, dim3 grid, dim3 block, const std::function<void(
     here.block_dim = block;
     here.grid_dim = grid;
     unsigned n = block.x * block.y * block.z;
-    for (unsigned z = 0; z < grid.z; z++)
-        for (unsigned y = 0; y < grid.y; y++)
-            for (unsigned x = 0; x < grid.x; x++) {
-                here.block.x = x;
-                here.block.y = y;
-                here.block.z = z;
-                if (n == 1) {
-                    ws->direct = true;
-                    here.thread = uint3{ 0, 0, 0 };
-                    fn();
-                    ws->direct = false;
-                    continue;
-                }
-                block_state b;
-                b.fn = &fn;
-                b.dim = block;
-                b.n = n;
-                ws->blk = &b;
-                bool ok = run_block(&b);
-                ws->blk = nullptr;
-                if (!ok) {
-                    set_sticky(cudaErrorLaunchOutOfResources, "kernel %s: no memory for a fiber stack", name);
-                    here = saved;
-                    return;
-                }
-                if (b.divergent) {
-                    set_sticky(cudaErrorLaunchFailure,
-                               "kernel %s, block (%u, %u, %u): __syncthreads() not reached by every thread of the "
-                               "block (threads passed %u to %u barriers)",
-                               name, x, y, z, b.barriers_min, b.barriers_max);
-                    here = saved;
-                    return;
-                }
-            }
+    /* Every other launch runs its blocks, and its threads within each block, last to first:
+     * a kernel whose result depends on the order of blocks or of threads between barriers
+     * (a race on a GPU) gives different results from one launch to the next. */
+    static std::atomic<unsigned> launches{ 0 };
+    bool reversed = (launches.fetch_add(1, std::memory_order_relaxed) & 1u) != 0;
+    unsigned long long n_blocks = (unsigned long long)grid.x * grid.y * grid.z;
+    for (unsigned long long lb = 0; lb < n_blocks; lb++) {
+        unsigned long long bl = reversed ? n_blocks - 1 - lb : lb;
+        here.block.x = (unsigned)(bl % grid.x);
+        here.block.y = (unsigned)(bl / grid.x % grid.y);
+        here.block.z = (unsigned)(bl / grid.x / grid.y);
+        if (n == 1) {
+            ws->direct = true;
+            here.thread = uint3{ 0, 0, 0 };
+            fn();
+            ws->direct = false;
+            continue;
+        }
+        block_state b;
+        b.fn = &fn;
+        b.dim = block;
+        b.n = n;
+        b.reversed = reversed;
+        ws->blk = &b;
+        bool ok = run_block(&b);
+        ws->blk = nullptr;
+        if (!ok) {
+            set_sticky(cudaErrorLaunchOutOfResources, "kernel %s: no memory for a fiber stack", name);
+            break;
+        }
+        if (b.divergent) {
+            set_sticky(cudaErrorLaunchFailure,
+                       "kernel %s, block (%u, %u, %u): __syncthreads() not reached by every thread of the block "
+                       "(threads passed %u to %u barriers)",
+                       name, here.block.x, here.block.y, here.block.z, b.barriers_min, b.barriers_max);
+            break;
+        }
+    }
     here = saved;
 }
 

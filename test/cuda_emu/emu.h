@@ -31,7 +31,9 @@
  * - A block's threads are fibers (ucontext) on the stream's thread: __syncthreads is a real
  *   barrier. One fiber runs threads one after another until a thread waits at the barrier, so
  *   kernels that never call it cost one fiber switch per block. Fiber switches are annotated
- *   for ASan and TSan.
+ *   for ASan and TSan. Every other launch runs its blocks, and the threads of each block, in
+ *   reverse order, so a kernel that depends on the order of blocks or threads (a race on a
+ *   GPU) does not give the same result every launch.
  * - cudaGetDeviceCount is 1; the device's name says it is this emulator.
  */
 #ifndef PBL_EMU_EMU_H

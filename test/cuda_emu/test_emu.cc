@@ -2,7 +2,7 @@
  * The host CUDA emulator's own semantics (emu.h, include/cublasLt.h), checked one by one:
  * launch configuration errors (not sticky), sticky faults (a host pointer given to a kernel,
  * a divergent __syncthreads: each in a child process, since sticky errors end a context),
- * __syncthreads as a real barrier, pageable copies staged at the call, event edges between
+ * __syncthreads as a real barrier, block order changing between launches, pageable copies staged at the call, event edges between
  * streams, stream capture (replay not run at capture, cross-stream join, unjoined work,
  * illegal calls during capture), cuBLAS argument checks and column-major products, and every
  * cuBLASLt epilogue on small hand-checkable matrices: bias per row of D, the ReLU bit-mask
@@ -76,6 +76,9 @@ __global__ static void reverse_k(float *y, const float *x)
     __syncthreads();
     y[blockIdx.x * 64 + threadIdx.x] = s[63 - threadIdx.x];
 }
+
+/* a race between blocks: block b reads what block b - 1 writes in the same launch */
+__global__ static void chain_k(float *y) { y[blockIdx.x] = (blockIdx.x ? y[blockIdx.x - 1] : 0.0f) + 1.0f; }
 
 __global__ static void divergent_k(float *y)
 {
@@ -191,10 +194,22 @@ static void barrier()
     std::vector<float> o = download(dout, 256);
     CHECK(o[0] == 63.0f && o[63] == 0.0f && o[64] == 127.0f && o[255] == 192.0f, "block reverse: %g %g %g %g",
           (double)o[0], (double)o[63], (double)o[64], (double)o[255]);
+    /* the order of blocks changes between launches, so a race between blocks shows */
+    float *dc = nullptr;
+    cudaMalloc((void **)&dc, 8 * sizeof(float));
+    std::vector<float> runs[2];
+    for (int run = 0; run < 2; run++) {
+        cudaMemset(dc, 0, 8 * sizeof(float));
+        PBL__LAUNCH(chain_k, 8, 1, 0, nullptr)(dc);
+        runs[run] = download(dc, 8);
+    }
+    CHECK(runs[0] != runs[1], "two launches of a kernel racing between blocks gave the same result (%g, %g)",
+          (double)runs[0][7], (double)runs[1][7]);
     cudaFree(dx);
     cudaFree(dy);
     cudaFree(dr);
     cudaFree(dout);
+    cudaFree(dc);
 }
 
 static void streams_events()
