@@ -9,13 +9,16 @@
  * happen as the product's tile is written, with no second pass over y. The bias is added
  * after the product, which is the CPU kernel's bias_after order; with bias_after 0 the CPU
  * starts from b and accumulates the product onto it, which differs by float rounding only.
- * sigmoid, tanh and gelu use fully_connected's kernel then one element-wise pass: cuBLASLt's
- * GELU epilogue is the tanh approximation, not the erf form pebble's gelu computes.
+ * Where cuBLASLt has no algorithm for the configuration (lt_algo below) they take the other
+ * acts' path: sigmoid, tanh and gelu use fully_connected's kernel then one element-wise pass
+ * (cuBLASLt's GELU epilogue is the tanh approximation, not the erf form pebble's gelu computes).
  *
  * Layouts as in linear.cu: row-major y[n, out] = x[n, in]·wᵀ is column-major
  * yᵀ[out, n] = op_T(w as [in, out])·(x as [in, n]); the bias is per row of yᵀ, which is
  * what cuBLASLt's bias epilogues add (a vector of length m = out).
  */
+#include <cstring>
+
 #include "ops/cuda/common.cuh"
 
 extern "C" {
@@ -39,7 +42,63 @@ __global__ static void epilogue_k(float *y, const float *b, int64_t rows, int64_
     }
 }
 
-static pbl_status lt_fused(const pbl__cuda_launch *l, const pbl__kargs *a, int relu)
+/* ---- cuBLASLt's algorithm, asked for explicitly --------------------------------------------- *
+ *
+ * Not a NULL algo: cublasLtMatmul then runs an implicit heuristic query "with default search
+ * preferences", and those (cublasLt.h, cublasLtMatmulPreferenceAttributes_t) allow no workspace
+ * and assume A, B, C and D 256-byte aligned, while the arena aligns tensors to 64 bytes (a
+ * kernel chosen for 256 may fail on them: "CUBLAS_STATUS_SUCCESS doesn't fully guarantee algo
+ * will run (will fail if e.g. buffers are not correctly aligned)", cublasLtMatmulAlgoCheck).
+ * So the preference offers the stream's workspace and declares each pointer's real alignment
+ * (the bias pointer the heuristic reads from the descriptor itself), as PyTorch's
+ * cublasLt path does. No algorithm (CUBLAS_STATUS_NOT_SUPPORTED, or zero results) is the
+ * caller's cue to fall back to sgemm and a kernel. */
+
+static uint32_t lt_align(const void *p)
+{
+    uint32_t al = 256;
+    while (al > 1 && (uintptr_t)p % al != 0)
+        al /= 2;
+    return al;
+}
+
+/* *found 1 and *algo set, or *found 0 when cuBLASLt has no algorithm for this product. */
+static pbl_status lt_algo(const pbl__cuda_launch *l, const pbl__kargs *a, cublasLtMatmulDesc_t op,
+                          cublasLtMatrixLayout_t la, const void *A, cublasLtMatrixLayout_t lb, const void *B,
+                          cublasLtMatrixLayout_t ld, const void *D, cublasLtMatmulAlgo_t *algo, int *found)
+{
+    pbl_status s = PBL_OK;
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasLtMatmulHeuristicResult_t res;
+    int n = 0;
+    uint64_t ws = l->workspace_bytes;
+    uint32_t al_a = lt_align(A), al_b = lt_align(B), al_d = lt_align(D); /* C is D */
+    cublasStatus_t st;
+    *found = 0;
+    memset(&res, 0, sizeof res);
+    PBL__CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
+    PBL__CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    PBL__CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a));
+    PBL__CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b));
+    PBL__CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, sizeof al_d));
+    PBL__CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof al_d));
+    st = cublasLtMatmulAlgoGetHeuristic(l->lt, op, la, lb, ld, ld, pref, 1, &res, &n);
+    if (st == CUBLAS_STATUS_SUCCESS && n > 0 && res.state == CUBLAS_STATUS_SUCCESS) {
+        *algo = res.algo;
+        *found = 1;
+    } else if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED) {
+        snprintf(a->err, a->errlen, "cublasLtMatmulAlgoGetHeuristic failed at %s:%d: %s", __FILE__, __LINE__,
+                 pbl__cublas_status_str(st));
+        s = PBL_ERR_DEVICE;
+    }
+done:
+    if (pref)
+        cublasLtMatmulPreferenceDestroy(pref);
+    return s;
+}
+
+/* y by cuBLASLt; *unsupported set (and nothing enqueued) when it declines. */
+static pbl_status lt_fused(const pbl__cuda_launch *l, const pbl__kargs *a, int relu, int *unsupported)
 {
     pbl_status s = PBL_OK;
     cublasLtMatmulDesc_t op = NULL;
@@ -50,6 +109,9 @@ static pbl_status lt_fused(const pbl__cuda_launch *l, const pbl__kargs *a, int r
     cublasOperation_t tw = CUBLAS_OP_T, tx = CUBLAS_OP_N;
     cublasLtEpilogue_t epi = bias ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS) : CUBLASLT_EPILOGUE_RELU;
     float one = 1.0f, zero = 0.0f;
+    cublasLtMatmulAlgo_t algo;
+    int found = 0;
+    cublasStatus_t st;
     PBL__CUBLAS(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     PBL__CUBLAS(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &tw, sizeof tw));
     PBL__CUBLAS(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tx, sizeof tx));
@@ -60,9 +122,21 @@ static pbl_status lt_fused(const pbl__cuda_launch *l, const pbl__kargs *a, int r
     PBL__CUBLAS(cublasLtMatrixLayoutCreate(&lw, CUDA_R_32F, in, out, (int64_t)in));
     PBL__CUBLAS(cublasLtMatrixLayoutCreate(&lx, CUDA_R_32F, in, n, (int64_t)in));
     PBL__CUBLAS(cublasLtMatrixLayoutCreate(&ly, CUDA_R_32F, out, n, (int64_t)out));
-    /* algo NULL: cuBLASLt picks one by its heuristic, within the workspace given */
-    PBL__CUBLAS(cublasLtMatmul(l->lt, op, &one, PBL__IN(a, 1), lw, PBL__IN(a, 0), lx, &zero, PBL__OUT(a, 0), ly,
-                               PBL__OUT(a, 0), ly, NULL, l->workspace, l->workspace_bytes, l->stream));
+    if ((s = lt_algo(l, a, op, lw, PBL__IN(a, 1), lx, PBL__IN(a, 0), ly, PBL__OUT(a, 0), &algo, &found)) != PBL_OK)
+        goto done;
+    if (!found) {
+        *unsupported = 1;
+        goto done;
+    }
+    st = cublasLtMatmul(l->lt, op, &one, PBL__IN(a, 1), lw, PBL__IN(a, 0), lx, &zero, PBL__OUT(a, 0), ly,
+                        PBL__OUT(a, 0), ly, &algo, l->workspace, l->workspace_bytes, l->stream);
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
+        *unsupported = 1;
+    } else if (st != CUBLAS_STATUS_SUCCESS) {
+        snprintf(a->err, a->errlen, "cublasLtMatmul (fused epilogue) failed at %s:%d: %s", __FILE__, __LINE__,
+                 pbl__cublas_status_str(st));
+        s = PBL_ERR_DEVICE;
+    }
 done:
     if (ly)
         cublasLtMatrixLayoutDestroy(ly);
@@ -80,8 +154,13 @@ extern "C" pbl_status pbl__cuda_fully_connected_act(const pbl__cuda_launch *l, c
     pbl_status s = PBL_OK;
     int64_t act = a->attr[0].i, after = a->attr[1].i;
     int64_t rows = a->out_meta[0].shape.dim[0], cols = a->out_meta[0].shape.dim[1];
-    if (act == PBL__ACT_RELU || (act == PBL__ACT_NONE && a->n_in == 3))
-        return lt_fused(l, a, act == PBL__ACT_RELU);
+    if (act == PBL__ACT_RELU || (act == PBL__ACT_NONE && a->n_in == 3)) {
+        int unsupported = 0;
+        s = lt_fused(l, a, act == PBL__ACT_RELU, &unsupported);
+        if (s != PBL_OK || !unsupported)
+            return s;
+        /* cuBLASLt declined: fully_connected's sgemm and the pass below, as for the other acts */
+    }
     pbl__kargs fc = *a;
     if (after && a->n_in == 3)
         fc.n_in = 2;
@@ -124,6 +203,8 @@ static pbl_status lt_wgrad_bgrad(const pbl__cuda_launch *l, const pbl__kargs *a,
     cublasOperation_t tx = CUBLAS_OP_N, tdy = CUBLAS_OP_T;
     cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BGRADB;
     float one = 1.0f, zero = 0.0f;
+    cublasLtMatmulAlgo_t algo;
+    int found = 0;
     cublasStatus_t st;
     PBL__CUBLAS(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     PBL__CUBLAS(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &tx, sizeof tx));
@@ -134,8 +215,14 @@ static pbl_status lt_wgrad_bgrad(const pbl__cuda_launch *l, const pbl__kargs *a,
     PBL__CUBLAS(cublasLtMatrixLayoutCreate(&lx, CUDA_R_32F, in, n, (int64_t)in));
     PBL__CUBLAS(cublasLtMatrixLayoutCreate(&ldy, CUDA_R_32F, out, n, (int64_t)out));
     PBL__CUBLAS(cublasLtMatrixLayoutCreate(&ldw, CUDA_R_32F, in, out, (int64_t)in));
+    if ((s = lt_algo(l, a, op, lx, PBL__IN(a, 1), ldy, PBL__IN(a, 0), ldw, PBL__OUT(a, 0), &algo, &found)) != PBL_OK)
+        goto done;
+    if (!found) {
+        *unsupported = 1;
+        goto done;
+    }
     st = cublasLtMatmul(l->lt, op, &one, PBL__IN(a, 1), lx, PBL__IN(a, 0), ldy, &zero, PBL__OUT(a, 0), ldw,
-                        PBL__OUT(a, 0), ldw, NULL, l->workspace, l->workspace_bytes, l->stream);
+                        PBL__OUT(a, 0), ldw, &algo, l->workspace, l->workspace_bytes, l->stream);
     if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
         *unsupported = 1;
     } else if (st != CUBLAS_STATUS_SUCCESS) {

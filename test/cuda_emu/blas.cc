@@ -12,6 +12,16 @@
  * extent from its ld and dimensions): else the sticky cudaErrorIllegalAddress when it would
  * run, as a GPU would fault. Products accumulate in float, k in increasing order; with
  * beta == 0, C is not read (cuBLAS: "C does not have to be a valid input").
+ *
+ * cuBLASLt algorithms. cublasLtMatmulAlgoGetHeuristic chooses for the alignment its preference
+ * declares (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_{A,B,C,D}_BYTES, 256 by default) and the bias
+ * pointer's own alignment (cublasLt.h: the heuristic "depend[s] on its value to determine
+ * expected pointer alignment"); an algorithm it returns remembers them, and cublasLtMatmul
+ * with that algorithm and a less aligned pointer fails loudly (CUBLAS_STATUS_INVALID_VALUE and
+ * a line on stderr) where a GPU kernel built for the stricter alignment would misbehave.
+ * $PBL_EMU_LT_DECLINE=1 makes cuBLASLt decline every epilogue but DEFAULT (the heuristic
+ * answers CUBLAS_STATUS_NOT_SUPPORTED, cublasLtMatmul with a NULL algo likewise), as a GPU's
+ * library may for an fp32 configuration: the callers' fallbacks then run (test_cuda_emu_lt_declined).
  */
 #include "emu.h"
 
@@ -20,6 +30,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -169,7 +181,27 @@ struct lt_layout {
 struct lt_pref {
     uint64_t max_ws = 0;
     uint32_t search = 0;
+    uint32_t align[4] = { 256, 256, 256, 256 }; /* A, B, C, D: the alignment the caller promises */
 };
+
+/* The emulator's algorithm handle: a tag and the alignments it was chosen for. */
+const uint64_t ALGO_TAG = 0x70626c656d75616cull; /* "pblemual" */
+enum { ALGO_A = 1, ALGO_B, ALGO_C, ALGO_D, ALGO_BIAS };
+
+/* The largest power of two up to 256 dividing p's address. */
+uint32_t align_of(const void *p)
+{
+    uint32_t al = 256;
+    while (al > 1 && (uintptr_t)p % al != 0)
+        al /= 2;
+    return al;
+}
+
+bool lt_declines(uint32_t epilogue)
+{
+    const char *e = getenv("PBL_EMU_LT_DECLINE");
+    return epilogue != CUBLASLT_EPILOGUE_DEFAULT && e && strcmp(e, "1") == 0;
+}
 
 std::mutex             lt_m;
 std::set<lt_desc *>    descs;
@@ -670,6 +702,10 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
     switch (attr) {
     case CUBLASLT_MATMUL_PREF_SEARCH_MODE: return set_field(r->search, buf, size);
     case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES: return set_field(r->max_ws, buf, size);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES: return set_field(r->align[0], buf, size);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES: return set_field(r->align[1], buf, size);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES: return set_field(r->align[2], buf, size);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES: return set_field(r->align[3], buf, size);
     default: return CUBLAS_STATUS_INVALID_VALUE;
     }
 }
@@ -690,7 +726,14 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
     *returned = 0;
     if (st != CUBLAS_STATUS_SUCCESS)
         return st == CUBLAS_STATUS_INVALID_VALUE ? st : CUBLAS_STATUS_NOT_SUPPORTED;
+    if (lt_declines(j.epi))
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    lt_pref *p = reinterpret_cast<lt_pref *>(pref);
     memset(&results[0], 0, sizeof results[0]);
+    results[0].algo.data[0] = ALGO_TAG;
+    for (int i = 0; i < 4; i++)
+        results[0].algo.data[ALGO_A + i] = p->align[i];
+    results[0].algo.data[ALGO_BIAS] = j.bias ? align_of(j.bias) : 256;
     results[0].workspaceSize = 0; /* the emulator's one algorithm needs no workspace */
     results[0].state = CUBLAS_STATUS_SUCCESS;
     results[0].wavesCount = 1.0f;
@@ -746,7 +789,22 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
         spans.push_back({ alpha, 4, "alpha" });
         spans.push_back({ beta, 4, "beta" });
     }
-    (void)algo;
+    if (!algo && lt_declines(j.epi))
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (algo) {
+        if (algo->data[0] != ALGO_TAG)
+            return CUBLAS_STATUS_INVALID_VALUE; /* not from cublasLtMatmulAlgoGetHeuristic */
+        const void *ptr[5] = { A, B, C ? C : D, D, j.bias };
+        static const char *const name[5] = { "A", "B", "C", "D", "the bias" };
+        for (int i = 0; i < 5; i++)
+            if (ptr[i] && align_of(ptr[i]) < algo->data[ALGO_A + i]) {
+                fprintf(stderr,
+                        "pebble CUDA emulator: cublasLtMatmul: %s (%p) is %u-byte aligned, the algorithm was chosen "
+                        "for %llu (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES / the bias pointer at the heuristic)\n",
+                        name[i], ptr[i], align_of(ptr[i]), (unsigned long long)algo->data[ALGO_A + i]);
+                return CUBLAS_STATUS_INVALID_VALUE;
+            }
+    }
     if (j.m == 0 || j.n == 0)
         return CUBLAS_STATUS_SUCCESS;
     cudaError_t e = submit(stream, "cublasLtMatmul", std::move(spans), [j] { lt_run(j); });
