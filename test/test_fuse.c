@@ -370,33 +370,66 @@ static void test_no_weight_bias_cycle(void **state)
     free(a);
     free(b);
     pbl_graph_destroy(f);
-    /* without the path (x an input) they fuse, and still agree */
     pbl_graph_destroy(g);
-    assert_int_equal(pbl_graph_create(&g, NULL), PBL_OK);
-    dy0 = pbl_input(g, "dy0", PBL_SHAPE(6, 5));
-    dy = node2(g, "tanh", "dy", dy0, PBL_NONE);
-    x = pbl_input(g, "x", PBL_SHAPE(6, 5));
-    dm.inputs = (pbl_value[]){ dy, x };
-    assert_int_equal(pbl_graph_add_node(g, &dm, NULL, &dw), PBL_OK);
-    ds.inputs = &dy;
-    assert_int_equal(pbl_graph_add_node(g, &ds, NULL, &s), PBL_OK);
-    assert_int_equal(pbl_graph_set_output(g, "y0", dw), PBL_OK);
-    assert_int_equal(pbl_graph_set_output(g, "y1", s), PBL_OK);
-    f = fuse(g, &rep);
-    assert_int_equal(rep.weight_bias, 1);
-    assert_true(pbl_graph_output(f, "y1") == pbl_graph_find_value(f, "s"));
-    float got[2][30];
-    for (int k = 0; k < 2; k++) {
-        run r;
-        run_open(&r, k ? f : g, PBL_STORAGE_PLANNED, 5);
-        assert_int_equal(pbl_exec_run(r.e), PBL_OK);
-        assert_int_equal(pbl_exec_read(r.e, pbl_graph_output(r.g, "y0"), got[k], 25 * sizeof(float)), PBL_OK);
-        assert_int_equal(pbl_exec_read(r.e, pbl_graph_output(r.g, "y1"), got[k] + 25, 5 * sizeof(float)), PBL_OK);
-        run_close(&r);
+}
+
+/* Where the weight + bias node goes. order 0: the product, then the sum — the node takes the
+ * product's place. 1: the sum, then x computed, then the product — the product's inputs do
+ * not exist at the sum's place, so the node takes the product's. 2: as 1, but the sum's
+ * output is read (scaled) before the product — neither place works, nothing fuses. Results
+ * agree with the plain graph in every case. */
+static void test_weight_bias_placement(void **state)
+{
+    (void)state;
+    static const int64_t axis0[] = { 0 };
+    for (int order = 0; order < 3; order++) {
+        pbl_graph *g;
+        assert_int_equal(pbl_graph_create(&g, NULL), PBL_OK);
+        pbl_value dy = node2(g, "tanh", "dy", pbl_input(g, "dy0", PBL_SHAPE(6, 5)), PBL_NONE), x = PBL_NONE, s, dw;
+        pbl_value x0 = pbl_input(g, "x0", PBL_SHAPE(6, 4));
+        pbl_attr ax = PBL_ATTR_INTS("axes", axis0, 1), ta = PBL_ATTR_INT("trans_a", 1);
+        pbl_node_desc ds = { .op = "sum", .name = "s", .inputs = &dy, .n_inputs = 1, .attrs = &ax, .n_attrs = 1 };
+        pbl_node_desc dm = { .op = "matmul", .name = "dw", .n_inputs = 2, .attrs = &ta, .n_attrs = 1 };
+        if (order == 0) {
+            x = node2(g, "tanh", "x", x0, PBL_NONE);
+            dm.inputs = (pbl_value[]){ dy, x };
+            assert_int_equal(pbl_graph_add_node(g, &dm, NULL, &dw), PBL_OK);
+            assert_int_equal(pbl_graph_add_node(g, &ds, NULL, &s), PBL_OK);
+        } else {
+            assert_int_equal(pbl_graph_add_node(g, &ds, NULL, &s), PBL_OK);
+            if (order == 2)
+                s = node2(g, "tanh", "s2", s, PBL_NONE);
+            x = node2(g, "tanh", "x", x0, PBL_NONE);
+            dm.inputs = (pbl_value[]){ dy, x };
+            assert_int_equal(pbl_graph_add_node(g, &dm, NULL, &dw), PBL_OK);
+        }
+        assert_int_equal(pbl_graph_set_output(g, "y0", dw), PBL_OK);
+        assert_int_equal(pbl_graph_set_output(g, "y1", s), PBL_OK);
+        pbl_fuse_report rep;
+        pbl_graph *f = fuse(g, &rep);
+        assert_int_equal(rep.weight_bias, order < 2);
+        if (order < 2) {
+            pbl_node_info ni;
+            pbl_node n = pbl_graph_find_node(f, "dw+s");
+            assert_int_equal(pbl_graph_node_info(f, n, &ni), PBL_OK);
+            assert_string_equal(ni.op, "fully_connected_grad_wb");
+            /* after x's tanh (order 1: which the plain graph ran after the sum) */
+            assert_true(pbl_graph_find_node(f, "x") < n);
+            assert_int_equal(ni.outputs[1], pbl_graph_find_value(f, "s"));
+        }
+        float got[2][25];
+        for (int k = 0; k < 2; k++) {
+            run r;
+            run_open(&r, k ? f : g, PBL_STORAGE_PLANNED, 5);
+            assert_int_equal(pbl_exec_run(r.e), PBL_OK);
+            assert_int_equal(pbl_exec_read(r.e, pbl_graph_output(r.g, "y0"), got[k], 20 * sizeof(float)), PBL_OK);
+            assert_int_equal(pbl_exec_read(r.e, pbl_graph_output(r.g, "y1"), got[k] + 20, 5 * sizeof(float)), PBL_OK);
+            run_close(&r);
+        }
+        assert_memory_equal(got[0], got[1], sizeof got[0]);
+        pbl_graph_destroy(f);
+        pbl_graph_destroy(g);
     }
-    assert_memory_equal(got[0], got[1], sizeof got[0]);
-    pbl_graph_destroy(f);
-    pbl_graph_destroy(g);
 }
 
 static void test_bad_arguments(void **state)
@@ -478,6 +511,7 @@ int main(void)
         cmocka_unit_test(test_random_chains),
         cmocka_unit_test(test_no_fusion_across_update),
         cmocka_unit_test(test_no_weight_bias_cycle),
+        cmocka_unit_test(test_weight_bias_placement),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_allocation_failures),
     };
