@@ -230,6 +230,7 @@ static void run_cases(void)
     { "transpose", 1, { S(6, 7) }, -1, 0, { { 0 } }, 0, -1, 1, 0 },
     { "concat", 3, { S(2, 3, 4), S(2, 1, 4), S(2, 2, 4) }, -1, 0, { PBL_ATTR_INT("axis", 1) }, 1, -1, 1, 0 },
     { "concat", 2, { S(2, 3), S(2, 5) }, -1, 0, { PBL_ATTR_INT("axis", -1) }, 1, -1, 1, 0 },
+    { "concat", 2, { S(2, 3), S(4, 3) }, -1, 0, { PBL_ATTR_INT("axis", 0) }, 1, -1, 1, 0 }, /* outer 1: 1-D copies */
     { "fully_connected_act", 3, { S(8, 16), S(12, 16), S(12) }, -1, 0, { PBL_ATTR_INT("act", 0), PBL_ATTR_INT("bias_after", 0) }, 2, -1, 1, 1e-4 },
     { "fully_connected_act", 3, { S(8, 16), S(12, 16), S(12) }, -1, 0, { PBL_ATTR_INT("act", 0), PBL_ATTR_INT("bias_after", 1) }, 2, -1, 1, 1e-4 },
     { "fully_connected_act", 2, { S(8, 16), S(12, 16) }, -1, 0, { PBL_ATTR_INT("act", 0) }, 1, -1, 1, 1e-4 },

@@ -610,6 +610,7 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int device)
     snprintf(p->name, sizeof p->name, "%s", DEVICE_NAME);
     p->totalGlobalMem = total_memory();
     p->sharedMemPerBlock = 49152;
+    p->memPitch = 2147483647;
     p->regsPerBlock = 65536;
     p->warpSize = 32;
     p->maxThreadsPerBlock = 1024;
@@ -751,7 +752,8 @@ cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t 
                               size_t height, cudaMemcpyKind kind, cudaStream_t h)
 {
     STICKY_CHECK();
-    if (width > dpitch || width > spitch)
+    /* "returns an error if dpitch or spitch is greater than the maximum allowed" (memPitch) */
+    if (width > dpitch || width > spitch || dpitch > 2147483647 || spitch > 2147483647)
         return fail(cudaErrorInvalidPitchValue);
     if (height == 0 || width == 0)
         return cudaSuccess;

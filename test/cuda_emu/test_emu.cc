@@ -6,7 +6,9 @@
  * streams, stream capture (replay not run at capture, cross-stream join, unjoined work,
  * illegal calls during capture), cuBLAS argument checks and column-major products, and every
  * cuBLASLt epilogue on small hand-checkable matrices: bias per row of D, the ReLU bit-mask
- * (bit i + j·ld) and its ld rule, GELU's saved input, DRELU/DGELU(_BGRAD), BGRADA/BGRADB.
+ * (bit i + j·ld) and its ld rule, GELU's saved input, DRELU/DGELU(_BGRAD), BGRADA/BGRADB;
+ * a heuristic's algorithm refusing pointers less aligned than its preference promised, cuBLASLt
+ * declining epilogues under PBL_EMU_LT_DECLINE=1, and the 2-D copy's pitch limit.
  * Compiled with the emulator's sources, like a kernel file (-include pbl_emu_device.h).
  */
 #include <cublasLt.h>
@@ -17,7 +19,9 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -160,6 +164,12 @@ static void launch_config()
     EQ(cudaGetLastError(), cudaSuccess);
     std::vector<float> h = download(d, 1024);
     CHECK(h[0] == 2.0f && h[1023] == 2.0f, "2 blocks of 32x32 threads filled %g .. %g", (double)h[0], (double)h[1023]);
+    /* "cudaMemcpy2DAsync() returns an error if dpitch or spitch is greater than the maximum
+     * allowed" (memPitch, 2^31 - 1): one 16-byte row, inside d, with a 2 GiB pitch */
+    EQ(cudaMemcpy2DAsync(d, (size_t)1 << 31, d + 8, 16, 16, 1, cudaMemcpyDeviceToDevice, nullptr),
+       cudaErrorInvalidPitchValue);
+    EQ(cudaMemcpy2DAsync(d, 16, d + 8, 16, 16, 1, cudaMemcpyDeviceToDevice, nullptr), cudaSuccess);
+    (void)cudaGetLastError();
     EQ(cudaFree(d), cudaSuccess);
     int x = 0;
     EQ(cudaFree(&x), cudaErrorInvalidValue);
@@ -468,6 +478,64 @@ static void cublaslt()
     EQ(cublasLtDestroy(h), CUBLAS_STATUS_SUCCESS);
 }
 
+/* An algorithm from cublasLtMatmulAlgoGetHeuristic holds the alignment its preference promised
+ * (256 by default): cublasLtMatmul refuses a less aligned pointer with it. PBL_EMU_LT_DECLINE=1
+ * makes cuBLASLt decline every epilogue but DEFAULT. */
+static cublasStatus_t lt_heuristic(cublasLtHandle_t h, cublasLtEpilogue_t epi, const float *A, const float *B, float *D,
+                                   void *bias, uint32_t align_a, int *returned)
+{
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t l2;
+    cublasLtMatmulPreference_t pref;
+    cublasLtMatmulHeuristicResult_t res;
+    uint64_t ws = 0;
+    cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+    if (bias)
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+    cublasLtMatrixLayoutCreate(&l2, CUDA_R_32F, 2, 2, 2);
+    cublasLtMatmulPreferenceCreate(&pref);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    if (align_a)
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof align_a);
+    *returned = 0;
+    cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(h, op, l2, l2, l2, l2, pref, 1, &res, returned);
+    float one = 1.0f, zero = 0.0f;
+    if (s == CUBLAS_STATUS_SUCCESS && *returned == 1)
+        s = cublasLtMatmul(h, op, &one, A, l2, B, l2, &zero, D, l2, D, l2, &res.algo, nullptr, 0, nullptr);
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(l2);
+    cublasLtMatmulDescDestroy(op);
+    cudaDeviceSynchronize();
+    return s;
+}
+
+static void cublaslt_algos()
+{
+    cublasLtHandle_t h;
+    EQ(cublasLtCreate(&h), CUBLAS_STATUS_SUCCESS);
+    float *A = upload({ 0, 1, 3, -2, 4 }), *I = upload({ 1, 0, 0, 1 }), *D = upload({ 0, 0, 0, 0 });
+    float *bias = upload({ 10, 20 });
+    int n = 0;
+    EQ(lt_heuristic(h, CUBLASLT_EPILOGUE_DEFAULT, A, I, D, nullptr, 0, &n), CUBLAS_STATUS_SUCCESS);
+    CHECK(n == 1, "the heuristic returned %d algorithms", n);
+    /* A + 1 is 4-byte aligned: refused under the default promise of 256, run under a promise of 4 */
+    EQ(lt_heuristic(h, CUBLASLT_EPILOGUE_DEFAULT, A + 1, I, D, nullptr, 0, &n), CUBLAS_STATUS_INVALID_VALUE);
+    EQ(lt_heuristic(h, CUBLASLT_EPILOGUE_DEFAULT, A + 1, I, D, nullptr, 4, &n), CUBLAS_STATUS_SUCCESS);
+    std::vector<float> d = download(D, 4);
+    CHECK(d[0] == 1 && d[1] == 3 && d[2] == -2 && d[3] == 4, "A + 1 times I: %g %g %g %g", (double)d[0],
+          (double)d[1], (double)d[2], (double)d[3]);
+    setenv("PBL_EMU_LT_DECLINE", "1", 1);
+    EQ(lt_heuristic(h, CUBLASLT_EPILOGUE_BIAS, A + 1, I, D, bias, 4, &n), CUBLAS_STATUS_NOT_SUPPORTED);
+    CHECK(n == 0, "a declined heuristic returned %d algorithms", n);
+    EQ(lt(h, CUBLASLT_EPILOGUE_BIAS, 2, 2, 2, A, I, D, bias, nullptr, 0), CUBLAS_STATUS_NOT_SUPPORTED);
+    EQ(lt_heuristic(h, CUBLASLT_EPILOGUE_DEFAULT, A + 1, I, D, nullptr, 4, &n), CUBLAS_STATUS_SUCCESS);
+    unsetenv("PBL_EMU_LT_DECLINE");
+    for (float *p : { A, I, D, bias })
+        cudaFree(p);
+    EQ(cublasLtDestroy(h), CUBLAS_STATUS_SUCCESS);
+}
+
 int main()
 {
     sticky_faults();
@@ -483,6 +551,7 @@ int main()
     capture();
     cublas();
     cublaslt();
+    cublaslt_algos();
     EQ(cudaDeviceSynchronize(), cudaSuccess);
     if (failures)
         fprintf(stderr, "%d checks failed\n", failures);

@@ -102,6 +102,7 @@ struct cudaDeviceProp {
     char   name[256];
     size_t totalGlobalMem;
     size_t sharedMemPerBlock;
+    size_t memPitch; /* the largest pitch of a 2-D copy */
     int    regsPerBlock;
     int    warpSize;
     int    maxThreadsPerBlock;
