@@ -11,7 +11,10 @@
  * threads last to first (see run_grid).
  *
  * A __syncthreads() that some threads of the block never reach (they returned first, or
- * passed a different number of barriers) is undefined on a GPU (a hang, or garbage): here it
+ * passed a different number of barriers, or met at different __syncthreads() statements:
+ * the CUDA C++ Programming Guide allows one in conditional code "only if the conditional
+ * evaluates identically across the entire thread block, otherwise the code execution is
+ * likely to hang or produce unintended side effects") is undefined on a GPU (a hang, or garbage): here it
  * is the sticky cudaErrorLaunchFailure, with the kernel's name on stderr.
  *
  * Sanitizers: every switch is announced to AddressSanitizer (__sanitizer_start/finish_switch_
@@ -26,6 +29,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -66,6 +70,8 @@ struct fiber {
     void      *tsan = nullptr;
     uint3      tid{ 0, 0, 0 };
     unsigned   barriers = 0;
+    const char *site_file = nullptr; /* the __syncthreads() it waits at */
+    int         site_line = 0;
 };
 
 struct block_state {
@@ -74,6 +80,8 @@ struct block_state {
     unsigned                      n = 0, next = 0, finished = 0;
     unsigned                      barriers_min = ~0u, barriers_max = 0;
     bool                          divergent = false;
+    const char                   *split_file[2] = { nullptr, nullptr }; /* two statements one barrier */
+    int                           split_line[2] = { 0, 0 };             /* met at, when they differ */
     bool                          reversed = false; /* threads started last to first */
     std::vector<fiber *>          waiting, ready;
 };
@@ -234,6 +242,15 @@ bool run_block(block_state *b)
         } else if (!b->waiting.empty()) {
             if (b->finished > 0)
                 b->divergent = true; /* threads returned while others wait at the barrier */
+            for (fiber *w : b->waiting)
+                if (!b->split_file[0] && (w->site_line != b->waiting[0]->site_line ||
+                                          strcmp(w->site_file, b->waiting[0]->site_file) != 0)) {
+                    b->divergent = true; /* one barrier, reached at two different statements */
+                    b->split_file[0] = b->waiting[0]->site_file;
+                    b->split_line[0] = b->waiting[0]->site_line;
+                    b->split_file[1] = w->site_file;
+                    b->split_line[1] = w->site_line;
+                }
             b->ready.swap(b->waiting); /* the barrier opens (even then: the parked threads must end) */
         } else {
             break;
@@ -246,12 +263,14 @@ bool run_block(block_state *b)
 
 } // namespace
 
-void syncthreads()
+void syncthreads(const char *file, int line)
 {
     if (!ws || ws->direct || !ws->cur)
         return; /* a one-thread block: the barrier is trivially reached */
     fiber *f = ws->cur;
     f->barriers++;
+    f->site_file = file;
+    f->site_line = line;
     ws->blk->waiting.push_back(f);
     ws->cur = nullptr;
     to_main(f);
@@ -298,6 +317,14 @@ void run_grid(const char *name, dim3 grid, dim3 block, const std::function<void(
         ws->blk = nullptr;
         if (!ok) {
             set_sticky(cudaErrorLaunchOutOfResources, "kernel %s: no memory for a fiber stack", name);
+            break;
+        }
+        if (b.divergent && b.split_file[0]) {
+            set_sticky(cudaErrorLaunchFailure,
+                       "kernel %s, block (%u, %u, %u): threads met at different __syncthreads() statements "
+                       "(%s:%d and %s:%d), undefined on a GPU",
+                       name, here.block.x, here.block.y, here.block.z, b.split_file[0], b.split_line[0],
+                       b.split_file[1], b.split_line[1]);
             break;
         }
         if (b.divergent) {

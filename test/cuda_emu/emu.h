@@ -27,7 +27,8 @@
  * - Launch configuration: more than 1024 threads per block, a zero or oversized dimension is
  *   cudaErrorInvalidConfiguration from cudaGetLastError (not sticky); an unknown stream handle
  *   is cudaErrorInvalidResourceHandle. Sticky errors (illegal address, a __syncthreads() that
- *   not every thread of the block reached) are returned by every later call.
+ *   not every thread of the block reached, or that threads met at different statements) are
+ *   returned by every later call.
  * - A block's threads are fibers (ucontext) on the stream's thread: __syncthreads is a real
  *   barrier. One fiber runs threads one after another until a thread waits at the barrier, so
  *   kernels that never call it cost one fiber switch per block. Fiber switches are annotated

@@ -1,7 +1,8 @@
 /*
  * The host CUDA emulator's own semantics (emu.h, include/cublasLt.h), checked one by one:
  * launch configuration errors (not sticky), sticky faults (a host pointer given to a kernel,
- * a divergent __syncthreads: each in a child process, since sticky errors end a context),
+ * a divergent __syncthreads, one met at two statements: each in a child process, since
+ * sticky errors end a context),
  * __syncthreads as a real barrier, block order changing between launches, pageable copies staged at the call, event edges between
  * streams, stream capture (replay not run at capture, cross-stream join, unjoined work,
  * illegal calls during capture), cuBLAS argument checks and column-major products, and every
@@ -92,6 +93,18 @@ __global__ static void divergent_k(float *y)
     y[threadIdx.x] = 1.0f;
 }
 
+/* every thread passes one barrier, but the two halves of the block at different statements */
+__global__ static void split_k(float *y)
+{
+    if (threadIdx.x < 32) {
+        y[threadIdx.x] = 1.0f;
+        __syncthreads();
+    } else {
+        __syncthreads();
+        y[threadIdx.x] = 2.0f;
+    }
+}
+
 /* ---- helpers ------------------------------------------------------------------------------ */
 
 static std::vector<float> download(const float *d, size_t n)
@@ -148,6 +161,13 @@ static void sticky_faults()
         return e == cudaErrorLaunchFailure && cudaGetLastError() == cudaErrorLaunchFailure ? 0 : 1;
     });
     CHECK(rc == 0, "a divergent __syncthreads: child exit %d", rc);
+    rc = in_child([] {
+        float *d = nullptr;
+        cudaMalloc((void **)&d, 64 * sizeof(float));
+        PBL__LAUNCH(split_k, 1, 64, 0, nullptr)(d);
+        return cudaDeviceSynchronize() == cudaErrorLaunchFailure ? 0 : 1;
+    });
+    CHECK(rc == 0, "__syncthreads met at two statements: child exit %d", rc);
 }
 
 static void launch_config()

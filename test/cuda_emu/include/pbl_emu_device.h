@@ -39,7 +39,8 @@ struct coords {
 /* the coordinates of the fiber running on this OS thread */
 extern thread_local coords here;
 
-void syncthreads();
+/* a barrier of the block's threads, met at this statement (file:line) by all of them */
+void syncthreads(const char *file, int line);
 
 /* Enqueues `fn` (one block's body per call, run for each block and thread) as a kernel. */
 void launch(const char *name, dim3 grid, dim3 block, size_t shmem, cudaStream_t stream, std::function<void()> fn,
@@ -90,7 +91,7 @@ launcher<P...> make_launcher(const char *name, void (*k)(P...), dim3 grid, dim3 
 #define PBL__LAUNCH(k, grid, block, shmem, stream) \
     ::pbl_emu::make_launcher(#k, k, (grid), (block), (shmem), (stream))
 
-static inline void __syncthreads(void) { ::pbl_emu::syncthreads(); }
+#define __syncthreads() ::pbl_emu::syncthreads(__FILE__, __LINE__)
 static inline void __threadfence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 
 /* Atomics: host atomics, since blocks of kernels on different streams run concurrently. */
