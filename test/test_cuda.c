@@ -2,7 +2,8 @@
  * The CUDA backend against the CPU one: every op with a CUDA kernel on random data (CUDA,
  * 1 and 2 streams, with and without a CUDA Graph, two runs so updates and dropout's run
  * counter are exercised on replay), a label out of range reported from the device, and an
- * MLP trained a few steps (loss every step and parameters after, within tolerance).
+ * MLP and a small CNN trained a few steps (loss every step and parameters after, within
+ * tolerance).
  *
  * Tolerances (|cuda - cpu| <= tol·(1 + |cpu|)): 1e-5 for element-wise ops (same formulas,
  * no FMA contraction, but CUDA's expf/erff/tanhf differ from glibc's by an ulp or two);
@@ -10,6 +11,21 @@
  * dropout's mask is compared exactly (integer arithmetic). MLP: loss within 1e-3 relative
  * per step, parameters within 2e-3 (Adam divides by sqrt(v), which magnifies differences of
  * tiny gradients in the first steps).
+ *
+ * Convolutions and pools. conv2d and conv2d_grad_input: 1e-4 like the products (each output
+ * sums C/g·kh·kw or Co/g·kh·kw products of values in [-1, 1], at most 288 here; cuBLAS and
+ * OpenBLAS order them differently, col2im adds the same taps in the same order). conv2d_grad_weight
+ * sums N·OH·OW products per element: 1e-4 for the small cases, 1e-3 for the two past one
+ * chunk of the column buffer (270,000 and 28,900 terms: fp32 rounding grows like √terms·ε·|partial
+ * sums|, ~5e-3 absolute on sums of ~170, i.e. ~3e-5 relative, and the chunked sum adds the
+ * chunks in another order than the CPU's one sgemm; measured on the host emulator: 5.7e-5 and
+ * 1.4e-4, every other conv case below 4e-6). Pools and their gradients are exact
+ * (tol 0): the same float operations in the same order (max: strict > from -FLT_MAX; avg: the
+ * float sum of the taps inside x divided by their count; global: a double sum; gradients
+ * gathered in output order, the CPU's order of adding into dx). The max-pool cases with tied
+ * inputs check the tie rule (the first tap in window order equal to y takes the gradient).
+ * CNN (conv, max pool, grouped conv, avg pool, global pool, SGD with momentum, 5 steps): loss
+ * within 1e-4 relative per step and parameters within 1e-4.
  *
  * Without a CUDA device (or built without CUDA) the program prints why and exits 77, which
  * CTest counts as skipped. As test_cuda_emu it runs on pebble's host CUDA emulator
@@ -64,6 +80,10 @@ typedef struct op_case {
     float       lo, hi;     /* range of the float inputs */
     double      tol;        /* 0: exact */
 } op_case;
+
+/* > 1: float inputs take only this many values, evenly spaced in [lo, hi] (ties in a max
+ * pool's windows; set around the tie cases) */
+static int levels;
 
 static int64_t numel(pbl_shape s)
 {
@@ -121,6 +141,9 @@ static int run_op(const op_case *c, pbl_backend_kind backend, int streams, int g
         for (int64_t j = 0; j < n; j++) {
             if (i == c->label)
                 ((int32_t *)buf)[j] = (int32_t)(rng_next(&seed) % (uint64_t)c->classes);
+            else if (levels > 1)
+                ((float *)buf)[j] = c->lo + (c->hi - c->lo) * (float)(rng_next(&seed) % (uint64_t)levels) /
+                                                (float)(levels - 1);
             else
                 ((float *)buf)[j] = rng_uniform(&seed, c->lo, c->hi);
         }
@@ -182,6 +205,28 @@ static void compare_op(const op_case *c, int streams, int graph)
 
 #define S(...) PBL_SHAPE(__VA_ARGS__)
 static const int64_t ax1[] = { 1 }, ax02[] = { 0, 2 }, sh6[] = { 6 }, sh46[] = { 4, 6 }, sh64[] = { 6, 4 }, perm201[] = { 2, 0, 1 };
+/* window attributes of the conv and pool cases */
+static const int64_t one2[] = { 1, 1 }, two2[] = { 2, 2 }, s21[] = { 2, 1 }, s12[] = { 1, 2 }, pad1[] = { 1, 1, 1, 1 },
+                     pad0110[] = { 0, 1, 1, 0 }, pad2011[] = { 2, 0, 1, 1 }, pad1120[] = { 1, 1, 2, 0 },
+                     pad1002[] = { 1, 0, 0, 2 }, k3[] = { 3, 3 }, k32[] = { 3, 2 }, k23[] = { 2, 3 };
+/* the shapes the gradient ops make */
+static const int64_t x2376[] = { 2, 3, 7, 6 }, w4333[] = { 4, 3, 3, 3 }, x1497[] = { 1, 4, 9, 7 },
+                     w6232[] = { 6, 2, 3, 2 }, x2286[] = { 2, 2, 8, 6 }, w3233[] = { 3, 2, 3, 3 },
+                     x2355[] = { 2, 3, 5, 5 }, w3133[] = { 3, 1, 3, 3 }, x3543[] = { 3, 5, 4, 3 },
+                     w2511[] = { 2, 5, 1, 1 }, x2433[] = { 2, 4, 3, 3 }, w6211[] = { 6, 2, 1, 1 },
+                     x1277[] = { 1, 2, 7, 7 }, w2211[] = { 2, 2, 1, 1 }, x3_4_300[] = { 3, 4, 300, 300 },
+                     w2433[] = { 2, 4, 3, 3 }, x1_32_170[] = { 1, 32, 170, 170 }, w2_32_33[] = { 2, 32, 3, 3 },
+                     x1257[] = { 1, 2, 5, 7 }, x2196[] = { 2, 1, 9, 6 }, x3266[] = { 3, 2, 6, 6 },
+                     x1354[] = { 1, 3, 5, 4 }, x2345[] = { 2, 3, 4, 5 }, x327[] = { 3, 2, 7 },
+                     x2_2_33_31[] = { 2, 2, 33, 31 };
+
+#define ATTRS(...) { __VA_ARGS__ }, (int)(sizeof((pbl_attr[]){ __VA_ARGS__ }) / sizeof(pbl_attr))
+#define STRIDE(v)  PBL_ATTR_INTS("stride", v, 2)
+#define PAD(v)     PBL_ATTR_INTS("pad", v, 4)
+#define DIL(v)     PBL_ATTR_INTS("dilation", v, 2)
+#define GROUPS(n)  PBL_ATTR_INT("groups", n)
+#define KERNEL(v)  PBL_ATTR_INTS("kernel", v, 2)
+#define MADE(v)    PBL_ATTR_INTS("shape", v, (int64_t)(sizeof v / sizeof v[0]))
 
 /* Every op with a CUDA kernel against the CPU, 1 and 2 streams, eager and graph. */
 static void run_cases(void)
@@ -255,13 +300,95 @@ static void run_cases(void)
     { "matmul_act_grad", 3, { S(8, 12), S(12, 16), S(8, 16) }, -1, 0, { PBL_ATTR_INT("act", 3) }, 1, -1, 1, 1e-4 },
     { "matmul_act_grad", 3, { S(8, 12), S(12, 16), S(8, 16) }, -1, 0, { PBL_ATTR_INT("act", 4) }, 1, -3, 3, 1e-4 },
     { "matmul_act_grad", 3, { S(12, 8), S(16, 12), S(8, 16) }, -1, 0, { PBL_ATTR_INT("trans_a", 1), PBL_ATTR_INT("trans_b", 1), PBL_ATTR_INT("act", 1) }, 3, -1, 1, 1e-4 },
+    /* conv2d: same padding + bias; groups with stride 2,1 and asymmetric pads; dilation; depthwise
+     * stride 2; 1x1 read in place (with and without groups); 1x1 stride 2 (inputs no output
+     * reads). Columns larger than one chunk: `chunked` below. */
+    { "conv2d", 3, { S(2, 3, 7, 6), S(4, 3, 3, 3), S(4) }, -1, 0, ATTRS(STRIDE(one2), PAD(pad1)), -1, 1, 1e-4 },
+    { "conv2d", 2, { S(1, 4, 9, 7), S(6, 2, 3, 2) }, -1, 0, ATTRS(STRIDE(s21), PAD(pad0110), GROUPS(2)), -1, 1, 1e-4 },
+    { "conv2d", 3, { S(2, 2, 8, 6), S(3, 2, 3, 3), S(3) }, -1, 0, ATTRS(STRIDE(s12), PAD(pad2011), DIL(s21)), -1, 1, 1e-4 },
+    { "conv2d", 2, { S(2, 3, 5, 5), S(3, 1, 3, 3) }, -1, 0, ATTRS(STRIDE(two2), PAD(pad1), GROUPS(3)), -1, 1, 1e-4 },
+    { "conv2d", 3, { S(3, 5, 4, 3), S(2, 5, 1, 1), S(2) }, -1, 0, { { 0 } }, 0, -1, 1, 1e-4 },
+    { "conv2d", 2, { S(2, 4, 3, 3), S(6, 2, 1, 1) }, -1, 0, ATTRS(GROUPS(2)), -1, 1, 1e-4 },
+    { "conv2d", 2, { S(1, 2, 7, 7), S(2, 2, 1, 1) }, -1, 0, ATTRS(STRIDE(two2)), -1, 1, 1e-4 },
+    /* conv2d_grad_input (dy, w) and conv2d_grad_weight (dy, x): the same convolutions */
+    { "conv2d_grad_input", 2, { S(2, 4, 7, 6), S(4, 3, 3, 3) }, -1, 0, ATTRS(STRIDE(one2), PAD(pad1), MADE(x2376)), -1, 1, 1e-4 },
+    { "conv2d_grad_input", 2, { S(1, 6, 4, 7), S(6, 2, 3, 2) }, -1, 0, ATTRS(STRIDE(s21), PAD(pad0110), GROUPS(2), MADE(x1497)), -1, 1, 1e-4 },
+    { "conv2d_grad_input", 2, { S(2, 3, 7, 3), S(3, 2, 3, 3) }, -1, 0, ATTRS(STRIDE(s12), PAD(pad2011), DIL(s21), MADE(x2286)), -1, 1, 1e-4 },
+    { "conv2d_grad_input", 2, { S(2, 3, 3, 3), S(3, 1, 3, 3) }, -1, 0, ATTRS(STRIDE(two2), PAD(pad1), GROUPS(3), MADE(x2355)), -1, 1, 1e-4 },
+    { "conv2d_grad_input", 2, { S(3, 2, 4, 3), S(2, 5, 1, 1) }, -1, 0, ATTRS(MADE(x3543)), -1, 1, 1e-4 },
+    { "conv2d_grad_input", 2, { S(2, 6, 3, 3), S(6, 2, 1, 1) }, -1, 0, ATTRS(GROUPS(2), MADE(x2433)), -1, 1, 1e-4 },
+    { "conv2d_grad_input", 2, { S(1, 2, 4, 4), S(2, 2, 1, 1) }, -1, 0, ATTRS(STRIDE(two2), MADE(x1277)), -1, 1, 1e-4 },
+    { "conv2d_grad_weight", 2, { S(2, 4, 7, 6), S(2, 3, 7, 6) }, -1, 0, ATTRS(STRIDE(one2), PAD(pad1), MADE(w4333)), -1, 1, 1e-4 },
+    { "conv2d_grad_weight", 2, { S(1, 6, 4, 7), S(1, 4, 9, 7) }, -1, 0, ATTRS(STRIDE(s21), PAD(pad0110), GROUPS(2), MADE(w6232)), -1, 1, 1e-4 },
+    { "conv2d_grad_weight", 2, { S(2, 3, 7, 3), S(2, 2, 8, 6) }, -1, 0, ATTRS(STRIDE(s12), PAD(pad2011), DIL(s21), MADE(w3233)), -1, 1, 1e-4 },
+    { "conv2d_grad_weight", 2, { S(2, 3, 3, 3), S(2, 3, 5, 5) }, -1, 0, ATTRS(STRIDE(two2), PAD(pad1), GROUPS(3), MADE(w3133)), -1, 1, 1e-4 },
+    { "conv2d_grad_weight", 2, { S(3, 2, 4, 3), S(3, 5, 4, 3) }, -1, 0, ATTRS(MADE(w2511)), -1, 1, 1e-4 },
+    { "conv2d_grad_weight", 2, { S(2, 6, 3, 3), S(2, 4, 3, 3) }, -1, 0, ATTRS(GROUPS(2), MADE(w6211)), -1, 1, 1e-4 },
+    { "conv2d_grad_weight", 2, { S(1, 2, 4, 4), S(1, 2, 7, 7) }, -1, 0, ATTRS(STRIDE(two2), MADE(w2211)), -1, 1, 1e-4 },
+    /* pools: kernel 3 stride 2 pad 1; 3x2 stride 1,2 asymmetric pads; dilation 2 with pads;
+     * 2x2 stride 2; 2x2 stride 1 (overlapping). Same sums in the same order: exact. */
+    { "max_pool2d", 1, { S(2, 3, 7, 6) }, -1, 0, ATTRS(KERNEL(k3), STRIDE(two2), PAD(pad1)), -1, 1, 0 },
+    { "max_pool2d", 1, { S(1, 2, 5, 7) }, -1, 0, ATTRS(KERNEL(k32), STRIDE(s12), PAD(pad1120)), -3, -1, 0 },
+    { "max_pool2d", 1, { S(2, 1, 9, 6) }, -1, 0, ATTRS(KERNEL(k23), STRIDE(s21), PAD(pad1002), DIL(two2)), -1, 1, 0 },
+    { "max_pool2d", 1, { S(1, 3, 5, 4) }, -1, 0, ATTRS(KERNEL(two2)), -1, 1, 0 },
+    { "avg_pool2d", 1, { S(2, 3, 7, 6) }, -1, 0, ATTRS(KERNEL(k3), STRIDE(two2), PAD(pad1)), -1, 1, 0 },
+    { "avg_pool2d", 1, { S(1, 2, 5, 7) }, -1, 0, ATTRS(KERNEL(k32), STRIDE(s12), PAD(pad1120)), -1, 1, 0 },
+    { "avg_pool2d", 1, { S(2, 1, 9, 6) }, -1, 0, ATTRS(KERNEL(k23), STRIDE(s21), PAD(pad1002), DIL(two2)), -1, 1, 0 },
+    { "avg_pool2d", 1, { S(3, 2, 6, 6) }, -1, 0, ATTRS(KERNEL(two2), STRIDE(two2)), -1, 1, 0 },
+    { "avg_pool2d", 1, { S(1, 3, 5, 4) }, -1, 0, ATTRS(KERNEL(two2)), -1, 1, 0 },
+    { "avg_pool2d_grad", 1, { S(2, 3, 4, 3) }, -1, 0, ATTRS(KERNEL(k3), STRIDE(two2), PAD(pad1), MADE(x2376)), -1, 1, 0 },
+    { "avg_pool2d_grad", 1, { S(1, 2, 6, 4) }, -1, 0, ATTRS(KERNEL(k32), STRIDE(s12), PAD(pad1120), MADE(x1257)), -1, 1, 0 },
+    { "avg_pool2d_grad", 1, { S(2, 1, 4, 4) }, -1, 0, ATTRS(KERNEL(k23), STRIDE(s21), PAD(pad1002), DIL(two2), MADE(x2196)), -1, 1, 0 },
+    { "avg_pool2d_grad", 1, { S(3, 2, 3, 3) }, -1, 0, ATTRS(KERNEL(two2), STRIDE(two2), MADE(x3266)), -1, 1, 0 },
+    { "avg_pool2d_grad", 1, { S(1, 3, 4, 3) }, -1, 0, ATTRS(KERNEL(two2), MADE(x1354)), -1, 1, 0 },
+    { "global_avg_pool", 1, { S(2, 3, 4, 5) }, -1, 0, { { 0 } }, 0, -1, 1, 0 },
+    { "global_avg_pool", 1, { S(3, 2, 7) }, -1, 0, { { 0 } }, 0, -1, 1, 0 },
+    { "global_avg_pool", 1, { S(2, 2, 33, 31) }, -1, 0, { { 0 } }, 0, -1, 1, 0 },
+    { "global_avg_pool_grad", 1, { S(2, 3, 1, 1) }, -1, 0, ATTRS(MADE(x2345)), -1, 1, 0 },
+    { "global_avg_pool_grad", 1, { S(3, 2, 1) }, -1, 0, ATTRS(MADE(x327)), -1, 1, 0 },
+    { "global_avg_pool_grad", 1, { S(2, 2, 1, 1) }, -1, 0, ATTRS(MADE(x2_2_33_31)), -1, 1, 0 },
     };
     int n = (int)(sizeof cases / sizeof cases[0]);
     for (int i = 0; i < n; i++)
         for (int streams = 1; streams <= 2; streams++)
             for (int graph = 0; graph <= 1; graph++)
                 compare_op(&cases[i], streams, graph);
-    printf("%d op cases x {1, 2 streams} x {eager, CUDA graph}\n", n);
+    /* Inputs of 3 values (-1, 0, 1), so windows hold several taps equal to their max and, for
+     * max_pool2d_grad (dy, x, y), several taps equal to y: the first in window order takes the
+     * gradient (y need not be x's true max for that rule to be tested). */
+    const op_case ties[] = {
+    { "max_pool2d", 1, { S(3, 2, 6, 6) }, -1, 0, ATTRS(KERNEL(two2), STRIDE(two2)), -1, 1, 0 },
+    { "max_pool2d_grad", 3, { S(2, 3, 4, 3), S(2, 3, 7, 6), S(2, 3, 4, 3) }, -1, 0, ATTRS(KERNEL(k3), STRIDE(two2), PAD(pad1)), -1, 1, 0 },
+    { "max_pool2d_grad", 3, { S(1, 2, 6, 4), S(1, 2, 5, 7), S(1, 2, 6, 4) }, -1, 0, ATTRS(KERNEL(k32), STRIDE(s12), PAD(pad1120)), -1, 1, 0 },
+    { "max_pool2d_grad", 3, { S(2, 1, 4, 4), S(2, 1, 9, 6), S(2, 1, 4, 4) }, -1, 0, ATTRS(KERNEL(k23), STRIDE(s21), PAD(pad1002), DIL(two2)), -1, 1, 0 },
+    { "max_pool2d_grad", 3, { S(3, 2, 3, 3), S(3, 2, 6, 6), S(3, 2, 3, 3) }, -1, 0, ATTRS(KERNEL(two2), STRIDE(two2)), -1, 1, 0 },
+    { "max_pool2d_grad", 3, { S(1, 3, 4, 3), S(1, 3, 5, 4), S(1, 3, 4, 3) }, -1, 0, ATTRS(KERNEL(two2)), -1, 1, 0 },
+    };
+    int nt = (int)(sizeof ties / sizeof ties[0]);
+    for (int i = 0; i < nt; i++)
+        for (int streams = 1; streams <= 2; streams++)
+            for (int graph = 0; graph <= 1; graph++) {
+                levels = 3;
+                compare_op(&ties[i], streams, graph);
+                levels = 0;
+            }
+    /* Past one chunk of the convolutions' column buffer (28 MiB, 7,340,032 floats): 3 samples
+     * whose columns (3.24M floats each) fit 2 at a time; 1 sample whose columns (8.3M) need 2
+     * chunks of output positions. Big for the emulator (seconds each), so 1 stream, eager only:
+     * the chunking does not depend on streams or capture, which the small cases cover. */
+    const op_case chunked[] = {
+    { "conv2d", 3, { S(3, 4, 300, 300), S(2, 4, 3, 3), S(2) }, -1, 0, ATTRS(PAD(pad1)), -1, 1, 1e-4 },
+    { "conv2d", 2, { S(1, 32, 170, 170), S(2, 32, 3, 3) }, -1, 0, ATTRS(PAD(pad1)), -1, 1, 1e-4 },
+    { "conv2d_grad_input", 2, { S(3, 2, 300, 300), S(2, 4, 3, 3) }, -1, 0, ATTRS(PAD(pad1), MADE(x3_4_300)), -1, 1, 1e-4 },
+    { "conv2d_grad_input", 2, { S(1, 2, 170, 170), S(2, 32, 3, 3) }, -1, 0, ATTRS(PAD(pad1), MADE(x1_32_170)), -1, 1, 1e-4 },
+    { "conv2d_grad_weight", 2, { S(3, 2, 300, 300), S(3, 4, 300, 300) }, -1, 0, ATTRS(PAD(pad1), MADE(w2433)), -1, 1, 1e-3 },
+    { "conv2d_grad_weight", 2, { S(1, 2, 170, 170), S(1, 32, 170, 170) }, -1, 0, ATTRS(PAD(pad1), MADE(w2_32_33)), -1, 1, 1e-3 },
+    };
+    int nc = (int)(sizeof chunked / sizeof chunked[0]);
+    for (int i = 0; i < nc; i++)
+        compare_op(&chunked[i], 1, 0);
+    printf("%d op cases + %d with tied inputs x {1, 2 streams} x {eager, CUDA graph}, %d chunked convolutions\n", n,
+           nt, nc);
 }
 
 /* ---- a label out of range, found on the device ------------------------------------------ */
@@ -429,6 +556,118 @@ static void compare_mlp(int streams, int graph, int bind, int fused)
            worst);
 }
 
+/* ---- a small CNN trained on both backends ------------------------------------------------ */
+
+/* conv 3x3 pad 1 + bias, relu, max pool 2x2/2, grouped conv 3x3 pad 1 + bias, relu, avg pool
+ * 3x3/2 pad 1, global average pool, flatten, fully connected, softmax cross-entropy; SGD with
+ * momentum. Every conv/pool op and gradient op runs inside one CUDA executor (pbl_exec_create
+ * refuses a graph with an op lacking a CUDA kernel), the max pool's gradient with the y the
+ * forward really computed. */
+enum { CB = 4, CSTEPS = 5, CNP = 8 * 3 * 9 + 8 + 8 * 4 * 9 + 8 + 5 * 8 + 5 };
+
+static pbl_value node1(pbl_graph *g, const char *op, const pbl_value *in, int n_in, const pbl_attr *at, int n_at)
+{
+    pbl_value out[4] = { PBL_NONE };
+    pbl_node_desc d = { .op = op, .inputs = in, .n_inputs = n_in, .attrs = at, .n_attrs = n_at };
+    if (pbl_graph_add_node(g, &d, NULL, out) != PBL_OK)
+        return PBL_NONE;
+    return out[0];
+}
+
+static int cnn_train(pbl_backend_kind backend, int streams, int graph, float *losses, float *params)
+{
+    pbl_graph *g = NULL;
+    pbl_exec *e = NULL;
+    int ok = 0;
+    char err[256] = "";
+    pbl_graph_create(&g, NULL);
+    pbl_value x = pbl_input(g, "x", PBL_SHAPE(CB, 3, 12, 12)), y = pbl_label(g, "y", PBL_I32, PBL_SHAPE(CB));
+    pbl_shape shp[6] = { PBL_SHAPE(8, 3, 3, 3), PBL_SHAPE(8), PBL_SHAPE(8, 4, 3, 3), PBL_SHAPE(8), PBL_SHAPE(5, 8),
+                         PBL_SHAPE(5) };
+    const char *names[6] = { "w1", "b1", "w2", "b2", "w3", "b3" };
+    pbl_value p[6], gr[6];
+    for (int i = 0; i < 6; i++)
+        p[i] = pbl_param(g, names[i], shp[i]);
+    const pbl_attr c1[] = { PAD(pad1) }, c2[] = { PAD(pad1), GROUPS(2) }, mp[] = { KERNEL(two2), STRIDE(two2) },
+                   ap[] = { KERNEL(k3), STRIDE(two2), PAD(pad1) };
+    pbl_value h = pbl_relu(g, node1(g, "conv2d", (pbl_value[]){ x, p[0], p[1] }, 3, c1, 1));
+    h = node1(g, "max_pool2d", &h, 1, mp, 2);
+    h = pbl_relu(g, node1(g, "conv2d", (pbl_value[]){ h, p[2], p[3] }, 3, c2, 2));
+    h = node1(g, "avg_pool2d", &h, 1, ap, 3);
+    h = pbl_flatten(g, node1(g, "global_avg_pool", &h, 1, NULL, 0), 1);
+    pbl_value loss = pbl_softmax_cross_entropy(g, pbl_fully_connected(g, h, p[4], p[5]), y);
+    pbl_graph_set_output(g, "loss", loss);
+    if (pbl_graph_build_status(g) != PBL_OK || pbl_graph_gradient(g, loss, p, 6, gr) != PBL_OK) {
+        fprintf(stderr, "cnn: %s\n", pbl_graph_errmsg(g));
+        goto done;
+    }
+    pbl_optimizer_options oo = pbl_optimizer_options_default(PBL_OPTIM_SGD_MOMENTUM);
+    oo.lr = 0.05;
+    if (pbl_graph_add_optimizer(g, &oo, p, gr, 6) != PBL_OK)
+        goto done;
+    pbl_exec_options o = pbl_exec_options_default();
+    o.backend = backend;
+    o.streams = streams;
+    o.cuda_graph = graph;
+    if (pbl_exec_create(&e, g, &o, err, sizeof err) != PBL_OK) {
+        fprintf(stderr, "cnn: exec_create: %s\n", err);
+        goto done;
+    }
+    uint64_t seed = 77;
+    int64_t off = 0;
+    for (int i = 0; i < 6; i++) {
+        int64_t n = numel(shp[i]);
+        for (int64_t j = 0; j < n; j++)
+            params[off + j] = rng_uniform(&seed, -0.4f, 0.4f);
+        if (pbl_exec_write(e, p[i], params + off, (size_t)n * 4) != PBL_OK)
+            goto done;
+        off += n;
+    }
+    static float xs[CB * 3 * 12 * 12];
+    int32_t ys[CB];
+    for (int step = 0; step < CSTEPS; step++) {
+        for (int j = 0; j < CB * 3 * 12 * 12; j++)
+            xs[j] = rng_uniform(&seed, -1, 1);
+        for (int j = 0; j < CB; j++)
+            ys[j] = (int32_t)(rng_next(&seed) % 5);
+        if (pbl_exec_write(e, x, xs, sizeof xs) != PBL_OK || pbl_exec_write(e, y, ys, sizeof ys) != PBL_OK ||
+            pbl_exec_run(e) != PBL_OK || pbl_exec_read(e, loss, &losses[step], sizeof(float)) != PBL_OK) {
+            fprintf(stderr, "cnn step %d: %s\n", step, pbl_exec_errmsg(e));
+            goto done;
+        }
+    }
+    off = 0;
+    for (int i = 0; i < 6; i++) {
+        if (pbl_exec_read(e, p[i], params + off, (size_t)numel(shp[i]) * 4) != PBL_OK)
+            goto done;
+        off += numel(shp[i]);
+    }
+    ok = off == CNP;
+done:
+    pbl_exec_destroy(e);
+    pbl_graph_destroy(g);
+    return ok;
+}
+
+static void compare_cnn(int streams, int graph)
+{
+    static float pw[CNP], pg[CNP];
+    float lw[CSTEPS], lg[CSTEPS];
+    int ok = cnn_train(PBL_BACKEND_CPU, 1, 0, lw, pw) && cnn_train(other, streams, graph, lg, pg);
+    CHECK(ok, "cnn (streams %d, graph %d) did not train", streams, graph);
+    if (!ok)
+        return;
+    for (int s = 0; s < CSTEPS; s++)
+        CHECK(fabs(lg[s] - lw[s]) <= 1e-4 * fabs(lw[s]), "cnn (streams %d, graph %d) step %d: loss %.7g, cpu %.7g",
+              streams, graph, s, (double)lg[s], (double)lw[s]);
+    double worst = 0;
+    for (int64_t i = 0; i < CNP; i++)
+        worst = fmax(worst, fabs((double)pg[i] - (double)pw[i]));
+    CHECK(worst <= 1e-4, "cnn (streams %d, graph %d): parameters differ by up to %.3g", streams, graph, worst);
+    printf("cnn streams %d graph %d: loss %.6f -> %.6f (cpu %.6f -> %.6f), max |dparam| %.3g\n", streams, graph,
+           (double)lg[0], (double)lg[CSTEPS - 1], (double)lw[0], (double)lw[CSTEPS - 1], worst);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--cpu") == 0) {
@@ -465,6 +704,9 @@ int main(int argc, char **argv)
     compare_mlp(2, 1, 1, 0);
     for (int graph = 0; graph <= 1; graph++)
         compare_mlp(2, graph, 0, 1);
+    for (int streams = 1; streams <= 2; streams++)
+        for (int graph = 0; graph <= 1; graph++)
+            compare_cnn(streams, graph);
     if (failures)
         fprintf(stderr, "%d checks failed\n", failures);
     return failures ? 1 : 0;

@@ -53,7 +53,10 @@ typedef pbl_status (*pbl__cuda_fn)(const pbl__cuda_launch *l, const pbl__kargs *
     X(dropout)                                                                     \
     X(sgd) X(sgd_momentum) X(adam)                                                 \
     X(transpose) X(concat)                                                         \
-    X(fully_connected_act) X(fully_connected_grad_wb) X(matmul_act_grad)
+    X(fully_connected_act) X(fully_connected_grad_wb) X(matmul_act_grad)          \
+    X(conv2d) X(conv2d_grad_input) X(conv2d_grad_weight)                           \
+    X(max_pool2d) X(max_pool2d_grad) X(avg_pool2d) X(avg_pool2d_grad)              \
+    X(global_avg_pool) X(global_avg_pool_grad)
 
 #define PBL__CUDA_DECL(n) pbl_status pbl__cuda_##n(const pbl__cuda_launch *l, const pbl__kargs *a);
 PBL__CUDA_OP_LIST(PBL__CUDA_DECL)

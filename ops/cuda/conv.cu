@@ -1,0 +1,362 @@
+/*
+ * CUDA kernels: conv2d, conv2d_grad_input, conv2d_grad_weight (NCHW, groups, stride, pad,
+ * dilation; ops/conv.c), as im2col + cuBLAS sgemm like the CPU kernels (ops/cpu/conv.c):
+ *
+ *   conv2d             y_g  = w_g · col_g(x)  (+ b)      one sgemm per chunk (and group)
+ *   conv2d_grad_input  col_g = w_gᵀ · dy_g, then col2im  one thread per input element
+ *   conv2d_grad_weight dw_g += dy_g · col_g(x)ᵀ          samples added in order (beta 1)
+ *
+ * Why im2col + sgemm rather than a direct kernel: the products are where the time goes, and
+ * cuBLAS does them well; the copy kernels are simple index maps. col2im GATHERS: each thread
+ * owns one input element and adds the column entries that came from it, taps in (kh, kw)
+ * order (the CPU's scatter order for one element), so it is race-free and deterministic (no
+ * atomics).
+ *
+ * Column memory. Nothing is allocated at run time: the column buffer is the stream's cuBLAS
+ * workspace (l->workspace). cuBLAS itself may use its workspace inside an sgemm (split-K), so
+ * while a conv kernel runs, cuBLAS is given only the first eighth of it (cublasSetWorkspace,
+ * restored before returning, failure included) and the columns live in the rest. Uses are
+ * ordered by the stream. The columns are made for a chunk of samples at a time; when one
+ * sample's columns (C·KH·KW × OH·OW floats) do not fit, for one sample and a range of output
+ * positions at a time. A 1x1 kernel with stride 1 and no padding reads x (or writes dx) as it
+ * lies, like the CPU.
+ *
+ * Layouts as in linear.cu: a row-major [r, c] matrix with leading dimension ld is, read
+ * column-major, its transpose. The row-major product C[m, n] = A·B is computed as the
+ * column-major Cᵀ[n, m] = Bᵀ·Aᵀ: operands swapped, each keeping its transpose flag.
+ */
+#include "ops/cuda/common.cuh"
+
+extern "C" {
+#include "ops/window.h"
+}
+
+struct geom {
+    int64_t N, C, H, W, Co, OH, OW, G, Cg, Cog, KH, KW, KK, K, P;
+    int64_t sh, sw, ph, pw, dh, dw; /* stride, pad (top, left), dilation */
+};
+
+/* The geometry of a conv node: x shape xs, weight shape ws, output positions OH x OW; the
+ * window attributes are slots 0..3 (stride, pad, dilation, groups) of every conv op. */
+static geom make_geom(const pbl__kargs *a, const pbl_shape *xs, const pbl_shape *ws, int64_t OH, int64_t OW)
+{
+    pbl__window win;
+    pbl__window_of(NULL, &a->attr[0], &a->attr[1], &a->attr[2], &win);
+    geom g;
+    g.N = xs->dim[0];
+    g.C = xs->dim[1];
+    g.H = xs->dim[2];
+    g.W = xs->dim[3];
+    g.Co = ws->dim[0];
+    g.KH = ws->dim[2];
+    g.KW = ws->dim[3];
+    g.OH = OH;
+    g.OW = OW;
+    g.G = a->attr[3].i;
+    g.Cg = g.C / g.G;
+    g.Cog = g.Co / g.G;
+    g.KK = g.KH * g.KW;
+    g.K = g.Cg * g.KK;
+    g.P = OH * OW;
+    g.sh = win.stride[0];
+    g.sw = win.stride[1];
+    g.ph = win.pad[0];
+    g.pw = win.pad[1];
+    g.dh = win.dilation[0];
+    g.dw = win.dilation[1];
+    return g;
+}
+
+/* x is the column matrix itself: a 1x1 kernel, stride 1, no padding (then OH·OW = H·W) */
+static int is_direct(const geom &g, const pbl__kargs *a)
+{
+    pbl__window win;
+    pbl__window_of(NULL, &a->attr[0], &a->attr[1], &a->attr[2], &win);
+    return g.KK == 1 && g.sh == 1 && g.sw == 1 && !win.pad[0] && !win.pad[1] && !win.pad[2] && !win.pad[3];
+}
+
+/* A chunk: samples [n0, n0 + ns), output positions [p0, p0 + pc). */
+struct chunking {
+    int64_t ns, pc; /* samples per chunk; positions per chunk (P unless ns is 1) */
+};
+
+/* The largest chunks whose columns (C·KK rows of pc floats per sample) fit in cap floats;
+ * pc 0 when not even one position does. */
+static chunking plan_chunks(const geom &g, int64_t cap)
+{
+    chunking c;
+    int64_t rows = g.C * g.KK, per_sample = rows * g.P;
+    if (per_sample <= cap) {
+        c.ns = cap / per_sample < g.N ? cap / per_sample : g.N;
+        c.pc = g.P;
+    } else {
+        c.ns = 1;
+        c.pc = cap / rows;
+    }
+    return c;
+}
+
+/* col[s][c·KK + kh·KW + kw][j] = x[n0 + s, c, ih, iw] (0 in the padding) for output position
+ * p0 + j = oh·OW + ow, ih = oh·sh − ph + kh·dh, iw likewise; rows of pc floats. */
+__global__ static void im2col_k(float *col, const float *x, geom g, int64_t n0, int64_t ns, int64_t p0, int64_t pc)
+{
+    int64_t rows = g.C * g.KK;
+    PBL__GRID_LOOP(i, ns * rows * pc) {
+        int64_t j = i % pc, r = (i / pc) % rows, s = i / (pc * rows);
+        int64_t c = r / g.KK, t = r % g.KK, kh = t / g.KW, kw = t % g.KW;
+        int64_t p = p0 + j, oh = p / g.OW, ow = p % g.OW;
+        int64_t ih = oh * g.sh - g.ph + kh * g.dh, iw = ow * g.sw - g.pw + kw * g.dw;
+        float v = 0.0f;
+        if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W)
+            v = x[(((n0 + s) * g.C + c) * g.H + ih) * g.W + iw];
+        col[i] = v;
+    }
+}
+
+/* The gather inverse of im2col_k: dx[n0 + s, c, ih, iw] = (accumulate ? dx : 0) + Σ the column
+ * entries copied from it, taps in (kh, kw) order. A tap reads output row oh when
+ * oh·sh = ih + ph − kh·dh exactly; only positions in [p0, p0 + pc) are in this chunk. */
+__global__ static void col2im_k(float *dx, const float *col, geom g, int64_t n0, int64_t ns, int64_t p0, int64_t pc,
+                                int accumulate)
+{
+    int64_t HW = g.H * g.W;
+    PBL__GRID_LOOP(i, ns * g.C * HW) {
+        int64_t iw = i % g.W, ih = (i / g.W) % g.H, c = (i / HW) % g.C, s = i / (g.C * HW);
+        const float *cs = col + (s * g.C + c) * g.KK * pc;
+        float acc = 0.0f;
+        for (int64_t kh = 0; kh < g.KH; kh++) {
+            int64_t th = ih + g.ph - kh * g.dh;
+            if (th < 0 || th % g.sh != 0 || th / g.sh >= g.OH)
+                continue;
+            int64_t oh = th / g.sh;
+            for (int64_t kw = 0; kw < g.KW; kw++) {
+                int64_t tw = iw + g.pw - kw * g.dw;
+                if (tw < 0 || tw % g.sw != 0 || tw / g.sw >= g.OW)
+                    continue;
+                int64_t p = oh * g.OW + tw / g.sw - p0;
+                if (p >= 0 && p < pc)
+                    acc += cs[(kh * g.KW + kw) * pc + p];
+            }
+        }
+        float *d = dx + ((n0 + s) * g.C + c) * HW + ih * g.W + iw;
+        *d = accumulate ? *d + acc : acc;
+    }
+}
+
+/* y[n, o, p] = b[o]: the product then adds onto it (beta 1), as the CPU's sgemm does */
+__global__ static void bias_planes(float *y, const float *b, int64_t n, int64_t Co, int64_t P)
+{
+    PBL__GRID_LOOP(i, n)
+        y[i] = b[(i / P) % Co];
+}
+
+/* One operand of a chunk's products: its base, leading dimension, and strides between
+ * samples and between groups. */
+struct mat {
+    const float *p;
+    int64_t ld, s_sample, s_group;
+};
+
+/* The column-major sgemm C = op(A)·op(B) (m x n, inner k) for every group of each of the ns
+ * samples: strided-batched over the groups, one call per sample; with one group, one call
+ * batched over the samples unless `sum_samples` (then every sample adds into the same C, in
+ * order, with beta 1 after the first: the CPU's order). beta0 is the first call's beta. */
+static pbl_status chunk_gemm(const pbl__cuda_launch *l, const pbl__kargs *a, cublasOperation_t ta,
+                             cublasOperation_t tb, int64_t m, int64_t n, int64_t k, mat A, mat B, float beta0, mat C,
+                             int64_t ns, int64_t G, int sum_samples)
+{
+    pbl_status s = PBL_OK;
+    float one = 1.0f, beta = beta0;
+    if (G == 1 && !sum_samples) {
+        PBL__CUBLAS(cublasSgemmStridedBatched(l->blas, ta, tb, (int)m, (int)n, (int)k, &one, A.p, (int)A.ld,
+                                              A.s_sample, B.p, (int)B.ld, B.s_sample, &beta, (float *)C.p, (int)C.ld,
+                                              C.s_sample, (int)ns));
+        goto done;
+    }
+    for (int64_t i = 0; i < ns; i++) {
+        PBL__CUBLAS(cublasSgemmStridedBatched(l->blas, ta, tb, (int)m, (int)n, (int)k, &one, A.p + i * A.s_sample,
+                                              (int)A.ld, A.s_group, B.p + i * B.s_sample, (int)B.ld, B.s_group, &beta,
+                                              (float *)C.p + (sum_samples ? 0 : i * C.s_sample), (int)C.ld, C.s_group,
+                                              (int)G));
+        if (sum_samples)
+            beta = 1.0f;
+    }
+done:
+    return s;
+}
+
+/* cuBLAS keeps the first eighth of the workspace while the rest holds columns */
+#define BLAS_SHARE 8
+
+/* The column buffer (the workspace past cuBLAS's share), its size in floats, and cuBLAS
+ * narrowed to its share. */
+static pbl_status columns_begin(const pbl__cuda_launch *l, const pbl__kargs *a, float **col, int64_t *cap)
+{
+    pbl_status s = PBL_OK;
+    size_t keep = (l->workspace_bytes / BLAS_SHARE) & ~(size_t)255;
+    *col = (float *)((char *)l->workspace + keep);
+    *cap = (int64_t)((l->workspace_bytes - keep) / sizeof(float));
+    PBL__CUBLAS(cublasSetWorkspace(l->blas, l->workspace, keep));
+done:
+    return s;
+}
+
+/* cuBLAS gets its whole workspace back; s is the kernel's status so far. */
+static pbl_status columns_end(const pbl__cuda_launch *l, const pbl__kargs *a, pbl_status s)
+{
+    cublasStatus_t e = cublasSetWorkspace(l->blas, l->workspace, l->workspace_bytes);
+    if (e != CUBLAS_STATUS_SUCCESS && s == PBL_OK) {
+        snprintf(a->err, a->errlen, "cublasSetWorkspace (restoring) failed at %s:%d: %s", __FILE__, __LINE__,
+                 pbl__cublas_status_str(e));
+        s = PBL_ERR_DEVICE;
+    }
+    return s;
+}
+
+/* chunks whose columns fit in cap floats, or a message when one column does not */
+static pbl_status chunks_for(const geom &g, int64_t cap, const pbl__kargs *a, const char *op, chunking *ch)
+{
+    *ch = plan_chunks(g, cap);
+    if (ch->pc >= 1)
+        return PBL_OK;
+    snprintf(a->err, a->errlen, "%s: one output position's columns (%lld floats) exceed the stream workspace (%lld)",
+             op, (long long)(g.C * g.KK), (long long)cap);
+    return PBL_ERR_NOMEM;
+}
+
+extern "C" pbl_status pbl__cuda_conv2d(const pbl__cuda_launch *l, const pbl__kargs *a)
+{
+    pbl_status s = PBL_OK;
+    const pbl_shape *ys = &a->out_meta[0].shape;
+    geom g = make_geom(a, &a->in_meta[0].shape, &a->in_meta[1].shape, ys->dim[2], ys->dim[3]);
+    const float *x = PBL__IN(a, 0), *w = PBL__IN(a, 1);
+    float *y = PBL__OUT(a, 0), *col = NULL;
+    int64_t cap = 0;
+    int narrowed = 0;
+    float beta = 0.0f;
+    chunking ch = { g.N, g.P };
+    int direct = is_direct(g, a);
+    if (a->n_in == 3) {
+        int64_t n = g.N * g.Co * g.P;
+        PBL__LAUNCH(bias_planes, pbl__blocks(n), PBL__THREADS, 0, l->stream)(y, PBL__IN(a, 2), n, g.Co, g.P);
+        PBL__LAUNCHED();
+        beta = 1.0f;
+    }
+    if (!direct) {
+        if ((s = columns_begin(l, a, &col, &cap)) != PBL_OK)
+            goto done;
+        narrowed = 1;
+        if ((s = chunks_for(g, cap, a, "conv2d", &ch)) != PBL_OK)
+            goto done;
+    }
+    for (int64_t n0 = 0; n0 < g.N; n0 += ch.ns) {
+        int64_t ns = g.N - n0 < ch.ns ? g.N - n0 : ch.ns;
+        for (int64_t p0 = 0; p0 < g.P; p0 += ch.pc) {
+            int64_t pc = g.P - p0 < ch.pc ? g.P - p0 : ch.pc;
+            mat cm;
+            if (direct) {
+                cm = { x + n0 * g.C * g.P, g.P, g.C * g.P, g.Cg * g.P };
+            } else {
+                int64_t n = ns * g.C * g.KK * pc;
+                PBL__LAUNCH(im2col_k, pbl__blocks(n), PBL__THREADS, 0, l->stream)(col, x, g, n0, ns, p0, pc);
+                PBL__LAUNCHED();
+                cm = { col, pc, g.C * g.KK * pc, g.K * pc };
+            }
+            /* row-major y_g[Cog, pc] (ld P) = w_g[Cog, K] · col_g[K, pc]
+             * <=> column-major y_gᵀ[pc, Cog] = col_gᵀ[pc, K] · w_gᵀ[K, Cog] */
+            mat wm = { w, g.K, 0, g.Cog * g.K };
+            mat ym = { y + n0 * g.Co * g.P + p0, g.P, g.Co * g.P, g.Cog * g.P };
+            if ((s = chunk_gemm(l, a, CUBLAS_OP_N, CUBLAS_OP_N, pc, g.Cog, g.K, cm, wm, beta, ym, ns, g.G, 0)) != PBL_OK)
+                goto done;
+        }
+    }
+done:
+    return narrowed ? columns_end(l, a, s) : s;
+}
+
+extern "C" pbl_status pbl__cuda_conv2d_grad_input(const pbl__cuda_launch *l, const pbl__kargs *a)
+{
+    pbl_status s = PBL_OK;
+    const pbl_shape *ds = &a->in_meta[0].shape;
+    geom g = make_geom(a, &a->out_meta[0].shape, &a->in_meta[1].shape, ds->dim[2], ds->dim[3]);
+    const float *dy = PBL__IN(a, 0), *w = PBL__IN(a, 1);
+    float *dx = PBL__OUT(a, 0), *col = NULL;
+    int64_t cap = 0;
+    int narrowed = 0;
+    chunking ch = { g.N, g.P };
+    int direct = is_direct(g, a);
+    if (!direct) {
+        if ((s = columns_begin(l, a, &col, &cap)) != PBL_OK)
+            goto done;
+        narrowed = 1;
+        if ((s = chunks_for(g, cap, a, "conv2d_grad_input", &ch)) != PBL_OK)
+            goto done;
+    }
+    for (int64_t n0 = 0; n0 < g.N; n0 += ch.ns) {
+        int64_t ns = g.N - n0 < ch.ns ? g.N - n0 : ch.ns;
+        for (int64_t p0 = 0; p0 < g.P; p0 += ch.pc) {
+            int64_t pc = g.P - p0 < ch.pc ? g.P - p0 : ch.pc;
+            /* direct: dx_g[Cg, P] itself is the column matrix */
+            mat cm = direct ? mat{ dx + n0 * g.C * g.P, g.P, g.C * g.P, g.Cg * g.P }
+                            : mat{ col, pc, g.C * g.KK * pc, g.K * pc };
+            /* row-major col_g[K, pc] = w_gᵀ[K, Cog] · dy_g[Cog, pc] (ld P)
+             * <=> column-major col_gᵀ[pc, K] = dy_gᵀ[pc, Cog] · w_g[Cog, K] (w_g read transposed) */
+            mat dm = { dy + n0 * g.Co * g.P + p0, g.P, g.Co * g.P, g.Cog * g.P };
+            mat wm = { w, g.K, 0, g.Cog * g.K };
+            if ((s = chunk_gemm(l, a, CUBLAS_OP_N, CUBLAS_OP_T, pc, g.K, g.Cog, dm, wm, 0.0f, cm, ns, g.G, 0)) != PBL_OK)
+                goto done;
+            if (!direct) {
+                int64_t n = ns * g.C * g.H * g.W;
+                PBL__LAUNCH(col2im_k, pbl__blocks(n), PBL__THREADS, 0, l->stream)(dx, col, g, n0, ns, p0, pc, p0 > 0);
+                PBL__LAUNCHED();
+            }
+        }
+    }
+done:
+    return narrowed ? columns_end(l, a, s) : s;
+}
+
+extern "C" pbl_status pbl__cuda_conv2d_grad_weight(const pbl__cuda_launch *l, const pbl__kargs *a)
+{
+    pbl_status s = PBL_OK;
+    const pbl_shape *ds = &a->in_meta[0].shape;
+    geom g = make_geom(a, &a->in_meta[1].shape, &a->out_meta[0].shape, ds->dim[2], ds->dim[3]);
+    const float *dy = PBL__IN(a, 0), *x = PBL__IN(a, 1);
+    float *dw = PBL__OUT(a, 0), *col = NULL;
+    int64_t cap = 0;
+    int narrowed = 0;
+    float beta = 0.0f;
+    chunking ch = { g.N, g.P };
+    int direct = is_direct(g, a);
+    if (!direct) {
+        if ((s = columns_begin(l, a, &col, &cap)) != PBL_OK)
+            goto done;
+        narrowed = 1;
+        if ((s = chunks_for(g, cap, a, "conv2d_grad_weight", &ch)) != PBL_OK)
+            goto done;
+    }
+    for (int64_t n0 = 0; n0 < g.N; n0 += ch.ns) {
+        int64_t ns = g.N - n0 < ch.ns ? g.N - n0 : ch.ns;
+        for (int64_t p0 = 0; p0 < g.P; p0 += ch.pc) {
+            int64_t pc = g.P - p0 < ch.pc ? g.P - p0 : ch.pc;
+            mat cm;
+            if (direct) {
+                cm = { x + n0 * g.C * g.P, g.P, g.C * g.P, g.Cg * g.P };
+            } else {
+                int64_t n = ns * g.C * g.KK * pc;
+                PBL__LAUNCH(im2col_k, pbl__blocks(n), PBL__THREADS, 0, l->stream)(col, x, g, n0, ns, p0, pc);
+                PBL__LAUNCHED();
+                cm = { col, pc, g.C * g.KK * pc, g.K * pc };
+            }
+            /* row-major dw_g[Cog, K] += dy_g[Cog, pc] (ld P) · col_g[K, pc]ᵀ
+             * <=> column-major dw_gᵀ[K, Cog] += col_g[K, pc] (stored as [pc, K]: transposed) · dy_gᵀ[pc, Cog] */
+            mat dm = { dy + n0 * g.Co * g.P + p0, g.P, g.Co * g.P, g.Cog * g.P };
+            mat wm = { dw, g.K, 0, g.Cog * g.K };
+            if ((s = chunk_gemm(l, a, CUBLAS_OP_T, CUBLAS_OP_N, g.K, g.Cog, pc, cm, dm, beta, wm, ns, g.G, 1)) != PBL_OK)
+                goto done;
+            beta = 1.0f;
+        }
+    }
+done:
+    return narrowed ? columns_end(l, a, s) : s;
+}
