@@ -22,8 +22,12 @@
  * Each timed loop runs --iters steps; it is repeated --reps times (step and sgemm loops
  * interleaved) and the median repetition is reported.
  *
- *     mlp_step [--batch 128] [--hidden 256,128] [--threads 1] [--warmup 10] [--iters N]
- *              [--reps 5] [--format table|json] [--list] [--step-only]
+ *     mlp_step [--batch 128] [--hidden 256,128] [--threads 1] [--streams 0] [--warmup 10]
+ *              [--iters N] [--reps 5] [--format table|json] [--list] [--step-only]
+ *
+ * --streams goes into pbl_exec_options.streams (0: the backend's default, one stream on the
+ * CPU). With several streams the executor runs BLAS single-threaded (pebble/exec.h), so the
+ * sgemm-alone row, which keeps --threads, is then no longer the same work on the same cores.
  */
 #include <errno.h>
 #include <math.h>
@@ -48,6 +52,7 @@ typedef struct options {
     int64_t hidden[MAX_HIDDEN];
     int     n_hidden;
     int     threads;
+    int     streams; /* pbl_exec_options.streams; 0: the backend's default */
     int     warmup;
     int     iters; /* 0: calibrate */
     int     reps;
@@ -124,12 +129,15 @@ static void *xmalloc(size_t bytes)
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: mlp_step [--batch B] [--hidden H1,H2,...] [--threads T] [--warmup N]\n"
-            "                [--iters N] [--reps R] [--format table|json] [--list] [--step-only]\n"
+            "usage: mlp_step [--batch B] [--hidden H1,H2,...] [--threads T] [--streams S]\n"
+            "                [--warmup N] [--iters N] [--reps R] [--format table|json] [--list]\n"
+            "                [--step-only]\n"
             "  --batch    batch size (default 128)\n"
             "  --hidden   hidden layer widths (default 256,128); input 784, output 10\n"
             "  --threads  BLAS threads for pebble (pbl_exec_options.threads) and for the\n"
             "             sgemm-alone loop (openblas_set_num_threads) (default 1)\n"
+            "  --streams  pbl_exec_options.streams (default 0: the backend's default, 1 on\n"
+            "             the CPU); above 1 the executor runs BLAS single-threaded\n"
             "  --warmup   untimed steps before timing (default 10)\n"
             "  --iters    steps per timed repetition (default: about %.1f s of steps)\n"
             "  --reps     timed repetitions; the median is reported (default 5)\n"
@@ -208,6 +216,10 @@ static int parse_args(int argc, char **argv, options *o)
             if (parse_int(a, val, 1, 1024, &v))
                 return -1;
             o->threads = (int)v;
+        } else if (!strcmp(a, "--streams")) {
+            if (parse_int(a, val, 0, PBL_MAX_STREAMS, &v))
+                return -1;
+            o->streams = (int)v;
         } else if (!strcmp(a, "--warmup")) {
             if (parse_int(a, val, 0, 1 << 30, &v))
                 return -1;
@@ -566,6 +578,7 @@ int main(int argc, char **argv)
 
     pbl_exec_options eo = pbl_exec_options_default();
     eo.threads = o.threads;
+    eo.streams = o.streams;
     char err[512] = "";
     pbl_status s = pbl_exec_create(&e, m.g, &eo, err, sizeof err);
     if (s != PBL_OK) {
@@ -658,10 +671,12 @@ int main(int argc, char **argv)
 
     if (o.json) {
         printf("{\"bench\": \"mlp_step\", \"batch\": %lld, \"hidden\": [%s], \"threads\": %d, "
+               "\"streams\": %d, \"streams_used\": %d, \"waits\": %d, "
                "\"blas_core\": \"%s\", \"warmup\": %d, \"iters\": %d, \"reps\": %d, "
                "\"graph_nodes\": %d, \"schedule_nodes\": %d, \"arena_bytes\": %llu, ",
-               (long long)o.batch, hidden, o.threads, blas_core(), o.warmup, iters, o.reps,
-               (int)pbl_graph_node_count(m.g), (int)st.nodes, (unsigned long long)st.arena_bytes);
+               (long long)o.batch, hidden, o.threads, o.streams, (int)st.streams, (int)st.waits,
+               blas_core(), o.warmup, iters, o.reps, (int)pbl_graph_node_count(m.g), (int)st.nodes,
+               (unsigned long long)st.arena_bytes);
         printf("\"step\": {");
         json_num("steps_per_s", 1.0 / step_s, ", ");
         json_num("samples_per_s", sps, ", ");
@@ -686,8 +701,10 @@ int main(int argc, char **argv)
         for (char *c = layers; *c; c++)
             if (*c == ',')
                 *c = '-';
-        printf("mlp_step: batch %lld, layers %d-%s-%d, threads %d, BLAS core %s\n",
-               (long long)o.batch, IN_FEATURES, layers, N_CLASSES, o.threads, blas_core());
+        printf("mlp_step: batch %lld, layers %d-%s-%d, threads %d, streams %d (%d waits), "
+               "BLAS core %s\n",
+               (long long)o.batch, IN_FEATURES, layers, N_CLASSES, o.threads, (int)st.streams,
+               (int)st.waits, blas_core());
         printf("graph: %d nodes (%d scheduled), %d matrix products, %.4f GFLOP/step, arena "
                "%.2f MiB\n",
                (int)pbl_graph_node_count(m.g), (int)st.nodes, n_gemms, flops * 1e-9,

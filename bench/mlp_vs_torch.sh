@@ -2,8 +2,15 @@
 # bench/mlp_vs_torch.sh — pebble's MLP training step (bench/mlp_step) against the same step in
 # PyTorch on the CPU (bench/mlp_torch.py), same batch and thread count, one side-by-side table.
 #
-#   bench/mlp_vs_torch.sh [--batches 128,1024] [--threads 1,NPROC] [--format table|json]
+#   bench/mlp_vs_torch.sh [--batches 128,1024] [--threads 1,NPROC] [--hidden 256,128]
+#                         [--streams 1] [--format table|json]
 #                         [--build-dir DIR | --mlp-step PATH] [--warmup N] [--iters N] [--reps R]
+#
+# --hidden: the hidden widths, the same for both (784-H1-...-10); the issue's model is
+# --hidden 512,512. --streams: a list of pebble stream counts (pbl_exec_options.streams);
+# with S > 1 streams pebble runs S worker threads with single-threaded BLAS, so S streams
+# are run only beside torch with T >= S threads (streams 1 always); torch has no such
+# option and is run once per batch and thread count.
 #
 # Builds mlp_step first (configuring DIR, default build/, as Release when it has no cache yet;
 # with --mlp-step it runs that binary and builds nothing). When bench/.venv cannot import
@@ -17,6 +24,8 @@ root=$(dirname "$here")
 ncpu=$(nproc)
 batches="128,1024"
 threads="1,$ncpu"
+hidden="256,128"
+streams="1"
 format=table
 build="$root/build"
 mlp_step=
@@ -29,6 +38,8 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --batches) batches=${2:?}; shift 2 ;;
         --threads) threads=${2:?}; shift 2 ;;
+        --hidden) hidden=${2:?}; shift 2 ;;
+        --streams) streams=${2:?}; shift 2 ;;
         --format) format=${2:?}; shift 2 ;;
         --build-dir) build=${2:?}; shift 2 ;;
         --mlp-step) mlp_step=${2:?}; shift 2 ;;
@@ -40,8 +51,11 @@ done
 case "$format" in table|json) ;; *) die "--format: table or json, got '$format'" ;; esac
 [[ "$batches" =~ ^[0-9]+(,[0-9]+)*$ ]] || die "--batches: a list like 128,1024"
 [[ "$threads" =~ ^[0-9]+(,[0-9]+)*$ ]] || die "--threads: a list like 1,$ncpu"
+[[ "$hidden" =~ ^[0-9]+(,[0-9]+)*$ ]] || die "--hidden: widths like 512,512"
+[[ "$streams" =~ ^[0-9]+(,[0-9]+)*$ ]] || die "--streams: a list like 1,2"
 # drop repeated thread counts (1,1 when nproc is 1)
 threads=$(tr ',' '\n' <<<"$threads" | awk '!seen[$0]++' | paste -sd, -)
+streams=$(tr ',' '\n' <<<"$streams" | awk '!seen[$0]++' | paste -sd, -)
 
 # ---- pebble -----------------------------------------------------------------------------
 if [ -z "$mlp_step" ]; then
@@ -81,27 +95,38 @@ results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 IFS=, read -r -a bl <<<"$batches"
 IFS=, read -r -a tl <<<"$threads"
+IFS=, read -r -a sl <<<"$streams"
 for b in "${bl[@]}"; do
     for t in "${tl[@]}"; do
-        echo "mlp_vs_torch: batch $b, threads $t" >&2
-        p=$("$mlp_step" --batch "$b" --threads "$t" --format json ${pass[@]+"${pass[@]}"}) ||
-            die "mlp_step --batch $b --threads $t failed"
-        q=$("$py" "$here/mlp_torch.py" --batch "$b" --threads "$t" ${pass[@]+"${pass[@]}"}) ||
+        ps=()
+        for s in "${sl[@]}"; do
+            [ "$s" -le 1 ] || [ "$s" -le "$t" ] || continue
+            echo "mlp_vs_torch: pebble, batch $b, threads $t, streams $s" >&2
+            p=$("$mlp_step" --batch "$b" --hidden "$hidden" --threads "$t" --streams "$s" \
+                    --format json ${pass[@]+"${pass[@]}"}) ||
+                die "mlp_step --batch $b --threads $t --streams $s failed"
+            ps+=("$p")
+        done
+        echo "mlp_vs_torch: torch, batch $b, threads $t" >&2
+        q=$("$py" "$here/mlp_torch.py" --batch "$b" --hidden "$hidden" --threads "$t" \
+                ${pass[@]+"${pass[@]}"}) ||
             die "mlp_torch.py --batch $b --threads $t failed"
-        printf '%s\t%s\n' "$p" "$q" >>"$results"
+        for p in "${ps[@]}"; do
+            printf '%s\t%s\n' "$p" "$q" >>"$results"
+        done
     done
 done
 
 cpu=$(grep -m1 '^model name' /proc/cpuinfo | sed 's/^[^:]*: *//' || true)
 date=$(date -u '+%Y-%m-%d %H:%M:%S UTC')
-"$py" - "$format" "$date" "${cpu:-unknown}" "$ncpu" "$results" <<'EOF'
+"$py" - "$format" "$date" "${cpu:-unknown}" "$ncpu" "$results" "$hidden" <<'EOF'
 import json, sys
-fmt, date, cpu, ncpu, path = sys.argv[1:6]
+fmt, date, cpu, ncpu, path, hidden = sys.argv[1:7]
 rows = []
 for line in open(path):
     p, t = (json.loads(s) for s in line.rstrip("\n").split("\t"))
     rows.append({
-        "batch": p["batch"], "threads": p["threads"],
+        "batch": p["batch"], "threads": p["threads"], "streams": p["streams_used"],
         "pebble_samples_per_s": p["step"]["samples_per_s"],
         "torch_samples_per_s": t["samples_per_s"],
         "pebble_over_torch": p["step"]["samples_per_s"] / t["samples_per_s"],
@@ -115,20 +140,23 @@ blas = rows[0]["pebble"]["blas_core"] if rows else "?"
 tv = rows[0]["torch"]["torch"] if rows else "?"
 if fmt == "json":
     print(json.dumps({"date": date, "cpu": cpu, "nproc": int(ncpu), "blas_core": blas,
-                      "torch": tv, "results": rows}))
+                      "torch": tv, "hidden": [int(h) for h in hidden.split(",")],
+                      "results": rows}))
     sys.exit(0)
 print(f"date: {date}")
 print(f"cpu:  {cpu} ({ncpu} logical CPUs); OpenBLAS core {blas}; torch {tv}")
+print(f"model: 784-{hidden.replace(',', '-')}-10, f32, Adam lr 1e-3")
 print("pebble: pbl_exec_run of the whole step (input write excluded); torch: zero_grad, "
       "forward, backward, Adam step")
 print("ratio = pebble samples/s / torch samples/s (> 1: pebble faster); "
       "step/sgemm = pebble step time / its sgemm calls alone\n")
-hdr = ("batch", "threads", "pebble samples/s", "torch samples/s", "ratio",
+hdr = ("batch", "threads", "streams", "pebble samples/s", "torch samples/s", "ratio",
        "pebble ms", "torch ms", "sgemm ms", "step/sgemm")
-w = (6, 8, 17, 16, 7, 10, 9, 9, 11)
+w = (6, 8, 8, 17, 16, 7, 10, 9, 9, 11)
 print(" ".join(h.rjust(n) for h, n in zip(hdr, w)))
 for r in rows:
-    cells = (str(r["batch"]), str(r["threads"]), f'{r["pebble_samples_per_s"]:.0f}',
+    cells = (str(r["batch"]), str(r["threads"]), str(r["streams"]),
+             f'{r["pebble_samples_per_s"]:.0f}',
              f'{r["torch_samples_per_s"]:.0f}', f'{r["pebble_over_torch"]:.2f}',
              f'{r["pebble_ms_per_step"]:.3f}', f'{r["torch_ms_per_step"]:.3f}',
              f'{r["sgemm_ms_per_step"]:.3f}', f'{r["pebble_step_over_sgemm"]:.3f}')
