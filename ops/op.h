@@ -51,6 +51,19 @@ typedef struct pbl__grad_ctx {
 pbl_value pbl__grad_emit(pbl__grad_ctx *c, const char *op, const char *suffix,
                          const pbl_value *in, int32_t n_in, const pbl_attr *attrs, int32_t n_attrs);
 
+/* Splitting one kernel's loop over threads (executor/cpu_pool.c). run calls fn(ctx, lo, hi)
+ * over `parts` disjoint ranges covering [0, n), each a multiple of `align` long but the
+ * last, each on whichever thread claims it first (the caller's or a worker), and returns
+ * when all are done. A kernel reaches it through pbl__cpu_for (ops/cpu/kernels.h), which
+ * decides whether a loop is long enough to be worth splitting and into how many parts. */
+typedef void (*pbl__range_fn)(void *ctx, int64_t lo, int64_t hi);
+typedef struct pbl__par {
+    void   *pool;
+    int32_t threads;  /* the caller and threads - 1 workers */
+    int64_t min_work; /* the least work (elements x their cost) worth one part */
+    void  (*run)(void *pool, int64_t n, int64_t align, int32_t parts, pbl__range_fn fn, void *ctx);
+} pbl__par;
+
 /* What a kernel sees. Pointers are to the data of each input and output. */
 typedef struct pbl__kargs {
     void *const         *in;
@@ -62,6 +75,7 @@ typedef struct pbl__kargs {
     uint64_t             run;       /* run counter (seeds dropout masks) */
     char                *err;       /* a kernel that fails on its data explains here */
     size_t               errlen;
+    const pbl__par      *par;       /* CPU: threads to split long loops over, or NULL (serial) */
 } pbl__kargs;
 
 /* Kernels fail only on bad data (a label out of range); everything else was checked when the

@@ -88,7 +88,13 @@ typedef struct pbl_exec_options {
     int32_t              threads;   /* BLAS threads; 0 keeps the BLAS library's setting. OpenBLAS
                                        keeps this per process: executors asking for different
                                        counts override each other. With several streams BLAS
-                                       runs single-threaded (see streams). */
+                                       runs single-threaded (see streams). On the CPU with one
+                                       stream and threads > 1, the executor also starts
+                                       threads - 1 worker threads of its own (at create, until
+                                       destroy) over which long element-wise kernels, bias-
+                                       gradient sums and optimizer updates split their loops;
+                                       each element is computed as with one thread, so results
+                                       do not depend on it. */
     int32_t              flush_denormals; /* default 1: during a run, the calling thread treats
                                        denormal floats as zero (x86 FTZ+DAZ; restored after).
                                        Denormals are ~1e4x slower on x86 and Adam's moments

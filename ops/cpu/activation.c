@@ -4,39 +4,49 @@
 
 #include "ops/cpu/kernels.h"
 
-#define UNARY(name, expr)                                        \
-    PBL__HOT pbl_status pbl__cpu_##name(const pbl__kargs *a)   \
-    {                                                          \
-        const float *x = PBL__IN(a, 0);                        \
-        float *y = PBL__OUT(a, 0);                             \
-        int64_t n = PBL__NUMEL(a->in_meta[0]);                 \
-        for (int64_t i = 0; i < n; i++) {                      \
-            float v = x[i];                                    \
-            y[i] = (expr);                                     \
-        }                                                      \
-        return PBL_OK;                                         \
+/* Each kernel is a loop over [lo, hi) (PBL__HOT: vectorised) that pbl__cpu_for may split
+ * over threads; `cost` weighs an element against a plain streaming pass (pbl__cpu_for). */
+#define UNARY(name, cost, expr)                                              \
+    PBL__HOT static void name##_range(void *ctx, int64_t lo, int64_t hi)    \
+    {                                                                        \
+        const pbl__kargs *a = ctx;                                           \
+        const float *x = PBL__IN(a, 0);                                      \
+        float *y = PBL__OUT(a, 0);                                           \
+        for (int64_t i = lo; i < hi; i++) {                                  \
+            float v = x[i];                                                  \
+            y[i] = (expr);                                                   \
+        }                                                                    \
+    }                                                                        \
+    pbl_status pbl__cpu_##name(const pbl__kargs *a)                          \
+    {                                                                        \
+        pbl__cpu_for(a, PBL__NUMEL(a->in_meta[0]), cost, name##_range, (void *)a); \
+        return PBL_OK;                                                       \
     }
 
 /* (dy, s) -> dx, with s the saved output y (or input x for gelu) */
-#define BINARY(name, expr)                                       \
-    PBL__HOT pbl_status pbl__cpu_##name(const pbl__kargs *a)   \
-    {                                                          \
-        const float *dy = PBL__IN(a, 0), *s = PBL__IN(a, 1);   \
-        float *dx = PBL__OUT(a, 0);                            \
-        int64_t n = PBL__NUMEL(a->in_meta[0]);                 \
-        for (int64_t i = 0; i < n; i++) {                      \
-            float g = dy[i], v = s[i];                         \
-            dx[i] = (expr);                                    \
-        }                                                      \
-        return PBL_OK;                                         \
+#define BINARY(name, cost, expr)                                             \
+    PBL__HOT static void name##_range(void *ctx, int64_t lo, int64_t hi)    \
+    {                                                                        \
+        const pbl__kargs *a = ctx;                                           \
+        const float *dy = PBL__IN(a, 0), *s = PBL__IN(a, 1);                 \
+        float *dx = PBL__OUT(a, 0);                                          \
+        for (int64_t i = lo; i < hi; i++) {                                  \
+            float g = dy[i], v = s[i];                                       \
+            dx[i] = (expr);                                                  \
+        }                                                                    \
+    }                                                                        \
+    pbl_status pbl__cpu_##name(const pbl__kargs *a)                          \
+    {                                                                        \
+        pbl__cpu_for(a, PBL__NUMEL(a->in_meta[0]), cost, name##_range, (void *)a); \
+        return PBL_OK;                                                       \
     }
 
-UNARY(relu, pbl__act_relu(v))
-UNARY(sigmoid, pbl__act_sigmoid(v))
-UNARY(tanh, pbl__act_tanh(v))
-UNARY(gelu, pbl__act_gelu(v))
+UNARY(relu, 1, pbl__act_relu(v))
+UNARY(sigmoid, 8, pbl__act_sigmoid(v))
+UNARY(tanh, 8, pbl__act_tanh(v))
+UNARY(gelu, 8, pbl__act_gelu(v))
 
-BINARY(relu_grad, pbl__act_relu_grad(g, v))
-BINARY(sigmoid_grad, pbl__act_sigmoid_grad(g, v))
-BINARY(tanh_grad, pbl__act_tanh_grad(g, v))
-BINARY(gelu_grad, pbl__act_gelu_grad(g, v))
+BINARY(relu_grad, 1, pbl__act_relu_grad(g, v))
+BINARY(sigmoid_grad, 1, pbl__act_sigmoid_grad(g, v))
+BINARY(tanh_grad, 1, pbl__act_tanh_grad(g, v))
+BINARY(gelu_grad, 8, pbl__act_gelu_grad(g, v))

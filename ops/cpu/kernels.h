@@ -22,6 +22,26 @@ PBL__OP_LIST(PBL__CPU_DECL)
 #define PBL__HOT
 #endif
 
+/* Runs fn(ctx, lo, hi) over [0, n): split over a->par's threads when the loop holds at least
+ * two parts of par->min_work units of work (n elements of `cost` units each; 1: a streaming
+ * pass like relu), else in one call here. Up to 4 parts per thread, claimed by whichever
+ * thread is free, so a worker that starts late costs little. Splits fall on multiples of 16
+ * elements (64 bytes): parts never write the same cache line and their vector loops start
+ * aligned where the data is. Every element is computed by the same code either way, so the
+ * bits do not depend on the split. */
+static inline void pbl__cpu_for(const pbl__kargs *a, int64_t n, int64_t cost, pbl__range_fn fn, void *ctx)
+{
+    const pbl__par *p = a->par;
+    if (p && p->threads > 1 && p->min_work > 0) {
+        int64_t parts = n * cost / p->min_work, most = 4 * (int64_t)p->threads;
+        if (parts >= 2) {
+            p->run(p->pool, n, 16, (int32_t)(parts < most ? parts : most), fn, ctx);
+            return;
+        }
+    }
+    fn(ctx, 0, n);
+}
+
 /* f32 data of input i / output k */
 #define PBL__IN(a, i)  ((const float *)(a)->in[i])
 #define PBL__OUT(a, k) ((float *)(a)->out[k])
