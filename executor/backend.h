@@ -108,6 +108,10 @@ typedef struct pbl__backend {
     pbl_status (*graph_begin)(void *ctx);
     pbl_status (*graph_end)(void *ctx);
     pbl_status (*graph_launch)(void *ctx, uint64_t run);
+    /* Optional: why the instance's last failing call failed (CUDA: the failing API call, file,
+     * line and the runtime's error string), for the executor's message; NULL or "" when it has
+     * nothing to say. A kernel's own failure is in its kargs->err instead (see sync). */
+    const char *(*errmsg)(void *ctx);
 } pbl__backend;
 
 extern const pbl__backend pbl__backend_cpu;

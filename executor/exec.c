@@ -88,6 +88,16 @@ pbl_status pbl__exec_fail(pbl_exec *e, pbl_status s, const char *fmt, ...)
     return s;
 }
 
+/* The backend's reason for its last failure (pbl__backend.errmsg), or NULL: a device call
+ * that failed says which call and why, not only that a copy or a launch failed. */
+static const char *be_reason(const pbl_exec *e)
+{
+    const char *r = e->be->errmsg && e->bctx ? e->be->errmsg(e->bctx) : NULL;
+    return r && *r ? r : NULL;
+}
+/* two arguments for "%s%s": ": reason", or nothing */
+#define BE_WHY(e) (be_reason(e) ? ": " : ""), (be_reason(e) ? be_reason(e) : "")
+
 const pbl_graph *pbl__exec_graph(const pbl_exec *e) { return e->g; }
 void *pbl__exec_malloc(pbl_exec *e, size_t bytes) { return pbl__mem_alloc(&e->mem, bytes); }
 void pbl__exec_free(pbl_exec *e, void *p, size_t bytes) { pbl__mem_free(&e->mem, p, bytes); }
@@ -416,7 +426,7 @@ static pbl_status create(pbl_exec **out, const pbl_graph *g, const pbl_exec_opti
         if (s == PBL_OK)
             s = e->be->sync(e->bctx, NULL);
         if (s != PBL_OK)
-            pbl__exec_fail(e, s, "zero-filling the variables on the %s backend failed", e->be->name);
+            pbl__exec_fail(e, s, "zero-filling the variables on the %s backend failed%s%s", e->be->name, BE_WHY(e));
     }
     if (s == PBL_OK && o.storage == PBL_STORAGE_DYNAMIC) {
         pbl__dtr_config dc = { .g = g, .st = &e->st, .be = e->be, .bctx = e->bctx, .mem = &e->mem,
@@ -503,7 +513,7 @@ PBL__API pbl_status pbl_exec_write(pbl_exec *e, pbl_value v, const void *data, s
     }
     s = e->be->upload(e->bctx, e->ptr[v], data, bytes); /* runs end with a sync: nothing is queued */
     if (s != PBL_OK)
-        return pbl__exec_fail(e, s, "write: copying '%s' to the device failed", e->g->values[v].name);
+        return pbl__exec_fail(e, s, "write: copying '%s' to the device failed%s%s", e->g->values[v].name, BE_WHY(e));
     e->has_data[v] = 1;
     return PBL_OK;
 }
@@ -530,7 +540,8 @@ PBL__API pbl_status pbl_exec_read(pbl_exec *e, pbl_value v, void *data, size_t b
         return PBL_OK;
     }
     s = e->be->download(e->bctx, data, e->ptr[v], bytes); /* runs end with a sync */
-    return s == PBL_OK ? PBL_OK : pbl__exec_fail(e, s, "read: copying '%s' from the device failed", e->g->values[v].name);
+    return s == PBL_OK ? PBL_OK : pbl__exec_fail(e, s, "read: copying '%s' from the device failed%s%s", e->g->values[v].name,
+                                                    BE_WHY(e));
 }
 
 /* Enqueues NaN fills (0xFF bytes) of the records whose last access was the step before `slot`
@@ -545,7 +556,8 @@ static pbl_status poison_after(pbl_exec *e, int32_t slot)
                                    e->arena ? (char *)e->arena + e->st.plan.offset[r] : NULL, 0xFF,
                                    (size_t)lv->records[r].size);
         if (s != PBL_OK)
-            return pbl__exec_fail(e, s, "poison: filling '%s' failed", e->g->values[lv->record_value[r]].name);
+            return pbl__exec_fail(e, s, "poison: filling '%s' failed%s%s", e->g->values[lv->record_value[r]].name,
+                                  BE_WHY(e));
     }
     return PBL_OK;
 }
@@ -565,8 +577,8 @@ static pbl_status enqueue_step(pbl_exec *e, int32_t i)
     if (s == PBL_OK && st->event >= 0)
         s = e->be->record(e->bctx, st->stream, st->event);
     if (s != PBL_OK)
-        pbl__exec_fail(e, s, "node '%s' (%s): enqueueing on stream %d failed", e->g->nodes[st->node].name,
-                       st->op->name, (int)st->stream);
+        pbl__exec_fail(e, s, "node '%s' (%s): enqueueing on stream %d failed%s%s", e->g->nodes[st->node].name,
+                       st->op->name, (int)st->stream, BE_WHY(e));
     return s;
 }
 
@@ -583,8 +595,8 @@ static pbl_status copy_bound(pbl_exec *e, int to_device)
         pbl_status s = to_device ? e->be->upload(e->bctx, e->ptr[v], e->bound[v], n)
                                  : e->be->download(e->bctx, e->bound[v], e->ptr[v], n);
         if (s != PBL_OK)
-            return pbl__exec_fail(e, s, "run: copying bound '%s' %s the %s device failed", x->name,
-                                  to_device ? "to" : "from", e->be->name);
+            return pbl__exec_fail(e, s, "run: copying bound '%s' %s the %s device failed%s%s", x->name,
+                                  to_device ? "to" : "from", e->be->name, BE_WHY(e));
     }
     return PBL_OK;
 }
@@ -602,18 +614,19 @@ static pbl_status enqueue_all(pbl_exec *e)
     if (!e->captured) {
         s = e->be->graph_begin(e->bctx);
         if (s != PBL_OK)
-            return pbl__exec_fail(e, s, "run: starting the %s graph capture failed", e->be->name);
+            return pbl__exec_fail(e, s, "run: starting the %s graph capture failed%s%s", e->be->name, BE_WHY(e));
         for (int32_t i = 0; i < e->n_steps && s == PBL_OK; i++)
             s = enqueue_step(e, i);
         pbl_status es = e->be->graph_end(e->bctx); /* always: it ends the capture */
         if (s == PBL_OK && es != PBL_OK)
-            s = pbl__exec_fail(e, es, "run: capturing the schedule as a %s graph failed", e->be->name);
+            s = pbl__exec_fail(e, es, "run: capturing the schedule as a %s graph failed%s%s", e->be->name,
+                               BE_WHY(e));
         if (s != PBL_OK)
             return s;
         e->captured = 1;
     }
     s = e->be->graph_launch(e->bctx, e->runs);
-    return s == PBL_OK ? PBL_OK : pbl__exec_fail(e, s, "run: launching the %s graph failed", e->be->name);
+    return s == PBL_OK ? PBL_OK : pbl__exec_fail(e, s, "run: launching the %s graph failed%s%s", e->be->name, BE_WHY(e));
 }
 
 PBL__API pbl_status pbl_exec_run(pbl_exec *e)
@@ -648,7 +661,7 @@ PBL__API pbl_status pbl_exec_run(pbl_exec *e)
             const step *st = (const step *)(const void *)((const char *)failed - offsetof(step, args));
             pbl__exec_fail(e, s, "node '%s' (%s): %s", e->g->nodes[st->node].name, st->op->name, failed->err);
         } else {
-            pbl__exec_fail(e, s, "run: waiting for the %s backend failed", e->be->name);
+            pbl__exec_fail(e, s, "run: waiting for the %s backend failed%s%s", e->be->name, BE_WHY(e));
         }
     }
     if (s == PBL_OK)

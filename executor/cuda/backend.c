@@ -65,6 +65,7 @@ typedef struct cuda_ctx {
         if (e_ != cudaSuccess) {                                                               \
             snprintf(c->msg, sizeof c->msg, "%s failed at %s:%d: %s", #call, __FILE__, __LINE__, \
                      cudaGetErrorString(e_));                                                  \
+            (void)cudaGetLastError(); /* reported here: not again by a later launch's check */  \
             s = PBL_ERR_DEVICE;                                                                \
             goto fail;                                                                         \
         }                                                                                      \
@@ -313,9 +314,16 @@ static pbl_status cuda_graph_end(void *ctx)
     /* end the capture even after a failure, so stream 0 is usable again */
     c->capturing = 0;
     cudaError_t e = cudaStreamEndCapture(c->st[0].s, &g);
-    if (s != PBL_OK)
+    if (s != PBL_OK) {
+        (void)cudaGetLastError(); /* the failures above are reported: clear the runtime's record */
         goto fail;
-    CU(e);
+    }
+    if (e != cudaSuccess) {
+        snprintf(c->msg, sizeof c->msg, "cudaStreamEndCapture failed: %s", cudaGetErrorString(e));
+        (void)cudaGetLastError();
+        s = PBL_ERR_DEVICE;
+        goto fail;
+    }
     if (c->failed != PBL_OK) {
         s = c->failed; /* a kernel failed to enqueue: sync reports it with its message */
         goto fail;
@@ -343,6 +351,13 @@ static pbl_status cuda_graph_launch(void *ctx, uint64_t run)
     CU(cudaGraphLaunch(c->graph_exec, c->st[0].s));
 fail:
     return s;
+}
+
+/* The last backend-level failure's message (CU/CUBLAS write it), for the executor. */
+static const char *cuda_errmsg(void *ctx)
+{
+    const cuda_ctx *c = ctx;
+    return c ? c->msg : NULL;
 }
 
 static void cuda_close(void *ctx)
@@ -456,4 +471,5 @@ const pbl__backend pbl_cuda_backend_module = {
     .graph_begin = cuda_graph_begin,
     .graph_end = cuda_graph_end,
     .graph_launch = cuda_graph_launch,
+    .errmsg = cuda_errmsg,
 };

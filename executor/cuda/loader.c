@@ -169,6 +169,8 @@ static pbl_status fwd_graph_launch(void *ctx, uint64_t run)
     return module->graph_launch ? module->graph_launch(ctx, run) : PBL_ERR_UNSUPPORTED;
 }
 
+static const char *fwd_errmsg(void *ctx) { return module->errmsg ? module->errmsg(ctx) : NULL; }
+
 const pbl__backend pbl__backend_cuda = {
     .name = "cuda",
     .device_memory = 1,
@@ -190,4 +192,5 @@ const pbl__backend pbl__backend_cuda = {
     .graph_begin = fwd_graph_begin,
     .graph_end = fwd_graph_end,
     .graph_launch = fwd_graph_launch,
+    .errmsg = fwd_errmsg,
 };

@@ -26,6 +26,7 @@ const char *pbl__cublas_status_str(cublasStatus_t st);
         if (e_ != cudaSuccess) {                                                            \
             snprintf(a->err, a->errlen, "%s failed at %s:%d: %s", #call, __FILE__, __LINE__,  \
                      cudaGetErrorString(e_));                                               \
+            (void)cudaGetLastError(); /* reported here: not again by a later launch's check */ \
             s = PBL_ERR_DEVICE;                                                             \
             goto done;                                                                      \
         }                                                                                   \
