@@ -11,7 +11,11 @@
  * capture it becomes a graph node. Every matrix must lie inside one device allocation (its
  * extent from its ld and dimensions): else the sticky cudaErrorIllegalAddress when it would
  * run, as a GPU would fault. Products accumulate in float, k in increasing order; with
- * beta == 0, C is not read (cuBLAS: "C does not have to be a valid input").
+ * beta == 0, C is not read (cuBLAS: "C does not have to be a valid input"). Under
+ * CUBLAS_TF32_TENSOR_OP_MATH (cuBLAS) or CUBLAS_COMPUTE_32F_FAST_TF32 (cuBLASLt) the inputs are
+ * rounded to TF32 first, so a product that slipped into TF32 fails test_cuda's fp32 tolerances
+ * (tried: the backend's math mode set to TF32 fails 78 checks; fully_connected_act's cuBLASLt
+ * descriptor set to FAST_TF32 fails its cases).
  *
  * cuBLASLt algorithms. cublasLtMatmulAlgoGetHeuristic chooses for the alignment its preference
  * declares (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_{A,B,C,D}_BYTES, 256 by default) and the bias
@@ -105,15 +109,38 @@ float opget(const float *M, int64_t ld, bool t, int64_t r, int64_t c)
     return t ? M[c + r * ld] : M[r + c * ld];
 }
 
+/* v rounded to TF32 (10 mantissa bits, to nearest, ties away: PTX cvt.rna.tf32.f32), as the
+ * tensor cores read fp32 inputs under CUBLAS_TF32_TENSOR_OP_MATH or CUBLAS_COMPUTE_32F_FAST_TF32:
+ * a product that asked for TF32 loses ~3 decimal digits here too, so it cannot pass a
+ * comparison that full fp32 needs by luck */
+float tf32(float v)
+{
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    if ((u & 0x7f800000u) != 0x7f800000u) { /* not inf/NaN */
+        u += 0x1000u;
+        u &= ~0x1fffu;
+    }
+    memcpy(&v, &u, sizeof v);
+    return v;
+}
+
+/* an operand's element as the product reads it */
+float in_val(const float *M, int64_t ld, bool t, int64_t r, int64_t c, bool round_tf32)
+{
+    float v = opget(M, ld, t, r, c);
+    return round_tf32 ? tf32(v) : v;
+}
+
 /* C[m, n] = alpha·op(A)·op(B) + beta·C, column-major */
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *A, int64_t lda,
-          const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
+          const float *B, int64_t ldb, float beta, float *C, int64_t ldc, bool round_tf32)
 {
     for (int64_t j = 0; j < n; j++)
         for (int64_t i = 0; i < m; i++) {
             float acc = 0.0f;
             for (int64_t p = 0; p < k; p++)
-                acc += opget(A, lda, ta, i, p) * opget(B, ldb, tb, p, j);
+                acc += in_val(A, lda, ta, i, p, round_tf32) * in_val(B, ldb, tb, p, j, round_tf32);
             float v = alpha * acc;
             C[i + j * ldc] = beta == 0.0f ? v : v + beta * C[i + j * ldc];
         }
@@ -140,6 +167,7 @@ cublasStatus_t gemm_common(cublasHandle_t h, cublasOperation_t ta, cublasOperati
     bool dev = h->pointer_mode == CUBLAS_POINTER_MODE_DEVICE;
     float al = dev ? 0.0f : *alpha, be = dev ? 0.0f : *beta;
     const float *dal = dev ? alpha : nullptr, *dbe = dev ? beta : nullptr;
+    bool round_tf32 = h->math == CUBLAS_TF32_TENSOR_OP_MATH;
     std::vector<span> spans;
     for (int b = 0; b < batch; b++) {
         spans.push_back({ A + b * sa, extent(tra ? k : m, tra ? m : k, lda, 4), "A" });
@@ -153,7 +181,7 @@ cublasStatus_t gemm_common(cublasHandle_t h, cublasOperation_t ta, cublasOperati
     cudaError_t e = submit(h->stream, call, std::move(spans), [=] {
         float a1 = dal ? *dal : al, b1 = dbe ? *dbe : be;
         for (int b = 0; b < batch; b++)
-            gemm(tra, trb, m, n, k, a1, A + b * sa, lda, B + b * sb, ldb, b1, C + b * sc, ldc);
+            gemm(tra, trb, m, n, k, a1, A + b * sa, lda, B + b * sb, ldb, b1, C + b * sc, ldc, round_tf32);
     });
     return e == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }
@@ -274,6 +302,7 @@ float gelu_tanh_grad(float x)
 /* A matmul's checked configuration, copied for the enqueued work. */
 struct lt_job {
     bool     ta, tb;
+    bool     tf32; /* CUBLAS_COMPUTE_32F_FAST_TF32 */
     int64_t  m, n, k, lda, ldb, ldc, ldd;
     uint32_t epi;
     float    alpha, beta;
@@ -293,7 +322,7 @@ void lt_run(const lt_job &j)
         for (int64_t r = 0; r < j.m; r++) {
             float acc = 0.0f;
             for (int64_t p = 0; p < j.k; p++)
-                acc += opget(j.A, j.lda, j.ta, r, p) * opget(j.B, j.ldb, j.tb, p, c);
+                acc += in_val(j.A, j.lda, j.ta, r, p, j.tf32) * in_val(j.B, j.ldb, j.tb, p, c, j.tf32);
             float v = alpha * acc;
             prod[(size_t)(r + c * j.m)] = beta == 0.0f ? v : v + beta * j.C[r + c * j.ldc];
         }
@@ -380,6 +409,7 @@ cublasStatus_t lt_check(lt_desc *d, lt_layout *a, lt_layout *b, lt_layout *c, lt
     j->ldc = c->ld;
     j->ldd = dd->ld;
     j->epi = d->epilogue;
+    j->tf32 = d->compute == CUBLAS_COMPUTE_32F_FAST_TF32;
     if ((has_bias_in(j->epi) || has_bias_out(j->epi)) && !d->bias)
         return CUBLAS_STATUS_INVALID_VALUE;
     if (relu_mask_aux(j->epi) || gelu_input_aux(j->epi)) {
@@ -491,7 +521,7 @@ cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode)
         return CUBLAS_STATUS_NOT_INITIALIZED;
     if (mode != CUBLAS_DEFAULT_MATH && mode != CUBLAS_PEDANTIC_MATH && mode != CUBLAS_TF32_TENSOR_OP_MATH)
         return CUBLAS_STATUS_INVALID_VALUE;
-    h->math = mode; /* products are full fp32 here whatever the mode */
+    h->math = mode; /* CUBLAS_TF32_TENSOR_OP_MATH rounds the products' inputs to TF32 (tf32()) */
     return CUBLAS_STATUS_SUCCESS;
 }
 

@@ -377,6 +377,15 @@ static void cublas()
     EQ(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, -1, 2, 3, &one, A, 2, B, 3, &zero, C, 2), CUBLAS_STATUS_INVALID_VALUE);
     EQ(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 3, &one, A, 2, 0, B, 3, 0, &zero, C, 2, 0, -1),
        CUBLAS_STATUS_INVALID_VALUE);
+    /* TF32 math: inputs keep 10 mantissa bits, so 1 + 2^-12 reads as 1; full fp32 keeps it */
+    float *x = upload({ 1.0f + 0x1p-12f }), *o = upload({ 1.0f }), *y = upload({ 0.0f });
+    EQ(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, x, 1, o, 1, &zero, y, 1), CUBLAS_STATUS_SUCCESS);
+    CHECK(download(y, 1)[0] == 1.0f + 0x1p-12f, "fp32 sgemm %.9g", (double)download(y, 1)[0]);
+    EQ(cublasSetMathMode(h, CUBLAS_TF32_TENSOR_OP_MATH), CUBLAS_STATUS_SUCCESS);
+    EQ(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, x, 1, o, 1, &zero, y, 1), CUBLAS_STATUS_SUCCESS);
+    CHECK(download(y, 1)[0] == 1.0f, "TF32 sgemm %.9g, want 1", (double)download(y, 1)[0]);
+    for (float *p : { x, o, y })
+        cudaFree(p);
     EQ(cublasDestroy(h), CUBLAS_STATUS_SUCCESS);
     EQ(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 3, &one, A, 2, B, 3, &zero, C, 2), CUBLAS_STATUS_NOT_INITIALIZED);
     cudaFree(A);
