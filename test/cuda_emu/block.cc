@@ -55,7 +55,7 @@ void  __tsan_switch_to_fiber(void *fiber, unsigned flags);
 
 namespace pbl_emu {
 
-thread_local coords here;
+__thread coords here;
 
 namespace {
 
@@ -286,8 +286,8 @@ void run_grid(const char *name, dim3 grid, dim3 block, const std::function<void(
 #endif
     }
     coords saved = here;
-    here.block_dim = block;
-    here.grid_dim = grid;
+    here.block_dim = uint3{ block.x, block.y, block.z };
+    here.grid_dim = uint3{ grid.x, grid.y, grid.z };
     unsigned n = block.x * block.y * block.z;
     /* Every other launch runs its blocks, and its threads within each block, last to first:
      * a kernel whose result depends on the order of blocks or of threads between barriers

@@ -32,14 +32,15 @@
 
 namespace pbl_emu {
 
-struct coords {
-    uint3 thread, block;
-    dim3  block_dim, grid_dim;
+struct coords { /* plain data (uint3, not dim3), so it can be a __thread variable */
+    uint3 thread, block, block_dim, grid_dim;
 };
-/* the coordinates of the fiber running on this OS thread */
-extern thread_local coords here;
+/* The coordinates of the fiber running on this OS thread (block.cc). GNU __thread, hidden:
+ * no C++ thread_local wrapper call, and inside the module the local-dynamic TLS model, whose
+ * block address the compiler computes once per kernel body instead of calling
+ * __tls_get_addr at every threadIdx/blockIdx access. */
+extern __thread coords here __attribute__((visibility("hidden")));
 
-/* a barrier of the block's threads, met at this statement (file:line) by all of them */
 void syncthreads(const char *file, int line);
 
 /* Enqueues `fn` (one block's body per call, run for each block and thread) as a kernel. */
@@ -85,8 +86,8 @@ launcher<P...> make_launcher(const char *name, void (*k)(P...), dim3 grid, dim3 
 
 #define threadIdx (static_cast<const uint3 &>(::pbl_emu::here.thread))
 #define blockIdx  (static_cast<const uint3 &>(::pbl_emu::here.block))
-#define blockDim  (static_cast<const dim3 &>(::pbl_emu::here.block_dim))
-#define gridDim   (static_cast<const dim3 &>(::pbl_emu::here.grid_dim))
+#define blockDim  (static_cast<const uint3 &>(::pbl_emu::here.block_dim))
+#define gridDim   (static_cast<const uint3 &>(::pbl_emu::here.grid_dim))
 
 #define PBL__LAUNCH(k, grid, block, shmem, stream) \
     ::pbl_emu::make_launcher(#k, k, (grid), (block), (shmem), (stream))
