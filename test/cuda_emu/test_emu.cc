@@ -1,16 +1,17 @@
 /*
  * The host CUDA emulator's own semantics (emu.h, include/cublasLt.h), checked one by one:
- * launch configuration errors (not sticky), sticky faults (a host pointer given to a kernel,
- * a divergent __syncthreads, one met at two statements: each in a child process, since
- * sticky errors end a context),
- * __syncthreads as a real barrier, block order changing between launches, pageable copies staged at the call, event edges between
- * streams, stream capture (replay not run at capture, cross-stream join, unjoined work,
- * illegal calls during capture), cuBLAS argument checks and column-major products, and every
- * cuBLASLt epilogue on small hand-checkable matrices: bias per row of D, the ReLU bit-mask
- * (bit i + j·ld) and its ld rule, GELU's saved input, DRELU/DGELU(_BGRAD), BGRADA/BGRADB;
- * a heuristic's algorithm refusing pointers less aligned than its preference promised, cuBLASLt
- * declining epilogues under PBL_EMU_LT_DECLINE=1, and the 2-D copy's pitch limit.
- * Compiled with the emulator's sources, like a kernel file (-include pbl_emu_device.h).
+ * launch configuration errors (not sticky), sticky faults (a host pointer given to a kernel, a
+ * divergent __syncthreads, one met at two statements: each in a child process, since sticky
+ * errors end a context), __syncthreads as a real barrier, block order changing between
+ * launches, pageable copies staged at the call, event edges between streams, the legacy
+ * stream's implicit order with blocking streams, stream capture (replay not run at capture,
+ * cross-stream join, unjoined work, illegal calls during capture), cuBLAS argument checks and
+ * column-major products, and every cuBLASLt epilogue on small hand-checkable matrices: bias
+ * per row of D, the ReLU bit-mask (bit i + j·ld) and its ld rule, GELU's saved input,
+ * DRELU/DGELU(_BGRAD), BGRADA/BGRADB; a heuristic's algorithm refusing pointers less aligned
+ * than its preference promised, cuBLASLt declining epilogues under PBL_EMU_LT_DECLINE=1, and
+ * the 2-D copy's pitch limit. Compiled with the emulator's sources, like a kernel file
+ * (-include pbl_emu_device.h).
  */
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -267,6 +268,18 @@ static void streams_events()
           (double)got[1]);
     EQ(cudaEventQuery(ev), cudaSuccess);
     EQ(cudaStreamQuery(a), cudaSuccess);
+    /* the legacy stream and a blocking stream order each other without events */
+    cudaStream_t blocking;
+    EQ(cudaStreamCreate(&blocking), cudaSuccess);
+    EQ(cudaMemsetAsync(d, 0, 4, nullptr), cudaSuccess);
+    for (int k = 0; k < 50; k++) { /* alternate: each waits for the other's previous work */
+        PBL__LAUNCH(add_one_k, 1, 1, 0, blocking)(d);
+        PBL__LAUNCH(add_one_k, 1, 1, 0, nullptr)(d);
+    }
+    EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
+    EQ(cudaMemcpy(got.data(), d, sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+    CHECK(got[0] == 100.0f, "legacy and blocking streams interleaved: %g, want 100", (double)got[0]);
+    cudaStreamDestroy(blocking);
     cudaFree(d);
     cudaEventDestroy(ev);
     cudaStreamDestroy(a);
