@@ -8,7 +8,16 @@
  * Tolerances (|cuda - cpu| <= tol·(1 + |cpu|)): 1e-5 for element-wise ops (same formulas,
  * no FMA contraction, but CUDA's expf/erff/tanhf differ from glibc's by an ulp or two);
  * 1e-4 for products (cuBLAS and OpenBLAS sum in different orders) and row reductions;
- * dropout's mask is compared exactly (integer arithmetic). MLP: loss within 1e-3 relative
+ * dropout's mask is compared exactly (integer arithmetic). batch_norm, layer_norm and their
+ * gradients: 1e-5; both sides sum the statistics in double (the device by a block tree, the CPU
+ * in sequence), so mean, inv_std and the gradient sums round to the same f32 but for rare
+ * ties (an ulp: ≤ 2e-7 relative, ≤ 1e-6 in dx after its cancellation with sc ≤ 4 here) and
+ * the element-wise f32 expressions are the same. embedding and embedding_grad: exact (a
+ * copy; the gradient adds the same rows in the same position order). elementwise_chain: 1e-5
+ * (the activations' ulps, carried through up to 8 steps; 1e-6 for the single division).
+ * fully_connected_packed: 1e-4 like the products (its CPU kernel fuses multiply-adds).
+ * An id out of range in embedding(+grad) is found on the device like a bad label, with the
+ * CPU's message. MLP: loss within 1e-3 relative
  * per step, parameters within 2e-3 (Adam divides by sqrt(v), which magnifies differences of
  * tiny gradients in the first steps).
  *
@@ -68,7 +77,7 @@ static float rng_uniform(uint64_t *s, float lo, float hi)
 
 /* ---- one op on both backends ---------------------------------------------------------- */
 
-#define MAXIN 5
+#define MAXIN 9 /* elementwise_chain: x and up to PBL_MAX_INTS operands */
 typedef struct op_case {
     const char *op;
     int         n_in;
@@ -227,6 +236,11 @@ static const int64_t x2376[] = { 2, 3, 7, 6 }, w4333[] = { 4, 3, 3, 3 }, x1497[]
 #define GROUPS(n)  PBL_ATTR_INT("groups", n)
 #define KERNEL(v)  PBL_ATTR_INTS("kernel", v, 2)
 #define MADE(v)    PBL_ATTR_INTS("shape", v, (int64_t)(sizeof v / sizeof v[0]))
+/* elementwise_chain programs (ops/fused.h: 1 relu, 2 sigmoid, 3 tanh, 4 gelu, 5 add, 6 sub,
+ * 7 mul, 8 div, 9 radd, 10 rsub, 11 rmul, 12 rdiv); together they use every code, the last
+ * two are single steps, the fourth is PBL_MAX_INTS long */
+static const int64_t chain1[] = { 1, 5, 2, 7 }, chain2[] = { 6, 3, 10, 8 }, chain3[] = { 4, 9, 11, 12 },
+                     chain4[] = { 3, 9, 1, 10, 2, 11, 8, 5 }, chain5[] = { 12 }, chain6[] = { 4 };
 
 /* Every op with a CUDA kernel against the CPU, 1 and 2 streams, eager and graph. */
 static void run_cases(void)
@@ -347,6 +361,36 @@ static void run_cases(void)
     { "global_avg_pool_grad", 1, { S(2, 3, 1, 1) }, -1, 0, ATTRS(MADE(x2345)), -1, 1, 0 },
     { "global_avg_pool_grad", 1, { S(3, 2, 1) }, -1, 0, ATTRS(MADE(x327)), -1, 1, 0 },
     { "global_avg_pool_grad", 1, { S(2, 2, 1, 1) }, -1, 0, ATTRS(MADE(x2_2_33_31)), -1, 1, 0 },
+    { "batch_norm", 3, { S(4, 3, 5, 5), S(3), S(3) }, -1, 0, { { 0 } }, 0, -1, 1, 1e-5 },
+    { "batch_norm", 3, { S(6, 5), S(5), S(5) }, -1, 0, { PBL_ATTR_FLOAT("eps", 0.1) }, 1, -1, 1, 1e-5 },
+    { "batch_norm", 3, { S(2, 4, 7), S(4), S(4) }, -1, 0, { PBL_ATTR_FLOAT("eps", 1e-3) }, 1, -1, 1, 1e-5 },
+    { "batch_norm", 3, { S(1, 2, 30, 30), S(2), S(2) }, -1, 0, { { 0 } }, 0, 0, 3, 1e-5 },
+    { "batch_norm_grad", 5, { S(4, 3, 5, 5), S(4, 3, 5, 5), S(3), S(3), S(3) }, -1, 0, { { 0 } }, 0, 0.5f, 2, 1e-5 },
+    { "batch_norm_grad", 5, { S(6, 5), S(6, 5), S(5), S(5), S(5) }, -1, 0, { { 0 } }, 0, -1, 1, 1e-5 },
+    { "batch_norm_grad", 5, { S(2, 3, 20, 20), S(2, 3, 20, 20), S(3), S(3), S(3) }, -1, 0, { { 0 } }, 0, 0.5f, 2, 1e-5 },
+    { "layer_norm", 3, { S(6, 10), S(10), S(10) }, -1, 0, { { 0 } }, 0, -1, 1, 1e-5 },
+    { "layer_norm", 3, { S(2, 3, 17), S(17), S(17) }, -1, 0, { PBL_ATTR_FLOAT("eps", 0.01) }, 1, -1, 1, 1e-5 },
+    { "layer_norm", 3, { S(5), S(5), S(5) }, -1, 0, { { 0 } }, 0, -1, 1, 1e-5 },
+    { "layer_norm", 3, { S(3, 700), S(700), S(700) }, -1, 0, { { 0 } }, 0, 0, 3, 1e-5 },
+    { "layer_norm_grad", 5, { S(6, 10), S(6, 10), S(10), S(6, 1), S(6, 1) }, -1, 0, { { 0 } }, 0, 0.5f, 2, 1e-5 },
+    { "layer_norm_grad", 5, { S(2, 3, 300), S(2, 3, 300), S(300), S(2, 3, 1), S(2, 3, 1) }, -1, 0, { { 0 } }, 0, -1, 1, 1e-5 },
+    { "layer_norm_grad", 5, { S(7), S(7), S(7), S(1), S(1) }, -1, 0, { { 0 } }, 0, 0.5f, 2, 1e-5 },
+    { "embedding", 2, { S(6), S(10, 4) }, 0, 10, { { 0 } }, 0, -1, 1, 0 },
+    { "embedding", 2, { S(2, 3), S(7, 300) }, 0, 7, { { 0 } }, 0, -1, 1, 0 },
+    { "embedding_grad", 2, { S(2, 3, 5), S(2, 3) }, 1, 4, { PBL_ATTR_INT("num_embeddings", 4) }, 1, -1, 1, 0 },
+    { "embedding_grad", 2, { S(600, 3), S(600) }, 1, 5, { PBL_ATTR_INT("num_embeddings", 5) }, 1, -1, 1, 0 },
+    { "embedding_grad", 2, { S(40, 300), S(40) }, 1, 7, { PBL_ATTR_INT("num_embeddings", 9) }, 1, -1, 1, 0 },
+    { "embedding_grad", 2, { S(700, 3), S(700) }, 1, 50, { PBL_ATTR_INT("num_embeddings", 60) }, 1, -1, 1, 0 },
+    { "elementwise_chain", 3, { S(9, 7), S(9, 7), S(9, 7) }, -1, 0, { PBL_ATTR_INTS("codes", chain1, 4) }, 1, -1, 1, 1e-5 },
+    { "elementwise_chain", 4, { S(300), S(300), S(300), S(300) }, -1, 0, { PBL_ATTR_INTS("codes", chain2, 4) }, 1, 0.5f, 2, 1e-5 },
+    { "elementwise_chain", 4, { S(2, 3, 4), S(2, 3, 4), S(2, 3, 4), S(2, 3, 4) }, -1, 0, { PBL_ATTR_INTS("codes", chain3, 4) }, 1, 0.5f, 2, 1e-5 },
+    { "elementwise_chain", 6, { S(1000), S(1000), S(1000), S(1000), S(1000), S(1000) }, -1, 0, { PBL_ATTR_INTS("codes", chain4, 8) }, 1, 0.5f, 2, 1e-5 },
+    { "elementwise_chain", 2, { S(3, 4, 5), S(3, 4, 5) }, -1, 0, { PBL_ATTR_INTS("codes", chain5, 1) }, 1, 0.5f, 2, 1e-6 },
+    { "elementwise_chain", 1, { S(17) }, -1, 0, { PBL_ATTR_INTS("codes", chain6, 1) }, 1, -4, 4, 1e-5 },
+    { "fully_connected_packed", 3, { S(8, 16), S(2, 16, 16), S(20) }, -1, 0, { PBL_ATTR_INT("out", 20) }, 1, -1, 1, 1e-4 },
+    { "fully_connected_packed", 2, { S(5, 24), S(2, 24, 16) }, -1, 0, { PBL_ATTR_INT("out", 32) }, 1, -1, 1, 1e-4 },
+    { "fully_connected_packed", 3, { S(3, 7), S(1, 7, 16), S(5) }, -1, 0, { PBL_ATTR_INT("out", 5) }, 1, -1, 1, 1e-4 },
+    { "fully_connected_packed", 2, { S(9, 33), S(4, 33, 16) }, -1, 0, { PBL_ATTR_INT("out", 49) }, 1, -1, 1, 1e-4 },
     };
     int n = (int)(sizeof cases / sizeof cases[0]);
     for (int i = 0; i < n; i++)
@@ -425,6 +469,57 @@ static void bad_label(void)
     pbl_graph_destroy(g);
 }
 
+/* An id out of range in embedding (forward, then gradient): the run fails with the CPU's
+ * message, and the next run with good ids is clean. */
+static void bad_ids(int grad)
+{
+    pbl_graph *g = NULL;
+    pbl_exec *e = NULL;
+    char err[256];
+    const char *what = grad ? "bad_ids (embedding_grad)" : "bad_ids (embedding)";
+    pbl_graph_create(&g, NULL);
+    pbl_value ids = pbl_label(g, "ids", PBL_I32, PBL_SHAPE(4)), t, out;
+    pbl_attr nv = PBL_ATTR_INT("num_embeddings", 5);
+    if (grad) {
+        t = pbl_param(g, "dy", PBL_SHAPE(4, 2));
+        pbl_node_desc d = { .op = "embedding_grad", .name = "emb", .inputs = (pbl_value[]){ t, ids }, .n_inputs = 2,
+                            .attrs = &nv, .n_attrs = 1 };
+        pbl_graph_add_node(g, &d, NULL, &out);
+    } else {
+        t = pbl_param(g, "table", PBL_SHAPE(5, 2));
+        pbl_node_desc d = { .op = "embedding", .name = "emb", .inputs = (pbl_value[]){ ids, t }, .n_inputs = 2 };
+        pbl_graph_add_node(g, &d, NULL, &out);
+    }
+    pbl_graph_set_output(g, "y", out);
+    pbl_exec_options o = pbl_exec_options_default();
+    o.backend = other;
+    pbl_status s = pbl_exec_create(&e, g, &o, err, sizeof err);
+    CHECK(s == PBL_OK, "%s: exec_create: %s", what, err);
+    if (s == PBL_OK) {
+        float ts[10] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 }, y[10];
+        int32_t bad[4] = { 0, 4, grad ? -1 : 5, 2 }, good[4] = { 0, 4, 4, 2 };
+        size_t nt = grad ? 8 : 10, ny = grad ? 10 : 8; /* dy [4, 2] -> [5, 2]; table [5, 2] -> [4, 2] */
+        pbl_exec_write(e, t, ts, nt * sizeof(float));
+        pbl_exec_write(e, ids, bad, sizeof bad);
+        s = pbl_exec_run(e);
+        CHECK(s == PBL_ERR_INVALID_ARG, "%s: run gave %s", what, pbl_status_name(s));
+        const char *want = grad ? "id -1 at position 2 is outside [0, 5)" : "id 5 at position 2 is outside [0, 5)";
+        CHECK(strstr(pbl_exec_errmsg(e), want) != NULL, "%s: message '%s', want '%s'", what, pbl_exec_errmsg(e), want);
+        pbl_exec_write(e, ids, good, sizeof good);
+        s = pbl_exec_run(e);
+        CHECK(s == PBL_OK, "%s: the run after a failure gave %s: %s", what, pbl_status_name(s), pbl_exec_errmsg(e));
+        s = pbl_exec_read(e, out, y, ny * sizeof(float));
+        CHECK(s == PBL_OK, "%s: read: %s", what, pbl_exec_errmsg(e));
+        /* forward: table rows 0, 4, 4, 2; gradient: dy rows into rows 0, 4 (twice), 2 */
+        const float want_y[10] = { 1, 2, 9, 10, 9, 10, 5, 6 }, want_g[10] = { 1, 2, 0, 0, 7, 8, 0, 0, 8, 10 };
+        for (size_t i = 0; s == PBL_OK && i < ny; i++)
+            CHECK(y[i] == (grad ? want_g : want_y)[i], "%s: element %d is %g, want %g", what, (int)i, (double)y[i],
+                  (double)(grad ? want_g : want_y)[i]);
+    }
+    pbl_exec_destroy(e);
+    pbl_graph_destroy(g);
+}
+
 /* ---- an MLP trained on both backends ---------------------------------------------------- */
 
 enum { B = 32, D = 48, H = 40, C = 10, STEPS = 6 };
@@ -435,8 +530,8 @@ typedef struct mlp {
     pbl_value  x, y, loss, p[6];
 } mlp;
 
-/* fused: the graph trained is pbl_graph_fuse's copy (dense and backward groups; no chains,
- * which have no CUDA kernel yet), so the fused ops run inside a training step. */
+/* fused: the graph trained is pbl_graph_fuse's copy (dense and backward groups; this MLP has
+ * no element-wise chain to fuse), so the fused ops run inside a training step. */
 static int mlp_train(pbl_backend_kind backend, int streams, int graph, int bind, int fused, float *losses,
                      float *params, int64_t *n_params)
 {
@@ -467,7 +562,6 @@ static int mlp_train(pbl_backend_kind backend, int streams, int graph, int bind,
         pbl_fuse_options fo = pbl_fuse_options_default();
         pbl_fuse_report fr;
         pbl_graph *f = NULL;
-        fo.chains = 0;
         if (pbl_graph_fuse(g, &fo, &f, &fr, err, sizeof err) != PBL_OK) {
             fprintf(stderr, "mlp: fuse: %s\n", err);
             goto done;
@@ -482,6 +576,7 @@ static int mlp_train(pbl_backend_kind backend, int streams, int graph, int bind,
         CHECK(fr.dense == 2 && fr.weight_bias == 3 && fr.act_grads == 1,
               "mlp: fused %d dense, %d weight+bias, %d product+act grad; want 2, 3, 1", (int)fr.dense,
               (int)fr.weight_bias, (int)fr.act_grads);
+
     }
     pbl_exec_options o = pbl_exec_options_default();
     o.backend = backend;
@@ -698,6 +793,8 @@ int main(int argc, char **argv)
     }
     run_cases();
     bad_label();
+    bad_ids(0);
+    bad_ids(1);
     for (int streams = 1; streams <= 2; streams++)
         for (int graph = 0; graph <= 1; graph++)
             compare_mlp(streams, graph, 0, 0);

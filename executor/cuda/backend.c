@@ -40,6 +40,12 @@ typedef struct cuda_stream {
     cudaEvent_t    join;  /* graph capture: this stream's end, joined into stream 0 */
 } cuda_stream;
 
+/* A launch of this run (or of the captured graph): what its failure flag is reported for. */
+typedef struct cuda_launched {
+    const pbl__op    *op;
+    const pbl__kargs *a;
+} cuda_launched;
+
 typedef struct cuda_ctx {
     pbl__mem          *host;
     int32_t            n_streams, n_events;
@@ -49,7 +55,7 @@ typedef struct cuda_ctx {
     int               *flag;       /* device int[3]: {tag + 1, row, value} */
     uint64_t          *run_dev;    /* device: the run counter captured kernels read */
     uint64_t           run_host;   /* its source for the copy in graph_launch */
-    const pbl__kargs **launched;   /* per tag: the kargs of the launch */
+    cuda_launched     *launched;   /* per tag: the op and kargs of the launch */
     int32_t            n_launched, cap_launched;
     pbl_status         failed;     /* first failure of this run at enqueue time */
     const pbl__kargs  *failed_args;
@@ -190,7 +196,7 @@ static pbl_status cuda_run(void *ctx, int32_t stream, const pbl__op *op, const p
     }
     if (pbl__mem_reserve(c->host, (void **)&c->launched, &c->cap_launched, c->n_launched + 1, sizeof *c->launched) != 0)
         return PBL_ERR_NOMEM;
-    c->launched[c->n_launched] = a;
+    c->launched[c->n_launched] = (cuda_launched){ .op = op, .a = a };
     pbl__cuda_launch l = { .stream = c->st[stream].s, .blas = c->st[stream].blas, .lt = c->st[stream].lt,
                            .workspace = c->st[stream].workspace, .workspace_bytes = WORKSPACE_BYTES, .flag = c->flag,
                            .tag = c->n_launched, .run_dev = c->capturing ? c->run_dev : NULL };
@@ -235,8 +241,8 @@ static pbl_status read_flag(cuda_ctx *c, const pbl__kargs **failed)
         s = PBL_ERR_DEVICE;
         goto fail;
     }
-    *failed = c->launched[f[0] - 1];
-    return pbl__cuda_flag_message(NULL, *failed, f[1], f[2]);
+    *failed = c->launched[f[0] - 1].a;
+    return pbl__cuda_flag_message(c->launched[f[0] - 1].op, *failed, f[1], f[2]);
 fail:
     return s;
 }

@@ -46,10 +46,9 @@
  * step is the same f32 expression, in the same order, as the kernel it replaces), so it is an
  * optimisation, not an approximation; test/test_fuse.c checks this on MLP training.
  *
- * Backends. The CPU backend runs every fused op; the CUDA backend runs fully_connected_act,
- * fully_connected_grad_wb and matmul_act_grad (ops/cuda/fused.cu; docs/cuda.md says which
- * cuBLASLt epilogues) but not yet elementwise_chain, so for CUDA fuse with chains = 0
- * (pbl_exec_create names an op a backend cannot run).
+ * Backends. The CPU backend runs every fused op; the CUDA backend runs them all too:
+ * fully_connected_act, fully_connected_grad_wb and matmul_act_grad (ops/cuda/fused.cu;
+ * docs/cuda.md says which cuBLASLt epilogues) and elementwise_chain (ops/cuda/chain.cu).
  *
  * Names. A fused node is named after its members joined by '+' ("fc1+relu1",
  * "fc1/grad_w+fc1/grad_b"), and so is its output value, except that a weight + bias node's

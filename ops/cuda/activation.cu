@@ -43,10 +43,10 @@
         return s;                                                                               \
     }
 
-UNARY(relu, v > 0.0f ? v : 0.0f)
-UNARY(sigmoid, 1.0f / (1.0f + expf(-v)))
-UNARY(tanh, tanhf(v))
-UNARY(gelu, 0.5f * v * (1.0f + erff(v * INV_SQRT2)))
+UNARY(relu, pbl__dact_relu(v))
+UNARY(sigmoid, pbl__dact_sigmoid(v))
+UNARY(tanh, pbl__dact_tanh(v))
+UNARY(gelu, pbl__dact_gelu(v))
 
 BINARY(relu_grad, v > 0.0f ? g : 0.0f)
 BINARY(sigmoid_grad, g * v * (1.0f - v))

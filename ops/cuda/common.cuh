@@ -100,4 +100,12 @@ __device__ static inline int64_t pbl__dbcast_offset(const pbl__dbcast &b, int64_
     return off;
 }
 
+/* The activations' formulas of ops/cpu/kernels.h (pbl__act_*) for device code: the activation
+ * kernels, fully_connected_act's epilogue and elementwise_chain's steps share them. */
+#define PBL__DINV_SQRT2 0.70710678118654752440f
+__device__ static inline float pbl__dact_relu(float v) { return v > 0.0f ? v : 0.0f; }
+__device__ static inline float pbl__dact_sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
+__device__ static inline float pbl__dact_tanh(float v) { return tanhf(v); }
+__device__ static inline float pbl__dact_gelu(float v) { return 0.5f * v * (1.0f + erff(v * PBL__DINV_SQRT2)); }
+
 #endif

@@ -32,10 +32,10 @@ __global__ static void epilogue_k(float *y, const float *b, int64_t rows, int64_
         if (b)
             v = v + b[i % cols];
         switch (act) {
-        case PBL__ACT_RELU: v = v > 0.0f ? v : 0.0f; break;
-        case PBL__ACT_SIGMOID: v = 1.0f / (1.0f + expf(-v)); break;
-        case PBL__ACT_TANH: v = tanhf(v); break;
-        case PBL__ACT_GELU: v = 0.5f * v * (1.0f + erff(v * 0.70710678118654752440f)); break;
+        case PBL__ACT_RELU: v = pbl__dact_relu(v); break;
+        case PBL__ACT_SIGMOID: v = pbl__dact_sigmoid(v); break;
+        case PBL__ACT_TANH: v = pbl__dact_tanh(v); break;
+        case PBL__ACT_GELU: v = pbl__dact_gelu(v); break;
         default: break;
         }
         y[i] = v;

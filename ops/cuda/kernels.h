@@ -56,15 +56,22 @@ typedef pbl_status (*pbl__cuda_fn)(const pbl__cuda_launch *l, const pbl__kargs *
     X(fully_connected_act) X(fully_connected_grad_wb) X(matmul_act_grad)          \
     X(conv2d) X(conv2d_grad_input) X(conv2d_grad_weight)                           \
     X(max_pool2d) X(max_pool2d_grad) X(avg_pool2d) X(avg_pool2d_grad)              \
-    X(global_avg_pool) X(global_avg_pool_grad)
+    X(global_avg_pool) X(global_avg_pool_grad)                                     \
+    X(batch_norm) X(batch_norm_grad) X(layer_norm) X(layer_norm_grad)              \
+    X(embedding) X(embedding_grad)                                                 \
+    X(elementwise_chain) X(fully_connected_packed)
 
 #define PBL__CUDA_DECL(n) pbl_status pbl__cuda_##n(const pbl__cuda_launch *l, const pbl__kargs *a);
 PBL__CUDA_OP_LIST(PBL__CUDA_DECL)
 #undef PBL__CUDA_DECL
 
-/* The message for a device-side failure flag {tag + 1, row, value} of the kernel with
- * arguments a (written into a->err); the status to report. */
+/* The message for a device-side failure flag {tag + 1, row, value} of the kernel of op with
+ * arguments a (written into a->err); the status to report. It picks the op's own: */
 pbl_status pbl__cuda_flag_message(const pbl__op *op, const pbl__kargs *a, int row, int value);
+/* softmax_cross_entropy(+grad): a label out of range (ops/cuda/loss.cu) */
+pbl_status pbl__cuda_label_flag_message(const pbl__kargs *a, int row, int value);
+/* embedding(+grad): an id out of range (ops/cuda/embedding.cu) */
+pbl_status pbl__cuda_ids_flag_message(const pbl__op *op, const pbl__kargs *a, int position, int id);
 
 #ifdef __cplusplus
 }

@@ -61,3 +61,39 @@ extern "C" pbl_status pbl__cuda_matmul(const pbl__cuda_launch *l, const pbl__kar
 done:
     return s;
 }
+
+/* fully_connected_packed (ops/fully_connected_packed.c): y[M, N] = x[M, K]·wᵀ (+ b) with w in
+ * 16-column panels, wp[NB, K, 16], wp[p, k, j] = w[16p + j, k]. The layout exists for the CPU's
+ * AVX-512 kernel (one 64-byte panel row per k, reused by every row of x); cuBLAS reads it as it
+ * is, with no repacking: panel p is a row-major [K, 16] matrix P_p and
+ *     y[:, 16p .. 16p+16) = x·P_p,
+ * i.e. column-major yᵀ-slice [16, M] (ld N) = P_pᵀ [16, K] (ld 16) · xᵀ [K, M] (ld K), no
+ * transposes. The full panels are one strided-batched sgemm (A strides by a panel, 16·K; B is
+ * x for every panel, stride 0; C strides by 16 columns inside y's rows, ld N: the batches
+ * write disjoint columns, the interleaved-output use of strided batching that multi-head
+ * attention makes of it); a last partial panel (N not a multiple of 16) is one sgemm over its
+ * first N mod 16 columns, so the zero padding past N is never read. The bias is written
+ * first and the products accumulate onto it (beta 1), as in fully_connected. Same op, same
+ * result up to the order of the k sums (the CPU kernel fuses its multiply-adds). */
+extern "C" pbl_status pbl__cuda_fully_connected_packed(const pbl__cuda_launch *l, const pbl__kargs *a)
+{
+    pbl_status s = PBL_OK;
+    const float *x = PBL__IN(a, 0), *wp = PBL__IN(a, 1);
+    float *y = PBL__OUT(a, 0);
+    int M = (int)a->in_meta[0].shape.dim[0], K = (int)a->in_meta[0].shape.dim[1], N = (int)a->attr[0].i;
+    int full = N / 16, rest = N % 16;
+    float one = 1.0f, beta = 0.0f;
+    if (a->n_in == 3) {
+        PBL__LAUNCH(bias_rows, pbl__blocks((int64_t)M * N), PBL__THREADS, 0, l->stream)(y, PBL__IN(a, 2), M, N);
+        PBL__LAUNCHED();
+        beta = 1.0f;
+    }
+    if (full)
+        PBL__CUBLAS(cublasSgemmStridedBatched(l->blas, CUBLAS_OP_N, CUBLAS_OP_N, 16, M, K, &one, wp, 16,
+                                              (long long)16 * K, x, K, 0, &beta, y, N, 16, full));
+    if (rest)
+        PBL__CUBLAS(cublasSgemm(l->blas, CUBLAS_OP_N, CUBLAS_OP_N, rest, M, K, &one, wp + (size_t)full * 16 * K, 16, x,
+                                K, &beta, y + (size_t)full * 16, N));
+done:
+    return s;
+}

@@ -8,6 +8,8 @@
  * The mean is taken in double as on the CPU, summed by one block (a tree, so the order of
  * additions differs from the CPU's sequential sum: results agree to float rounding).
  */
+#include <cstring>
+
 #include "ops/cuda/common.cuh"
 
 #define LOSS_THREADS 256
@@ -148,7 +150,14 @@ done:
 
 extern "C" pbl_status pbl__cuda_flag_message(const pbl__op *op, const pbl__kargs *a, int row, int value)
 {
-    /* the ops that claim the flag: the cross-entropy pair, whose input 0 is [n, c] */
+    if (op && strncmp(op->name, "embedding", 9) == 0)
+        return pbl__cuda_ids_flag_message(op, a, row, value);
+    return pbl__cuda_label_flag_message(a, row, value);
+}
+
+extern "C" pbl_status pbl__cuda_label_flag_message(const pbl__kargs *a, int row, int value)
+{
+    /* the cross-entropy pair, whose input 0 is [n, c] */
     snprintf(a->err, a->errlen, "label %d in row %lld is outside [0, %lld)", value, (long long)row,
              (long long)a->in_meta[0].shape.dim[1]);
     return PBL_ERR_INVALID_ARG;

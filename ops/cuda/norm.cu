@@ -1,0 +1,189 @@
+/*
+ * CUDA kernels: batch_norm, layer_norm and their gradients, the formulas of ops/cpu/norm.c
+ * (training form: biased variance of the set, inv_std = 1/√(var + eps), mean and inv_std
+ * saved as outputs 1 and 2).
+ *
+ * One block per set (a channel of batch_norm, a row of layer_norm; grid-stride over sets): its
+ * threads stride over the set's elements and sum in double, then a __shared__ tree adds the
+ * partial sums (deterministic: no atomics, the same tree every run). The CPU sums the same
+ * doubles sequentially, so the statistics agree to the last double bits, which the rounding
+ * to f32 hides but for rare ties. The element-wise parts are the CPU's f32 expressions.
+ * layer_norm's dgamma/dbeta are column sums down the rows: one thread per column walks the
+ * rows in order, in double, as the CPU does (the same bits).
+ *
+ * One block per channel leaves SMs idle when C is small and sets are big (ResNet's early
+ * layers: C = 64, 400k elements per channel at batch 32); a two-level reduction would fill
+ * them.
+ */
+#include "ops/cuda/common.cuh"
+
+#define NORM_THREADS 256
+
+/* The sets: set c starts at c·step and holds `groups` runs of `len` floats, gstride apart.
+ * batch_norm over x[N, C, S]: C sets, step S, N groups, gstride C·S, len S, the scale per set;
+ * layer_norm over rows of D: rows sets, step D, one group of len D, the scale per position. */
+struct nset {
+    int64_t n, step, groups, gstride, len;
+    int     per_set;
+};
+
+__device__ static inline int64_t at(const nset &s, int64_t c, int64_t k)
+{
+    return c * s.step + (k / s.len) * s.gstride + k % s.len;
+}
+
+/* The sum of every thread's v; every thread gets it (part is reusable on return). */
+__device__ static double block_sum(double v, double *part)
+{
+    part[threadIdx.x] = v;
+    __syncthreads();
+    for (int w = NORM_THREADS / 2; w > 0; w /= 2) {
+        if ((int)threadIdx.x < w)
+            part[threadIdx.x] += part[threadIdx.x + w];
+        __syncthreads();
+    }
+    double total = part[0];
+    __syncthreads();
+    return total;
+}
+
+__global__ static void norm_k(float *y, float *mean, float *inv_std, const float *x, const float *g, const float *b,
+                              nset s, double eps)
+{
+    __shared__ double part[NORM_THREADS];
+    int64_t m = s.groups * s.len;
+    for (int64_t c = blockIdx.x; c < s.n; c += gridDim.x) {
+        double acc = 0.0;
+        for (int64_t k = threadIdx.x; k < m; k += NORM_THREADS)
+            acc += (double)x[at(s, c, k)];
+        double mu = block_sum(acc, part) / (double)m;
+        acc = 0.0;
+        for (int64_t k = threadIdx.x; k < m; k += NORM_THREADS) {
+            double d = (double)x[at(s, c, k)] - mu;
+            acc += d * d;
+        }
+        double var = block_sum(acc, part) / (double)m;
+        float mf = (float)mu, is = (float)(1.0 / sqrt(var + eps));
+        if (threadIdx.x == 0) {
+            mean[c] = mf;
+            inv_std[c] = is;
+        }
+        for (int64_t k = threadIdx.x; k < m; k += NORM_THREADS) {
+            int64_t o = at(s, c, k), p = s.per_set ? c : k % s.len;
+            y[o] = ((x[o] - mf) * is) * g[p] + b[p];
+        }
+    }
+}
+
+/* dx of each set; batch_norm's dscale/dbias (per set) too. */
+__global__ static void norm_grad_k(float *dx, float *dg, float *db, const float *dy, const float *x, const float *g,
+                                   const float *mean, const float *inv_std, nset s)
+{
+    __shared__ double part[NORM_THREADS];
+    int64_t m = s.groups * s.len;
+    for (int64_t c = blockIdx.x; c < s.n; c += gridDim.x) {
+        float mu = mean[c], is = inv_std[c];
+        double a1 = 0.0, a2 = 0.0;
+        for (int64_t k = threadIdx.x; k < m; k += NORM_THREADS) {
+            int64_t o = at(s, c, k);
+            float xh = (x[o] - mu) * is, gv = s.per_set ? dy[o] : dy[o] * g[k % s.len];
+            a1 += (double)gv;
+            a2 += (double)gv * (double)xh;
+        }
+        a1 = block_sum(a1, part);
+        a2 = block_sum(a2, part);
+        if (s.per_set && threadIdx.x == 0) {
+            db[c] = (float)a1;
+            dg[c] = (float)a2;
+        }
+        float k1 = (float)(a1 / (double)m), k2 = (float)(a2 / (double)m), sc = s.per_set ? g[c] * is : is;
+        for (int64_t k = threadIdx.x; k < m; k += NORM_THREADS) {
+            int64_t o = at(s, c, k);
+            float xh = (x[o] - mu) * is, gv = s.per_set ? dy[o] : dy[o] * g[k % s.len];
+            dx[o] = sc * ((gv - k1) - xh * k2);
+        }
+    }
+}
+
+/* layer_norm's dgamma[j] = Σ_r dy·xhat, dbeta[j] = Σ_r dy, one thread per column j */
+__global__ static void ln_param_grad_k(float *dg, float *db, const float *dy, const float *x, const float *mean,
+                                       const float *inv_std, int64_t rows, int64_t d)
+{
+    PBL__GRID_LOOP(j, d) {
+        double sg = 0.0, sb = 0.0;
+        for (int64_t r = 0; r < rows; r++) {
+            int64_t o = r * d + j;
+            float xh = (x[o] - mean[r]) * inv_std[r];
+            sg += (double)dy[o] * (double)xh;
+            sb += (double)dy[o];
+        }
+        dg[j] = (float)sg;
+        db[j] = (float)sb;
+    }
+}
+
+static unsigned set_blocks(int64_t n) { return (unsigned)(n < 65535 * 16 ? (n < 1 ? 1 : n) : 65535 * 16); }
+
+static nset bn_sets(const pbl_shape *x)
+{
+    int64_t S = 1;
+    for (int32_t i = 2; i < x->ndim; i++)
+        S *= x->dim[i];
+    nset s = { x->dim[1], S, x->dim[0], x->dim[1] * S, S, 1 };
+    return s;
+}
+
+static nset ln_sets(const pbl_shape *x)
+{
+    int64_t d = x->dim[x->ndim - 1];
+    nset s = { pbl_shape_numel(x) / d, d, 1, 0, d, 0 };
+    return s;
+}
+
+static pbl_status forward(const pbl__cuda_launch *l, const pbl__kargs *a, nset sets)
+{
+    pbl_status s = PBL_OK;
+    PBL__LAUNCH(norm_k, set_blocks(sets.n), NORM_THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__OUT(a, 1), PBL__OUT(a, 2),
+                                                                       PBL__IN(a, 0), PBL__IN(a, 1), PBL__IN(a, 2),
+                                                                       sets, a->attr[0].f);
+    PBL__LAUNCHED();
+done:
+    return s;
+}
+
+/* (dy, x, scale, mean, inv_std) -> dx, dscale, dbias */
+static pbl_status backward(const pbl__cuda_launch *l, const pbl__kargs *a, nset sets)
+{
+    pbl_status s = PBL_OK;
+    PBL__LAUNCH(norm_grad_k, set_blocks(sets.n), NORM_THREADS, 0, l->stream)(
+        PBL__OUT(a, 0), PBL__OUT(a, 1), PBL__OUT(a, 2), PBL__IN(a, 0), PBL__IN(a, 1), PBL__IN(a, 2), PBL__IN(a, 3),
+        PBL__IN(a, 4), sets);
+    PBL__LAUNCHED();
+    if (!sets.per_set) {
+        PBL__LAUNCH(ln_param_grad_k, pbl__blocks(sets.len), PBL__THREADS, 0, l->stream)(
+            PBL__OUT(a, 1), PBL__OUT(a, 2), PBL__IN(a, 0), PBL__IN(a, 1), PBL__IN(a, 3), PBL__IN(a, 4), sets.n, sets.len);
+        PBL__LAUNCHED();
+    }
+done:
+    return s;
+}
+
+extern "C" pbl_status pbl__cuda_batch_norm(const pbl__cuda_launch *l, const pbl__kargs *a)
+{
+    return forward(l, a, bn_sets(&a->in_meta[0].shape));
+}
+
+extern "C" pbl_status pbl__cuda_layer_norm(const pbl__cuda_launch *l, const pbl__kargs *a)
+{
+    return forward(l, a, ln_sets(&a->in_meta[0].shape));
+}
+
+extern "C" pbl_status pbl__cuda_batch_norm_grad(const pbl__cuda_launch *l, const pbl__kargs *a)
+{
+    return backward(l, a, bn_sets(&a->in_meta[1].shape));
+}
+
+extern "C" pbl_status pbl__cuda_layer_norm_grad(const pbl__cuda_launch *l, const pbl__kargs *a)
+{
+    return backward(l, a, ln_sets(&a->in_meta[1].shape));
+}
