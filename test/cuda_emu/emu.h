@@ -7,7 +7,9 @@
  *   AddressSanitizer a kernel reading past its buffer is reported (a stand-in for
  *   compute-sanitizer's memcheck). New allocations up to 16 MiB are filled with 0xff bytes
  *   (a float NaN), so reading memory nobody wrote shows in the results. cudaFree of a pointer
- *   cudaMalloc did not return is cudaErrorInvalidValue. Every pointer argument of a kernel
+ *   cudaMalloc did not return is cudaErrorInvalidValue. Freed blocks of 1 MiB and more are
+ *   kept for reuse by the next allocation of the same size (see runtime.cc: the sanitizers'
+ *   allocators made fresh 32 MiB workspaces per executor the bulk of the run). Every pointer argument of a kernel
  *   launch must be NULL or point into (or one past) a live allocation: anything else (a host
  *   buffer) is the sticky cudaErrorIllegalAddress when the kernel would run, as on a GPU
  *   without unified addressing.

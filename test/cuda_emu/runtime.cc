@@ -31,6 +31,22 @@
 
 #include <unistd.h>
 
+#if defined(__SANITIZE_ADDRESS__)
+#define PBL_EMU_RT_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PBL_EMU_RT_ASAN 1
+#endif
+#endif
+#ifdef PBL_EMU_RT_ASAN
+#include <sanitizer/asan_interface.h>
+#define PBL_EMU_POISON(p, n)   ASAN_POISON_MEMORY_REGION((p), (n))
+#define PBL_EMU_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define PBL_EMU_POISON(p, n)   ((void)(p), (void)(n))
+#define PBL_EMU_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 namespace pbl_emu {
 namespace {
 
@@ -103,6 +119,26 @@ std::set<exec_rt *>                execs;
 std::set<capture *>                captures;
 stream_rt                         *legacy_stream = nullptr;
 std::atomic<int>                   sticky_err{ 0 };
+/* Freed blocks of 1 MiB and more, kept for the next cudaMalloc of the same size: every
+ * executor takes a 32 MiB cuBLAS workspace per stream, and test_cuda creates hundreds of
+ * executors; fresh 32 MiB blocks each time cost the sanitizers' allocators most of the run
+ * (shadow clearing and page faults: 16 GB allocated in test_cuda, a third of its TSan time).
+ * Cached blocks up to 16 MiB are poisoned for ASan while they wait, so a use after cudaFree
+ * is still reported; bigger ones (the workspaces) are not (their poisoning would cost as much
+ * as the allocation it saves). */
+constexpr size_t                   CACHE_MIN = (size_t)1 << 20, CACHE_MAX = (size_t)1 << 30;
+constexpr size_t                   POISON_MAX = (size_t)16 << 20;
+struct block_cache_t : std::multimap<size_t, void *> {
+    ~block_cache_t() /* at exit: the blocks go back to the allocator (leak checkers run after) */
+    {
+        for (auto &b : *this) {
+            PBL_EMU_UNPOISON(b.second, b.first);
+            free(b.second);
+        }
+    }
+};
+block_cache_t                      block_cache;
+size_t                             cache_bytes = 0;
 thread_local cudaError_t           last_err = cudaSuccess;
 
 /* ---- stream workers ------------------------------------------------------------------- */
@@ -662,8 +698,15 @@ cudaError_t cudaMalloc(void **p, size_t size)
     if (size == 0)
         return cudaSuccess;
     void *m = nullptr;
-    if (posix_memalign(&m, 256, size) != 0 || !m)
+    auto cached = size >= CACHE_MIN ? block_cache.find(size) : block_cache.end();
+    if (cached != block_cache.end()) {
+        m = cached->second;
+        block_cache.erase(cached);
+        cache_bytes -= size;
+        PBL_EMU_UNPOISON(m, size);
+    } else if (posix_memalign(&m, 256, size) != 0 || !m) {
         return fail(cudaErrorMemoryAllocation);
+    }
     if (size <= ((size_t)16 << 20))
         memset(m, 0xff, size); /* float NaN: a read of memory nobody wrote shows */
     allocs[(uintptr_t)m] = size;
@@ -684,9 +727,17 @@ cudaError_t cudaFree(void *p)
     if (it == allocs.end())
         return fail(cudaErrorInvalidValue);
     sync_all(); /* cudaFree synchronises the device */
-    alloc_bytes -= it->second;
+    size_t size = it->second;
+    alloc_bytes -= size;
     allocs.erase(it);
-    free(p);
+    if (size >= CACHE_MIN && cache_bytes + size <= CACHE_MAX) {
+        if (size <= POISON_MAX)
+            PBL_EMU_POISON(p, size); /* ASan still reports a use after this free */
+        block_cache.emplace(size, p);
+        cache_bytes += size;
+    } else {
+        free(p);
+    }
     return cudaSuccess;
 }
 
