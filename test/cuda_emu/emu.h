@@ -1,6 +1,7 @@
 /*
- * pebble's host CUDA emulator: what its pieces share (runtime.cc: memory, streams, events,
- * capture and graphs; block.cc: a block's threads as fibers; blas.cc: cuBLAS and cuBLASLt).
+ * pebble's host CUDA emulator: what its pieces share (the runtime API: runtime.cc, memory.cc,
+ * stream.cc, event.cc, capture.cc, graph.cc, sharing runtime_internal.h; block.cc: a block's
+ * threads as fibers; blas.cc: cuBLAS and cuBLASLt).
  *
  * What it emulates, and how (the point: a backend or kernel bug shows up here):
  * - Device memory is host memory from posix_memalign, registered by cudaMalloc: under
@@ -8,7 +9,7 @@
  *   compute-sanitizer's memcheck). New allocations up to 16 MiB are filled with 0xff bytes
  *   (a float NaN), so reading memory nobody wrote shows in the results. cudaFree of a pointer
  *   cudaMalloc did not return is cudaErrorInvalidValue. Freed blocks of 1 MiB and more are
- *   kept for reuse by the next allocation of the same size (see runtime.cc: the sanitizers'
+ *   kept for reuse by the next allocation of the same size (see memory.cc: the sanitizers'
  *   allocators made fresh 32 MiB workspaces per executor the bulk of the run). Every pointer argument of a kernel
  *   launch must be NULL or point into (or one past) a live allocation: anything else (a host
  *   buffer) is the sticky cudaErrorIllegalAddress when the kernel would run, as on a GPU
