@@ -53,44 +53,67 @@ static void im2col(const float *x, int64_t C, int64_t H, int64_t W, const pbl__w
             }
 }
 
+/* What every conv kernel walks: x[N,C,H,W], w[Co,C/g,KH,KW], y[N,Co,OH,OW] in G groups, the
+ * window (attrs stride, pad, dilation; the kernel from w's shape), and the column matrix of
+ * one (sample, group): K = C/g·KH·KW rows by P = OH·OW columns. */
+typedef struct conv_geom {
+    int64_t      N, C, H, W, Co, OH, OW, G, Cg, Cog, P, K;
+    pbl__window  win;
+} conv_geom;
+
+static conv_geom conv_geom_of(const pbl__kargs *a, const pbl_shape *xs, const pbl_shape *ws, const pbl_shape *ys)
+{
+    conv_geom g;
+    g.N = xs->dim[0], g.C = xs->dim[1], g.H = xs->dim[2], g.W = xs->dim[3];
+    g.Co = ws->dim[0], g.OH = ys->dim[2], g.OW = ys->dim[3], g.G = a->attr[3].i;
+    g.Cg = g.C / g.G, g.Cog = g.Co / g.G, g.P = g.OH * g.OW;
+    pbl__window_of(NULL, &a->attr[0], &a->attr[1], &a->attr[2], &g.win);
+    g.win.kernel[0] = ws->dim[2];
+    g.win.kernel[1] = ws->dim[3];
+    g.K = g.Cg * g.win.kernel[0] * g.win.kernel[1];
+    return g;
+}
+
+/* One column matrix. The executor has no per-kernel scratch memory yet: it comes from malloc,
+ * and its failure is PBL_ERR_NOMEM naming the op. */
+static pbl_status col_alloc(const pbl__kargs *a, const char *op, const conv_geom *g, float **col)
+{
+    if ((*col = malloc((size_t)(g->K * g->P) * sizeof **col)))
+        return PBL_OK;
+    snprintf(a->err, a->errlen, "%s: out of memory for the column buffer (%lld floats)", op, (long long)(g->K * g->P));
+    return PBL_ERR_NOMEM;
+}
+
 /* x[N,C,H,W] w[Co,C/g,KH,KW] b?[Co] -> y[N,Co,OH,OW]; per sample and group
- * y_g[Co/g, OH·OW] = w_g[Co/g, C/g·KH·KW] · col_g[C/g·KH·KW, OH·OW] (+ b). The executor has no
- * per-kernel scratch memory yet: col comes from malloc, and its failure is PBL_ERR_NOMEM. */
+ * y_g[Co/g, OH·OW] = w_g[Co/g, C/g·KH·KW] · col_g[C/g·KH·KW, OH·OW] (+ b). */
 pbl_status pbl__cpu_conv2d(const pbl__kargs *a)
 {
-    const pbl_shape *xs = &a->in_meta[0].shape, *ws = &a->in_meta[1].shape, *ys = &a->out_meta[0].shape;
-    int64_t N = xs->dim[0], C = xs->dim[1], H = xs->dim[2], W = xs->dim[3];
-    int64_t Co = ws->dim[0], OH = ys->dim[2], OW = ys->dim[3], G = a->attr[3].i;
-    int64_t Cg = C / G, Cog = Co / G, P = OH * OW;
-    pbl__window win;
-    pbl__window_of(NULL, &a->attr[0], &a->attr[1], &a->attr[2], &win);
-    win.kernel[0] = ws->dim[2];
-    win.kernel[1] = ws->dim[3];
-    int64_t K = Cg * win.kernel[0] * win.kernel[1];
+    conv_geom g = conv_geom_of(a, &a->in_meta[0].shape, &a->in_meta[1].shape, &a->out_meta[0].shape);
+    const pbl__window *win = &g.win;
     /* a 1x1 kernel with stride 1 and no padding reads x as it lies: no im2col */
-    int direct = K == Cg && win.stride[0] == 1 && win.stride[1] == 1 && !win.pad[0] && !win.pad[1] && !win.pad[2] &&
-                 !win.pad[3];
+    int direct = g.K == g.Cg && win->stride[0] == 1 && win->stride[1] == 1 && !win->pad[0] && !win->pad[1] &&
+                 !win->pad[2] && !win->pad[3];
     float *col = NULL;
-    if (!direct && !(col = malloc((size_t)(K * P) * sizeof *col))) {
-        snprintf(a->err, a->errlen, "conv2d: out of memory for the im2col buffer (%lld floats)", (long long)(K * P));
-        return PBL_ERR_NOMEM;
-    }
+    pbl_status s;
+    if (!direct && (s = col_alloc(a, "conv2d", &g, &col)) != PBL_OK)
+        return s;
     const float *x = PBL__IN(a, 0), *wt = PBL__IN(a, 1), *b = a->n_in == 3 ? PBL__IN(a, 2) : NULL;
     float *y = PBL__OUT(a, 0);
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t g = 0; g < G; g++) {
-            const float *xg = x + (n * C + g * Cg) * H * W;
-            float *yg = y + (n * Co + g * Cog) * P;
+    int64_t Cg = g.Cg, Cog = g.Cog, P = g.P, K = g.K;
+    for (int64_t n = 0; n < g.N; n++)
+        for (int64_t gi = 0; gi < g.G; gi++) {
+            const float *xg = x + (n * g.C + gi * Cg) * g.H * g.W;
+            float *yg = y + (n * g.Co + gi * Cog) * P;
             if (!direct)
-                im2col(xg, Cg, H, W, &win, OH, OW, col);
+                im2col(xg, Cg, g.H, g.W, win, g.OH, g.OW, col);
             float beta = 0.0f;
             if (b) { /* y starts as the bias in each output channel's plane */
                 for (int64_t o = 0; o < Cog; o++)
                     for (int64_t p = 0; p < P; p++)
-                        yg[o * P + p] = b[g * Cog + o];
+                        yg[o * P + p] = b[gi * Cog + o];
                 beta = 1.0f;
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)Cog, (int)P, (int)K, 1.0f, wt + g * Cog * K,
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)Cog, (int)P, (int)K, 1.0f, wt + gi * Cog * K,
                         (int)K, direct ? xg : col, (int)P, beta, yg, (int)P);
         }
     free(col);
@@ -123,40 +146,24 @@ static void col2im(const float *col, int64_t C, int64_t H, int64_t W, const pbl_
             }
 }
 
-/* The window of a conv gradient op (attrs stride, pad, dilation, groups, shape) for weight shape ws. */
-static pbl__window conv_window(const pbl__kargs *a, const pbl_shape *ws)
-{
-    pbl__window win;
-    pbl__window_of(NULL, &a->attr[0], &a->attr[1], &a->attr[2], &win);
-    win.kernel[0] = ws->dim[2];
-    win.kernel[1] = ws->dim[3];
-    return win;
-}
-
 /* dy[N,Co,OH,OW] w[Co,C/g,KH,KW] -> dx[N,C,H,W]: per sample and group
  * col[C/g·KH·KW, OH·OW] = w_gᵀ · dy_g, then col2im into dx_g. */
 pbl_status pbl__cpu_conv2d_grad_input(const pbl__kargs *a)
 {
-    const pbl_shape *ds = &a->in_meta[0].shape, *ws = &a->in_meta[1].shape, *xs = &a->out_meta[0].shape;
-    int64_t N = xs->dim[0], C = xs->dim[1], H = xs->dim[2], W = xs->dim[3];
-    int64_t Co = ws->dim[0], OH = ds->dim[2], OW = ds->dim[3], G = a->attr[3].i;
-    int64_t Cg = C / G, Cog = Co / G, P = OH * OW;
-    pbl__window win = conv_window(a, ws);
-    int64_t K = Cg * win.kernel[0] * win.kernel[1];
-    float *col = malloc((size_t)(K * P) * sizeof *col);
-    if (!col) {
-        snprintf(a->err, a->errlen, "conv2d_grad_input: out of memory for the column buffer (%lld floats)",
-                 (long long)(K * P));
-        return PBL_ERR_NOMEM;
-    }
+    conv_geom g = conv_geom_of(a, &a->out_meta[0].shape, &a->in_meta[1].shape, &a->in_meta[0].shape);
+    float *col;
+    pbl_status s = col_alloc(a, "conv2d_grad_input", &g, &col);
+    if (s != PBL_OK)
+        return s;
     const float *dy = PBL__IN(a, 0), *wt = PBL__IN(a, 1);
     float *dx = PBL__OUT(a, 0);
-    memset(dx, 0, (size_t)(N * C * H * W) * sizeof *dx);
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t g = 0; g < G; g++) {
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)K, (int)P, (int)Cog, 1.0f, wt + g * Cog * K,
-                        (int)K, dy + (n * Co + g * Cog) * P, (int)P, 0.0f, col, (int)P);
-            col2im(col, Cg, H, W, &win, OH, OW, dx + (n * C + g * Cg) * H * W);
+    int64_t Cg = g.Cg, Cog = g.Cog, P = g.P, K = g.K;
+    memset(dx, 0, (size_t)(g.N * g.C * g.H * g.W) * sizeof *dx);
+    for (int64_t n = 0; n < g.N; n++)
+        for (int64_t gi = 0; gi < g.G; gi++) {
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)K, (int)P, (int)Cog, 1.0f, wt + gi * Cog * K,
+                        (int)K, dy + (n * g.Co + gi * Cog) * P, (int)P, 0.0f, col, (int)P);
+            col2im(col, Cg, g.H, g.W, &g.win, g.OH, g.OW, dx + (n * g.C + gi * Cg) * g.H * g.W);
         }
     free(col);
     return PBL_OK;
@@ -166,27 +173,21 @@ pbl_status pbl__cpu_conv2d_grad_input(const pbl__kargs *a)
  * col_g(x_n)ᵀ, the samples added in order (sgemm with beta 1 after the first). */
 pbl_status pbl__cpu_conv2d_grad_weight(const pbl__kargs *a)
 {
-    const pbl_shape *ds = &a->in_meta[0].shape, *xs = &a->in_meta[1].shape, *ws = &a->out_meta[0].shape;
-    int64_t N = xs->dim[0], C = xs->dim[1], H = xs->dim[2], W = xs->dim[3];
-    int64_t Co = ws->dim[0], OH = ds->dim[2], OW = ds->dim[3], G = a->attr[3].i;
-    int64_t Cg = C / G, Cog = Co / G, P = OH * OW;
-    pbl__window win = conv_window(a, ws);
-    int64_t K = Cg * win.kernel[0] * win.kernel[1];
-    float *col = malloc((size_t)(K * P) * sizeof *col);
-    if (!col) {
-        snprintf(a->err, a->errlen, "conv2d_grad_weight: out of memory for the im2col buffer (%lld floats)",
-                 (long long)(K * P));
-        return PBL_ERR_NOMEM;
-    }
+    conv_geom g = conv_geom_of(a, &a->in_meta[1].shape, &a->out_meta[0].shape, &a->in_meta[0].shape);
+    float *col;
+    pbl_status s = col_alloc(a, "conv2d_grad_weight", &g, &col);
+    if (s != PBL_OK)
+        return s;
     const float *dy = PBL__IN(a, 0), *x = PBL__IN(a, 1);
     float *dw = PBL__OUT(a, 0);
-    if (N == 0)
-        memset(dw, 0, (size_t)(Co * K) * sizeof *dw);
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t g = 0; g < G; g++) {
-            im2col(x + (n * C + g * Cg) * H * W, Cg, H, W, &win, OH, OW, col);
+    int64_t Cg = g.Cg, Cog = g.Cog, P = g.P, K = g.K;
+    if (g.N == 0)
+        memset(dw, 0, (size_t)(g.Co * K) * sizeof *dw);
+    for (int64_t n = 0; n < g.N; n++)
+        for (int64_t gi = 0; gi < g.G; gi++) {
+            im2col(x + (n * g.C + gi * Cg) * g.H * g.W, Cg, g.H, g.W, &g.win, g.OH, g.OW, col);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)Cog, (int)K, (int)P, 1.0f,
-                        dy + (n * Co + g * Cog) * P, (int)P, col, (int)P, n ? 1.0f : 0.0f, dw + g * Cog * K, (int)K);
+                        dy + (n * g.Co + gi * Cog) * P, (int)P, col, (int)P, n ? 1.0f : 0.0f, dw + gi * Cog * K, (int)K);
         }
     free(col);
     return PBL_OK;
