@@ -43,8 +43,8 @@
 #ifndef PBL_BACKEND_H
 #define PBL_BACKEND_H
 
-#include "graph/mem.h"
-#include "ops/op.h"
+#include "graph/base/mem.h"
+#include "graph/ir/op.h"
 #include "pebble/exec.h"
 
 typedef struct pbl__backend_config {

@@ -36,7 +36,7 @@
 #include <zlib.h>
 
 #include "executor/exec_internal.h"
-#include "graph/export.h"
+#include "graph/base/export.h"
 
 #define CKPT_VERSION      1u
 #define CKPT_MAGIC_LEN    8

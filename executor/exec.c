@@ -1,7 +1,7 @@
 /*
  * The executor: schedule -> storage -> bind -> run.
  *
- *   create: validate, pick the nodes the targets need, order them (graph/schedule.c), place
+ *   create: validate, pick the nodes the targets need, order them (graph/ir/schedule.c), place
  *           every value (executor/storage.c), allocate the arena and the variable region
  *           on the backend, and lay out one step per node (its kernel arguments).
  *   bind:   a caller buffer replaces a variable's place; pointers are refreshed before the
@@ -10,7 +10,7 @@
  *           steps of other streams before it and an event record after it when another
  *           stream waits for it; then one sync (executor/backend.h describes the protocol).
  *           One stream (the default) runs everything in order on the calling thread.
- *           In dynamic mode the DTR runtime (executor/dtr.c) runs the schedule instead,
+ *           In dynamic mode the DTR runtime (executor/dynamic/dtr.c) runs the schedule instead,
  *           allocating from a pool as it goes.
  */
 #include <stdarg.h>
@@ -19,12 +19,12 @@
 #include <string.h>
 
 #include "executor/backend.h"
-#include "executor/dtr.h"
+#include "executor/dynamic/dtr.h"
 #include "executor/exec_internal.h"
 #include "executor/storage.h"
 #include "executor/stream_sync.h"
-#include "graph/schedule.h"
-#include "ops/registry.h"
+#include "graph/ir/schedule.h"
+#include "graph/ir/registry.h"
 
 /* One scheduled node with its kernel arguments laid out. */
 typedef struct step {

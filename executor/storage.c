@@ -4,9 +4,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "graph/schedule.h"
-#include "graph/stream_internal.h"
-#include "ops/registry.h"
+#include "graph/ir/schedule.h"
+#include "graph/streams/stream_internal.h"
+#include "graph/ir/registry.h"
 
 void pbl__storage_free(pbl__storage *s, pbl__mem *m)
 {

@@ -14,7 +14,7 @@
 #ifndef PBL_STORAGE_H
 #define PBL_STORAGE_H
 
-#include "graph/graph_internal.h"
+#include "graph/ir/graph_internal.h"
 #include "pebble/exec.h"
 #include "pebble/liveness.h"
 #include "pebble/streams.h"
@@ -24,7 +24,7 @@ typedef enum pbl__place {
     PBL__PLACE_VARIABLE,  /* a variable: caller buffer if bound, else the variable region */
     PBL__PLACE_ARENA,     /* node output at `offset` in the arena */
     PBL__PLACE_ALIAS,     /* the storage of value `alias` (a variable an update writes in place) */
-    PBL__PLACE_DYNAMIC,   /* node output allocated from the pool as it runs (executor/dtr.c) */
+    PBL__PLACE_DYNAMIC,   /* node output allocated from the pool as it runs (executor/dynamic/dtr.c) */
 } pbl__place;
 
 typedef struct pbl__storage {

@@ -11,7 +11,7 @@
 #ifndef PBL_STREAM_SYNC_H
 #define PBL_STREAM_SYNC_H
 
-#include "graph/mem.h"
+#include "graph/base/mem.h"
 #include "pebble/status.h"
 
 typedef struct pbl__stream_sync {

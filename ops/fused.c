@@ -1,5 +1,5 @@
 /*
- * The ops the fusion pass (graph/fuse.c, pebble/fuse.h) writes; kernels in ops/cpu/fused.c
+ * The ops the fusion pass (graph/passes/fuse.c, pebble/fuse.h) writes; kernels in ops/cpu/fused.c
  * and ops/cuda/fused.cu. None has a gradient rule, and none ever needs one: fusion runs after
  * pbl_graph_gradient, on the finished training graph, so nothing differentiates through a
  * fused node (two of them are gradient computations themselves).
@@ -15,7 +15,7 @@
  *     Without b, bias_after has no effect.
  *
  * elementwise_chain     x, b1..bk (all x's shape) -> y (x's shape)
- *     Attribute codes: the steps (ops/fused.h, at most PBL_MAX_INTS), applied in order to the
+ *     Attribute codes: the steps (graph/ir/fused_codes.h, at most PBL_MAX_INTS), applied in order to the
  *     running value v, which starts as x; binary steps read b1, b2, ... in turn. Each step is
  *     the formula of the op it came from, computed in f32 as that op's kernel does, so the
  *     chain gives the unfused graph's bits, without writing its intermediates.
@@ -37,7 +37,7 @@
 #include <stdio.h>
 
 #include "ops/cpu/kernels.h"
-#include "ops/fused.h"
+#include "graph/ir/fused_codes.h"
 
 static const int8_t out0_over_in0[][2] = { { 0, 0 } };
 
@@ -143,7 +143,7 @@ static pbl_status chain_infer(pbl__infer_ctx *c)
     int32_t binary = 0;
     for (int32_t k = 0; k < codes->n_ints; k++) {
         if (codes->ints[k] < PBL__CHAIN_RELU || codes->ints[k] >= PBL__CHAIN_END)
-            return pbl__infer_fail(c, PBL_ERR_ATTR, "codes[%d] is %lld; need 1..%d (ops/fused.h)", (int)k,
+            return pbl__infer_fail(c, PBL_ERR_ATTR, "codes[%d] is %lld; need 1..%d (graph/ir/fused_codes.h)", (int)k,
                                    (long long)codes->ints[k], PBL__CHAIN_END - 1);
         binary += pbl__chain_code_binary(codes->ints[k]);
     }

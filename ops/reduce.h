@@ -2,7 +2,7 @@
 #ifndef PBL_REDUCE_H
 #define PBL_REDUCE_H
 
-#include "ops/op.h"
+#include "graph/ir/op.h"
 
 /* The reduced shape of `in` with reduced dims kept as 1, from a sum/mean node's attributes
  * (empty axes: all). Returns 0 and explains in err when the axes are bad. */

@@ -1,5 +1,5 @@
 /* The op table and the public op queries of pebble/ops.h. */
-#include "ops/registry.h"
+#include "graph/ir/registry.h"
 
 #include <string.h>
 

@@ -8,7 +8,7 @@
 #ifndef PBL_WINDOW_H
 #define PBL_WINDOW_H
 
-#include "ops/op.h"
+#include "graph/ir/op.h"
 
 typedef struct pbl__window {
     int64_t kernel[2];    /* kh, kw */

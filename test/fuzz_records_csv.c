@@ -1,4 +1,4 @@
-/* libFuzzer target for the records CSV reader (graph/plan_csv.c), built with clang only.
+/* libFuzzer target for the records CSV reader (graph/planner/csv.c), built with clang only.
  *
  * For any bytes: pbl_records_read_csv returns PBL_OK or PBL_ERR_FORMAT with a message that
  * starts "PATH:LINE: " (never a crash, a leak or undefined behaviour: built with ASan and

@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ops/registry.h"
+#include "graph/ir/registry.h"
 #include "pebble/pebble.h"
 
 typedef struct grad_reads {

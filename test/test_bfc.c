@@ -18,7 +18,7 @@
 
 #include <pthread.h>
 
-#include "executor/bfc_internal.h"
+#include "executor/bfc/bfc_internal.h"
 #include "pebble/bfc.h"
 
 #define BASE ((uintptr_t)1 << 32)

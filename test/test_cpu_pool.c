@@ -1,4 +1,4 @@
-/* The CPU backend's worker pool (executor/cpu_pool.c) and the kernels that split their loops
+/* The CPU backend's worker pool (executor/cpu/pool.c) and the kernels that split their loops
  * over it (pbl__cpu_for): every index is run exactly once whatever the split, parts start on
  * 16-element boundaries, every split kernel gives the bits of its serial run, forced to split
  * into 2..4 parts at odd lengths (and the pool really ran a job), and an MLP trained through
@@ -13,8 +13,8 @@
 
 #include <cmocka.h>
 
-#include "executor/cpu_pool.h"
-#include "ops/registry.h"
+#include "executor/cpu/pool.h"
+#include "graph/ir/registry.h"
 #include "pebble/pebble.h"
 
 #if defined(__SANITIZE_THREAD__)

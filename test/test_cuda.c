@@ -236,7 +236,7 @@ static const int64_t x2376[] = { 2, 3, 7, 6 }, w4333[] = { 4, 3, 3, 3 }, x1497[]
 #define GROUPS(n)  PBL_ATTR_INT("groups", n)
 #define KERNEL(v)  PBL_ATTR_INTS("kernel", v, 2)
 #define MADE(v)    PBL_ATTR_INTS("shape", v, (int64_t)(sizeof v / sizeof v[0]))
-/* elementwise_chain programs (ops/fused.h: 1 relu, 2 sigmoid, 3 tanh, 4 gelu, 5 add, 6 sub,
+/* elementwise_chain programs (graph/ir/fused_codes.h: 1 relu, 2 sigmoid, 3 tanh, 4 gelu, 5 add, 6 sub,
  * 7 mul, 8 div, 9 radd, 10 rsub, 11 rmul, 12 rdiv); together they use every code, the last
  * two are single steps, the fourth is PBL_MAX_INTS long */
 static const int64_t chain1[] = { 1, 5, 2, 7 }, chain2[] = { 6, 3, 10, 8 }, chain3[] = { 4, 9, 11, 12 },

@@ -1,4 +1,4 @@
-/* Dynamic mode with DTR (executor/dtr.c): training under 70%, 50% and 30% budgets gives the
+/* Dynamic mode with DTR (executor/dynamic/dtr.c): training under 70%, 50% and 30% budgets gives the
  * planned executor's parameters, loss and logits to the bit (MLP 784-256-128-10 and a 100-layer
  * MLP); a 1000-layer chain rematerialises hundreds of levels deep; a budget too small is
  * refused naming one that works, which then does; the victim of an eviction is the one

@@ -1,5 +1,5 @@
 /*
- * test_fuse: operator fusion (graph/fuse.c, pebble/fuse.h; ops/fused.c, ops/cpu/fused.c).
+ * test_fuse: operator fusion (graph/passes/fuse.c, pebble/fuse.h; ops/fused.c, ops/cpu/fused.c).
  *
  * - training with the fused graph gives the plain graph's loss, gradients and parameters bit
  *   for bit (zoo mlp_train with Adam; an MLP with tanh, sigmoid and gelu layers, some biases

@@ -1,5 +1,5 @@
 /*
- * The ONNX loader (graph/onnx_load.c) on models built here with protobuf-c: a small MLP and
+ * The ONNX loader (graph/io/onnx_load.c) on models built here with protobuf-c: a small MLP and
  * shape-juggling ops against references computed in this file; Softmax's axis before and from
  * opset 13; and every class of bad input — one UNSUPPORTED status listing each unknown op,
  * malformed bytes, a missing graph, a dangling input, a value defined twice, a cycle, absurd

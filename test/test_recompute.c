@@ -1,5 +1,5 @@
 /*
- * test_recompute: static recomputation (graph/recompute.c, pebble/recompute.h).
+ * test_recompute: static recomputation (graph/passes/recompute.c, pebble/recompute.h).
  *
  * - training with a rewritten graph gives the plain graph's loss, gradients and parameters bit
  *   for bit (mlp_train with Adam; mlp100_train with SGD + momentum), for every method;

@@ -42,7 +42,7 @@
  *                                                     3 tanh, 4 gelu), bias_after (0); made by
  *                                                     pbl_graph_fuse (pebble/fuse.h); not differentiable
  * elementwise_chain           x, b1..bk (x's shape)   y            codes (required): a chain of
- *                                                     element-wise steps (ops/fused.h); made by
+ *                                                     element-wise steps (graph/ir/fused_codes.h); made by
  *                                                     pbl_graph_fuse; not differentiable
  * fully_connected_grad_wb     dy[N,out] x[N,in]       dw[out,in] = dyᵀ·x, db[out] = Σ_n dy; made by
  *                                                     pbl_graph_fuse; not differentiable

@@ -3,7 +3,7 @@
  * f32 expressions as the kernels of the ops it replaces, in the same order (the products are
  * the very sgemm calls of those kernels), so fused and unfused graphs give the same bits. */
 #include "ops/cpu/kernels.h"
-#include "ops/fused.h"
+#include "graph/ir/fused_codes.h"
 
 /* y[i] = act(y[i] (+ b[i % cols])), one pass over the product */
 static PBL__HOT void epilogue(float *y, const float *b, int64_t rows, int64_t cols, int64_t act)

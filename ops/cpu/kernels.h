@@ -5,7 +5,7 @@
 
 #include <math.h>
 
-#include "ops/registry.h"
+#include "graph/ir/registry.h"
 
 #define PBL__CPU_DECL(n) pbl_status pbl__cpu_##n(const pbl__kargs *a);
 PBL__OP_LIST(PBL__CPU_DECL)

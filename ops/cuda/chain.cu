@@ -1,5 +1,5 @@
 /*
- * CUDA kernel of elementwise_chain (ops/fused.c; codes in ops/fused.h): one thread per
+ * CUDA kernel of elementwise_chain (ops/fused.c; codes in graph/ir/fused_codes.h): one thread per
  * element runs the whole program on its running value v, in registers, and writes y once.
  * Each step is the f32 expression of the CPU kernel (ops/cpu/fused.c) and of the op it
  * replaced (the activations through common.cuh's pbl__dact_*), so results equal the CPU's
@@ -11,7 +11,7 @@
 #include "ops/cuda/common.cuh"
 
 extern "C" {
-#include "ops/fused.h"
+#include "graph/ir/fused_codes.h"
 }
 
 /* The program by value (kernel parameter space): codes and, per step, its operand (binary

@@ -22,7 +22,7 @@
 #include "ops/cuda/common.cuh"
 
 extern "C" {
-#include "ops/fused.h"
+#include "graph/ir/fused_codes.h"
 }
 
 __global__ static void epilogue_k(float *y, const float *b, int64_t rows, int64_t cols, int act)

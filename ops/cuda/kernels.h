@@ -22,7 +22,7 @@
 extern "C" {
 #endif
 
-#include "ops/registry.h"
+#include "graph/ir/registry.h"
 
 typedef struct pbl__cuda_launch {
     cudaStream_t    stream;

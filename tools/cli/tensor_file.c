@@ -7,7 +7,7 @@
 #include <strings.h>
 
 #include "cli.h"
-#include "graph/file_out.h" /* private to the library; the CLI links it statically */
+#include "graph/base/file_out.h" /* private to the library; the CLI links it statically */
 
 static int ends_with(const char *s, const char *ext)
 {

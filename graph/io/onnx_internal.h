@@ -1,0 +1,131 @@
+/* What the ONNX files share: protobuf-c allocations through a pbl__mem and TensorProto
+ * decoding with every size checked against the data present (graph/io/onnx_tensor.c), and the
+ * loader's state with the helpers through which the op converters (graph/io/onnx_ops.c) read
+ * their node and define its outputs (graph/io/onnx_load.c). */
+#ifndef PBL_ONNX_INTERNAL_H
+#define PBL_ONNX_INTERNAL_H
+
+#include <protobuf-c/protobuf-c.h>
+
+#include "graph/base/mem.h"
+#include "onnx/onnx.pb-c.h"
+#include "pebble/onnx.h"
+
+/* protobuf-c's allocator over m (sizes are kept in a small header, since protobuf-c's free
+ * is not told them). protobuf-c reports a failed allocation as a failed unpack, like
+ * malformed input: `failed` tells the two apart. */
+typedef struct pbl__onnx_pb {
+    pbl__mem *m;
+    int       failed;
+} pbl__onnx_pb;
+
+ProtobufCAllocator pbl__onnx_pb_allocator(pbl__onnx_pb *pb);
+
+/* The most elements one tensor may have: 2^40 (4 TiB of floats). Larger shapes are absurd
+ * for this library and would overflow byte counts. */
+#define PBL__ONNX_MAX_NUMEL ((int64_t)1 << 40)
+
+/* A decoded tensor: floats (FLOAT, DOUBLE) or 64-bit integers (INT32, INT64). */
+typedef struct pbl__onnx_data {
+    pbl_shape shape;
+    int64_t   numel;
+    int       is_int;    /* 1: ints holds the data; 0: f holds it */
+    float    *f;         /* numel floats from the weights' memory */
+    int64_t  *ints;      /* numel int64 from the loader's memory */
+} pbl__onnx_data;
+
+/* Decodes t. Float data is allocated from fmem, integer data from imem. PBL_ERR_FORMAT (dims
+ * negative or absurd, data size not matching the dims, raw data of the wrong length),
+ * PBL_ERR_UNSUPPORTED (another element type, external data, rank above PBL_MAX_DIMS),
+ * PBL_ERR_NOMEM. `what` names the tensor in messages. */
+pbl_status pbl__onnx_data_decode(const Onnx__TensorProto *t, pbl__mem *fmem, pbl__mem *imem,
+                                 pbl__onnx_data *out, const char *what, char *err, size_t errlen);
+void       pbl__onnx_data_free(pbl__onnx_data *d, pbl__mem *fmem, pbl__mem *imem);
+
+/* Reads a whole file into memory from m. PBL_ERR_IO names the path and errno text. */
+pbl_status pbl__onnx_read_file(const char *path, pbl__mem *m, uint8_t **data, size_t *len,
+                               char *err, size_t errlen);
+
+/* ---- the loader's state (graph/io/onnx_load.c) and the op converters (graph/io/onnx_ops.c) --------- */
+
+typedef struct pbl__onnx_weight_item {
+    pbl_value v;
+    float    *data;
+    size_t    bytes;
+} pbl__onnx_weight_item;
+
+struct pbl_onnx_weights {
+    pbl__mem               mem;   /* the items array and every data block */
+    pbl__onnx_weight_item *items;
+    int32_t                n, cap;
+};
+
+/* One ONNX value name and what it is. */
+typedef struct pbl__onnx_sym {
+    const char    *name;        /* into the unpacked model */
+    pbl_value      v;           /* the pebble value, PBL_NONE while a constant is not materialised */
+    int            is_const;
+    pbl__onnx_data data;        /* a constant's data, owned until it moves to the weights */
+    const char    *unsupported; /* a value pebble cannot give (Dropout's mask): why */
+} pbl__onnx_sym;
+
+typedef struct pbl__onnx_ctx {
+    pbl__mem          mem;      /* temporaries: the table, integer constants, the file */
+    pbl_onnx_weights *w;
+    pbl_graph        *g;
+    const pbl_onnx_options *opt;
+    int64_t           opset;    /* the default domain's version */
+    pbl__onnx_sym    *syms;
+    int32_t           n_syms, cap_syms;
+    int32_t          *hash;     /* open addressing over syms: index + 1, 0 empty */
+    int32_t           hash_cap;
+    const Onnx__NodeProto *node; /* the node being converted */
+    int32_t           node_index;
+    char             *err;
+    size_t            errlen;
+} pbl__onnx_ctx;
+
+/* Formats the message into c->err and returns s. */
+pbl_status pbl__onnx_fail(pbl__onnx_ctx *c, pbl_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* "node 'fc1' (Gemm)" or "node #3 (Gemm)" for messages, into buf. */
+const char *pbl__onnx_node_label(pbl__onnx_ctx *c, char *buf, size_t n);
+
+/* Returns from the calling function with status s and a message naming the current node. */
+#define NODE_FAIL(c, s, fmt, ...)                                                                  \
+    do {                                                                                           \
+        char nl_[256];                                                                             \
+        return pbl__onnx_fail((c), (s), "%s: " fmt, pbl__onnx_node_label((c), nl_, sizeof nl_),    \
+                              __VA_ARGS__);                                                        \
+    } while (0)
+
+/* The table entry of ONNX value `name`, or NULL. */
+pbl__onnx_sym *pbl__onnx_sym_find(pbl__onnx_ctx *c, const char *name);
+/* Adds a name; PBL_ERR_FORMAT when it is already defined (ONNX values are assigned once). */
+pbl_status pbl__onnx_sym_add(pbl__onnx_ctx *c, const char *name, pbl__onnx_sym **out);
+/* Float data -> a parameter variable, its data moved into the weights; on failure *out is
+ * PBL_NONE and the data still the caller's. */
+pbl_status pbl__onnx_add_weight(pbl__onnx_ctx *c, const char *base, pbl_shape shape, float *data, pbl_value *out);
+/* The pebble value of ONNX value `name` (materialising a float constant). */
+pbl_status pbl__onnx_get(pbl__onnx_ctx *c, const char *name, pbl_value *out);
+/* The integer data of constant `name` (shapes, axes). */
+pbl_status pbl__onnx_get_ints(pbl__onnx_ctx *c, const char *name, const int64_t **ints, int64_t *n);
+/* v's shape in the graph being built ({0} when v is not a value). */
+pbl_shape  pbl__onnx_shape_of(pbl__onnx_ctx *c, pbl_value v);
+/* Defines ONNX value `name` as pebble value v (nothing for an empty name). */
+pbl_status pbl__onnx_define(pbl__onnx_ctx *c, const char *name, pbl_value v);
+/* Emits one pebble node for the current ONNX node: named after its first output, with
+ * "/suffix" for helper nodes (a transpose before a softmax). */
+pbl_status pbl__onnx_emit(pbl__onnx_ctx *c, const char *op, const pbl_value *in, int32_t n_in, const pbl_attr *attrs,
+                          int32_t n_attrs, const char *suffix, pbl_value *out);
+
+/* Converts the current node (c->node) into pebble nodes and defines its outputs. */
+typedef pbl_status (*pbl__onnx_convert_fn)(pbl__onnx_ctx *c);
+
+/* n's converter, or NULL when pebble does not map its op (graph/io/onnx_ops.c). */
+pbl__onnx_convert_fn pbl__onnx_find_op(const Onnx__NodeProto *n);
+/* Whether d names ONNX's default domain ("" or "ai.onnx"). */
+int         pbl__onnx_default_domain(const char *d);
+/* Input i's name, or NULL when absent or empty (an omitted optional input). */
+const char *pbl__onnx_in_name(const Onnx__NodeProto *n, size_t i);
+
+#endif

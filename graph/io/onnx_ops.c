@@ -1,0 +1,818 @@
+/*
+ * ONNX ops -> pebble ops: one converter per supported ONNX op, the table naming them, and the
+ * helpers the converters share (attributes, broadcasting). A converter reads the current node
+ * (c->node) through the loader's helpers in graph/io/onnx_internal.h, emits pebble nodes and
+ * defines the node's outputs; reading the model itself is graph/io/onnx_load.c.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "graph/io/onnx_internal.h"
+#include "pebble/builder.h"
+
+/* ---- attributes ------------------------------------------------------------------------------ */
+
+static const Onnx__AttributeProto *attr_find(const Onnx__NodeProto *n, const char *name)
+{
+    for (size_t i = 0; i < n->n_attribute; i++)
+        if (n->attribute[i] && n->attribute[i]->name && strcmp(n->attribute[i]->name, name) == 0)
+            return n->attribute[i];
+    return NULL;
+}
+
+static pbl_status attr_int(pbl__onnx_ctx *c, const char *name, int64_t dflt, int64_t *out)
+{
+    const Onnx__AttributeProto *a = attr_find(c->node, name);
+    *out = dflt;
+    if (!a)
+        return PBL_OK;
+    if (!a->has_i && a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT)
+        NODE_FAIL(c, PBL_ERR_FORMAT, "attribute %s is not an int", name);
+    *out = a->i;
+    return PBL_OK;
+}
+
+static pbl_status attr_float(pbl__onnx_ctx *c, const char *name, double dflt, double *out)
+{
+    const Onnx__AttributeProto *a = attr_find(c->node, name);
+    *out = dflt;
+    if (!a)
+        return PBL_OK;
+    if (!a->has_f && a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT)
+        NODE_FAIL(c, PBL_ERR_FORMAT, "attribute %s is not a float", name);
+    *out = a->f;
+    return PBL_OK;
+}
+
+/* An ints attribute into buf (at most max); *n = -1 when absent. */
+static pbl_status attr_ints(pbl__onnx_ctx *c, const char *name, int64_t *buf, int32_t max, int32_t *n)
+{
+    const Onnx__AttributeProto *a = attr_find(c->node, name);
+    *n = -1;
+    if (!a)
+        return PBL_OK;
+    if (a->n_ints > (size_t)max)
+        NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "attribute %s lists %zu ints; pebble takes at most %d", name, a->n_ints, (int)max);
+    for (size_t i = 0; i < a->n_ints; i++)
+        buf[i] = a->ints[i];
+    *n = (int32_t)a->n_ints;
+    return PBL_OK;
+}
+
+static pbl_status attr_string_is(pbl__onnx_ctx *c, const char *name, const char *dflt, const char **out)
+{
+    const Onnx__AttributeProto *a = attr_find(c->node, name);
+    *out = dflt;
+    if (a && a->has_s) {
+        /* attribute strings are not NUL-terminated: compare against the known values only */
+        static const char *const known[] = { "NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER" };
+        for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
+            if (a->s.len == strlen(known[k]) && memcmp(a->s.data, known[k], a->s.len) == 0) {
+                *out = known[k];
+                return PBL_OK;
+            }
+        NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "attribute %s has a value pebble does not know", name);
+    }
+    return PBL_OK;
+}
+
+/* Input i's name, or NULL when absent or empty (an omitted optional input). */
+const char *pbl__onnx_in_name(const Onnx__NodeProto *n, size_t i)
+{
+    return i < n->n_input && n->input[i] && n->input[i][0] ? n->input[i] : NULL;
+}
+
+static pbl_status need_inputs(pbl__onnx_ctx *c, size_t lo, size_t hi)
+{
+    const Onnx__NodeProto *n = c->node;
+    for (size_t i = 0; i < lo; i++)
+        if (!pbl__onnx_in_name(n, i))
+            NODE_FAIL(c, PBL_ERR_FORMAT, "input %zu is required", i);
+    if (n->n_input > hi)
+        NODE_FAIL(c, PBL_ERR_FORMAT, "has %zu inputs, at most %zu expected", n->n_input, hi);
+    if (n->n_output < 1 || !n->output[0] || !n->output[0][0])
+        NODE_FAIL(c, PBL_ERR_FORMAT, "has no output%s", "");
+    return PBL_OK;
+}
+
+/* ---- shapes ---------------------------------------------------------------------------------- */
+
+/* numpy two-way broadcasting of a and b into out; 0 when they do not broadcast. */
+static int bcast_shape(const pbl_shape *a, const pbl_shape *b, pbl_shape *out)
+{
+    int32_t r = a->ndim > b->ndim ? a->ndim : b->ndim;
+    out->ndim = r;
+    for (int32_t i = 1; i <= r; i++) {
+        int64_t da = i <= a->ndim ? a->dim[a->ndim - i] : 1, db = i <= b->ndim ? b->dim[b->ndim - i] : 1;
+        if (da != db && da != 1 && db != 1)
+            return 0;
+        out->dim[r - i] = da == 1 ? db : da;
+    }
+    return 1;
+}
+
+static pbl_status to_shape(pbl__onnx_ctx *c, pbl_value x, pbl_shape want, const char *op, const char *suffix, pbl_value *out)
+{
+    pbl_shape have = pbl__onnx_shape_of(c, x);
+    if (pbl_shape_equal(&have, &want)) {
+        *out = x;
+        return PBL_OK;
+    }
+    pbl_attr at = PBL_ATTR_INTS("shape", want.dim, want.ndim);
+    return pbl__onnx_emit(c, op, &x, 1, &at, 1, suffix, out);
+}
+
+/* ---- converters: one per ONNX op ------------------------------------------------------------- */
+
+/* out = a (op) b with ONNX's two-way broadcasting; pebble's binary ops broadcast b to a. */
+static pbl_status binary(pbl__onnx_ctx *c, const char *op, int commutative, pbl_value a, pbl_value b, const char *suffix,
+                         pbl_value *out)
+{
+    pbl_shape sa = pbl__onnx_shape_of(c, a), sb = pbl__onnx_shape_of(c, b), so;
+    if (!bcast_shape(&sa, &sb, &so)) {
+        char ba[96], bb[96];
+        NODE_FAIL(c, PBL_ERR_SHAPE, "inputs %s and %s do not broadcast", pbl_shape_str(&sa, ba, sizeof ba),
+                  pbl_shape_str(&sb, bb, sizeof bb));
+    }
+    pbl_status s;
+    if (!pbl_shape_equal(&sa, &so)) {
+        if (commutative && pbl_shape_equal(&sb, &so)) {
+            pbl_value t = a;
+            a = b;
+            b = t;
+        } else {
+            char sfx[64];
+            snprintf(sfx, sizeof sfx, "%s%sbroadcast_a", suffix ? suffix : "", suffix ? "_" : "");
+            if ((s = to_shape(c, a, so, "broadcast_to", sfx, &a)) != PBL_OK)
+                return s;
+        }
+    }
+    return pbl__onnx_emit(c, op, (pbl_value[]){ a, b }, 2, NULL, 0, suffix, out);
+}
+
+static pbl_status cv_binary(pbl__onnx_ctx *c, const char *op, int commutative)
+{
+    pbl_value a, b, y;
+    pbl_status s;
+    if ((s = need_inputs(c, 2, 2)) != PBL_OK || (s = pbl__onnx_get(c, c->node->input[0], &a)) != PBL_OK ||
+        (s = pbl__onnx_get(c, c->node->input[1], &b)) != PBL_OK || (s = binary(c, op, commutative, a, b, NULL, &y)) != PBL_OK)
+        return s;
+    return pbl__onnx_define(c, c->node->output[0], y);
+}
+
+static pbl_status cv_add(pbl__onnx_ctx *c) { return cv_binary(c, "add", 1); }
+static pbl_status cv_sub(pbl__onnx_ctx *c) { return cv_binary(c, "sub", 0); }
+static pbl_status cv_mul(pbl__onnx_ctx *c) { return cv_binary(c, "mul", 1); }
+static pbl_status cv_div(pbl__onnx_ctx *c) { return cv_binary(c, "div", 0); }
+
+static pbl_status cv_unary(pbl__onnx_ctx *c, const char *op)
+{
+    pbl_value x, y;
+    pbl_status s;
+    if ((s = need_inputs(c, 1, 1)) != PBL_OK || (s = pbl__onnx_get(c, c->node->input[0], &x)) != PBL_OK ||
+        (s = pbl__onnx_emit(c, op, &x, 1, NULL, 0, NULL, &y)) != PBL_OK)
+        return s;
+    return pbl__onnx_define(c, c->node->output[0], y);
+}
+
+static pbl_status cv_relu(pbl__onnx_ctx *c) { return cv_unary(c, "relu"); }
+static pbl_status cv_sigmoid(pbl__onnx_ctx *c) { return cv_unary(c, "sigmoid"); }
+static pbl_status cv_tanh(pbl__onnx_ctx *c) { return cv_unary(c, "tanh"); }
+
+/* Identity, and Dropout at inference: the output is the input's value (no node). */
+static pbl_status cv_identity(pbl__onnx_ctx *c)
+{
+    pbl_value x;
+    pbl_status s;
+    if ((s = need_inputs(c, 1, 1)) != PBL_OK || (s = pbl__onnx_get(c, c->node->input[0], &x)) != PBL_OK)
+        return s;
+    return pbl__onnx_define(c, c->node->output[0], x);
+}
+
+static pbl_status cv_dropout(pbl__onnx_ctx *c)
+{
+    const Onnx__NodeProto *n = c->node;
+    pbl_value x;
+    pbl_status s;
+    if ((s = need_inputs(c, 1, 3)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &x)) != PBL_OK)
+        return s;
+    int64_t is_test = 1;
+    if ((s = attr_int(c, "is_test", 1, &is_test)) != PBL_OK) /* opset < 7 */
+        return s;
+    const char *tm = pbl__onnx_in_name(n, 2);
+    if (tm) {
+        const int64_t *v;
+        int64_t k;
+        pbl__onnx_sym *ts = pbl__onnx_sym_find(c, tm);
+        if (!ts || !ts->is_const)
+            NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "training_mode '%s' must be a constant false (pebble loads models for inference)", tm);
+        if (ts->data.is_int) {
+            if ((s = pbl__onnx_get_ints(c, tm, &v, &k)) != PBL_OK)
+                return s;
+            if (k != 1 || v[0] != 0)
+                NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "training_mode '%s' is true; pebble runs Dropout for inference", tm);
+        }
+    }
+    if ((s = pbl__onnx_define(c, n->output[0], x)) != PBL_OK)
+        return s;
+    if (n->n_output > 1 && n->output[1] && n->output[1][0]) {
+        pbl__onnx_sym *m;
+        if ((s = pbl__onnx_sym_add(c, n->output[1], &m)) != PBL_OK)
+            return s;
+        m->unsupported = "Dropout's mask output (a bool tensor) is not supported";
+    }
+    return PBL_OK;
+}
+
+/* w[N, K], a float constant (the caller checked), as fully_connected_packed's panels
+ * wp[ceil(N/16), K, 16]: a new parameter "<w>/packed". */
+static pbl_status pack_weights(pbl__onnx_ctx *c, const char *name, pbl_value *out)
+{
+    pbl__onnx_sym *s = pbl__onnx_sym_find(c, name);
+    int64_t N = s->data.shape.dim[0], K = s->data.shape.dim[1], NB = (N + 15) / 16;
+    if (NB > PBL__ONNX_MAX_NUMEL / (16 * K))
+        NODE_FAIL(c, PBL_ERR_FORMAT, "'%s' is absurdly large", name);
+    size_t bytes = (size_t)(NB * K * 16) * sizeof(float);
+    float *wp = pbl__mem_calloc(&c->w->mem, bytes);
+    if (!wp)
+        NODE_FAIL(c, PBL_ERR_NOMEM, "out of memory packing '%s'", name);
+    const float *w = s->data.f;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < K; k++)
+            wp[((n / 16) * K + k) * 16 + n % 16] = w[n * K + k];
+    char base[400];
+    snprintf(base, sizeof base, "%s/packed", name);
+    pbl_status st = pbl__onnx_add_weight(c, base, pbl_shape_make(3, (int64_t[]){ NB, K, 16 }), wp, out);
+    if (st != PBL_OK)
+        pbl__mem_free(&c->w->mem, wp, bytes);
+    return st;
+}
+
+static pbl_status cv_gemm(pbl__onnx_ctx *c)
+{
+    const Onnx__NodeProto *n = c->node;
+    pbl_value a, b, cc = PBL_NONE, y;
+    int64_t ta, tb;
+    double alpha, beta;
+    pbl_status s;
+    if ((s = need_inputs(c, 2, 3)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &a)) != PBL_OK ||
+        (s = attr_int(c, "transA", 0, &ta)) != PBL_OK || (s = attr_int(c, "transB", 0, &tb)) != PBL_OK ||
+        (s = attr_float(c, "alpha", 1.0, &alpha)) != PBL_OK || (s = attr_float(c, "beta", 1.0, &beta)) != PBL_OK)
+        return s;
+    if (pbl__onnx_in_name(n, 2) && (s = pbl__onnx_get(c, n->input[2], &cc)) != PBL_OK)
+        return s;
+    pbl_shape sc = cc != PBL_NONE ? pbl__onnx_shape_of(c, cc) : (pbl_shape){ 0 };
+    /* x·wᵀ + b with w a constant not yet in the graph: fully_connected_packed on w repacked
+     * once, here (w itself never becomes a parameter unless another node reads it) */
+    pbl__onnx_sym *ws = pbl__onnx_sym_find(c, n->input[1]);
+    if (c->opt->pack_weights && !ta && tb && alpha == 1.0 && ws && ws->is_const && !ws->data.is_int && ws->data.f &&
+        ws->v == PBL_NONE && ws->data.shape.ndim == 2) {
+        int64_t N = ws->data.shape.dim[0];
+        int c_is_row = cc != PBL_NONE && ((sc.ndim == 1 && sc.dim[0] == N) || (sc.ndim == 2 && sc.dim[0] == 1 && sc.dim[1] == N));
+        if (cc == PBL_NONE || (beta == 1.0 && c_is_row)) {
+            pbl_value in[3] = { a, PBL_NONE, cc };
+            pbl_attr oa[] = { PBL_ATTR_INT("out", N) };
+            if ((s = pack_weights(c, n->input[1], &in[1])) != PBL_OK)
+                return s;
+            if (cc != PBL_NONE && sc.ndim == 2 &&
+                (s = to_shape(c, cc, pbl_shape_make(1, &N), "reshape", "bias", &in[2])) != PBL_OK)
+                return s;
+            if ((s = pbl__onnx_emit(c, "fully_connected_packed", in, cc != PBL_NONE ? 3 : 2, oa, 1, NULL, &y)) != PBL_OK)
+                return s;
+            return pbl__onnx_define(c, n->output[0], y);
+        }
+    }
+    if ((s = pbl__onnx_get(c, n->input[1], &b)) != PBL_OK)
+        return s;
+    pbl_shape sa = pbl__onnx_shape_of(c, a), sb = pbl__onnx_shape_of(c, b);
+    if (sa.ndim != 2 || sb.ndim != 2) {
+        char ba[96], bb[96];
+        NODE_FAIL(c, PBL_ERR_SHAPE, "A is %s and B is %s; Gemm needs matrices", pbl_shape_str(&sa, ba, sizeof ba),
+                  pbl_shape_str(&sb, bb, sizeof bb));
+    }
+    int64_t N = tb ? sb.dim[0] : sb.dim[1];
+    int c_is_row = cc != PBL_NONE && ((sc.ndim == 1 && sc.dim[0] == N) || (sc.ndim == 2 && sc.dim[0] == 1 && sc.dim[1] == N));
+    if (!ta && tb && alpha == 1.0 && (cc == PBL_NONE || (beta == 1.0 && c_is_row))) {
+        /* x·wᵀ + b: pebble's fully_connected, one sgemm with the bias preloaded */
+        pbl_value in[3] = { a, b, cc };
+        if (cc != PBL_NONE && sc.ndim == 2 && (s = to_shape(c, cc, pbl_shape_make(1, &N), "reshape", "bias", &in[2])) != PBL_OK)
+            return s;
+        if ((s = pbl__onnx_emit(c, "fully_connected", in, cc != PBL_NONE ? 3 : 2, NULL, 0, NULL, &y)) != PBL_OK)
+            return s;
+        return pbl__onnx_define(c, n->output[0], y);
+    }
+    int has_c = cc != PBL_NONE && beta != 0.0;
+    pbl_attr mm[] = { PBL_ATTR_INT("trans_a", ta != 0), PBL_ATTR_INT("trans_b", tb != 0) };
+    if ((s = pbl__onnx_emit(c, "matmul", (pbl_value[]){ a, b }, 2, mm, 2, alpha != 1.0 || has_c ? "matmul" : NULL, &y)) != PBL_OK)
+        return s;
+    if (alpha != 1.0) {
+        pbl_attr sa_[] = { PBL_ATTR_FLOAT("alpha", alpha) };
+        if ((s = pbl__onnx_emit(c, "scale", &y, 1, sa_, 1, has_c ? "alpha" : NULL, &y)) != PBL_OK)
+            return s;
+    }
+    if (has_c) {
+        if (beta != 1.0) {
+            pbl_attr sb_[] = { PBL_ATTR_FLOAT("alpha", beta) };
+            if ((s = pbl__onnx_emit(c, "scale", &cc, 1, sb_, 1, "beta", &cc)) != PBL_OK)
+                return s;
+        }
+        if ((s = binary(c, "add", 1, y, cc, NULL, &y)) != PBL_OK)
+            return s;
+    }
+    return pbl__onnx_define(c, n->output[0], y);
+}
+
+static pbl_status cv_matmul(pbl__onnx_ctx *c)
+{
+    const Onnx__NodeProto *n = c->node;
+    pbl_value a, b, y;
+    pbl_status s;
+    if ((s = need_inputs(c, 2, 2)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &a)) != PBL_OK ||
+        (s = pbl__onnx_get(c, n->input[1], &b)) != PBL_OK)
+        return s;
+    pbl_shape sa = pbl__onnx_shape_of(c, a), sb = pbl__onnx_shape_of(c, b);
+    char ba[96], bb[96];
+    if (sa.ndim < 1 || sb.ndim < 1)
+        NODE_FAIL(c, PBL_ERR_SHAPE, "A is %s and B is %s; MatMul needs at least one dim each",
+                  pbl_shape_str(&sa, ba, sizeof ba), pbl_shape_str(&sb, bb, sizeof bb));
+    /* numpy.matmul: a 1-D A is [1, k] and a 1-D B is [k, 1], their added dims dropped after */
+    pbl_shape a2 = sa, b2 = sb;
+    if (sa.ndim == 1)
+        a2 = pbl_shape_make(2, (int64_t[]){ 1, sa.dim[0] });
+    if (sb.ndim == 1)
+        b2 = pbl_shape_make(2, (int64_t[]){ sb.dim[0], 1 });
+    int64_t M = a2.dim[a2.ndim - 2], K = a2.dim[a2.ndim - 1], K2 = b2.dim[b2.ndim - 2], Nn = b2.dim[b2.ndim - 1];
+    pbl_shape ba_ = { .ndim = a2.ndim - 2 }, bb_ = { .ndim = b2.ndim - 2 }, batch;
+    memcpy(ba_.dim, a2.dim, sizeof(int64_t) * (size_t)ba_.ndim);
+    memcpy(bb_.dim, b2.dim, sizeof(int64_t) * (size_t)bb_.ndim);
+    if (K != K2 || !bcast_shape(&ba_, &bb_, &batch) || batch.ndim + 2 > PBL_MAX_DIMS)
+        NODE_FAIL(c, PBL_ERR_SHAPE, "A is %s and B is %s; they do not multiply", pbl_shape_str(&sa, ba, sizeof ba),
+                  pbl_shape_str(&sb, bb, sizeof bb));
+    /* ONNX's output shape */
+    pbl_shape so = batch;
+    if (sa.ndim > 1)
+        so.dim[so.ndim++] = M;
+    if (sb.ndim > 1)
+        so.dim[so.ndim++] = Nn;
+    if (b2.ndim == 2 && a2.ndim > 2) {
+        /* [..., m, k]·[k, n]: one product over the flattened rows (no copies of B) */
+        int64_t rows = pbl_shape_numel(&a2) / K;
+        if ((s = to_shape(c, a, pbl_shape_make(2, (int64_t[]){ rows, K }), "reshape", "rows", &a)) != PBL_OK ||
+            (s = to_shape(c, b, b2, "reshape", "b2", &b)) != PBL_OK ||
+            (s = pbl__onnx_emit(c, "matmul", (pbl_value[]){ a, b }, 2, NULL, 0, "matmul", &y)) != PBL_OK ||
+            (s = to_shape(c, y, so, "reshape", NULL, &y)) != PBL_OK)
+            return s;
+        return pbl__onnx_define(c, n->output[0], y);
+    }
+    pbl_shape ta = batch, tb = batch;
+    ta.dim[ta.ndim++] = M, ta.dim[ta.ndim++] = K;
+    tb.dim[tb.ndim++] = K, tb.dim[tb.ndim++] = Nn;
+    /* a 1-D operand is reshaped first, then broadcast over the batch dims */
+    if ((s = to_shape(c, a, a2, "reshape", "a2", &a)) != PBL_OK || (s = to_shape(c, b, b2, "reshape", "b2", &b)) != PBL_OK ||
+        (s = to_shape(c, a, ta, "broadcast_to", "broadcast_a", &a)) != PBL_OK ||
+        (s = to_shape(c, b, tb, "broadcast_to", "broadcast_b", &b)) != PBL_OK)
+        return s;
+    pbl_shape mo = batch;
+    mo.dim[mo.ndim++] = M, mo.dim[mo.ndim++] = Nn;
+    int same = pbl_shape_equal(&mo, &so);
+    if ((s = pbl__onnx_emit(c, "matmul", (pbl_value[]){ a, b }, 2, NULL, 0, same ? NULL : "matmul", &y)) != PBL_OK ||
+        (s = to_shape(c, y, so, "reshape", NULL, &y)) != PBL_OK)
+        return s;
+    return pbl__onnx_define(c, n->output[0], y);
+}
+
+/* Softmax / LogSoftmax. Before opset 13 the input is coerced to 2-D at `axis` (default 1)
+ * and normalised over the flattened trailing dims; from opset 13 over the one dim `axis`
+ * (default -1). pebble normalises the last dim: the first is flatten + reshape back, the
+ * second a transpose to the end and back. */
+static pbl_status cv_softmax_family(pbl__onnx_ctx *c, const char *op)
+{
+    const Onnx__NodeProto *n = c->node;
+    pbl_value x, y;
+    pbl_status s;
+    int64_t axis;
+    int before13 = c->opset < 13;
+    if ((s = need_inputs(c, 1, 1)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &x)) != PBL_OK ||
+        (s = attr_int(c, "axis", before13 ? 1 : -1, &axis)) != PBL_OK)
+        return s;
+    pbl_shape sx = pbl__onnx_shape_of(c, x);
+    int32_t r = sx.ndim;
+    if (axis < -r || axis >= r || r == 0)
+        NODE_FAIL(c, PBL_ERR_ATTR, "axis %lld is out of range for rank %d", (long long)axis, (int)r);
+    if (axis < 0)
+        axis += r;
+    if (axis == r - 1) {
+        if ((s = pbl__onnx_emit(c, op, &x, 1, NULL, 0, NULL, &y)) != PBL_OK)
+            return s;
+    } else if (before13) {
+        pbl_attr fa[] = { PBL_ATTR_INT("axis", axis) };
+        if ((s = pbl__onnx_emit(c, "flatten", &x, 1, fa, 1, "2d", &y)) != PBL_OK || (s = pbl__onnx_emit(c, op, &y, 1, NULL, 0, "op", &y)) != PBL_OK ||
+            (s = to_shape(c, y, sx, "reshape", NULL, &y)) != PBL_OK)
+            return s;
+    } else {
+        int64_t perm[PBL_MAX_DIMS];
+        for (int32_t k = 0; k < r; k++)
+            perm[k] = k;
+        perm[axis] = r - 1;
+        perm[r - 1] = axis; /* a swap is its own inverse */
+        pbl_attr pa[] = { PBL_ATTR_INTS("perm", perm, r) };
+        if ((s = pbl__onnx_emit(c, "transpose", &x, 1, pa, 1, "to_last", &y)) != PBL_OK ||
+            (s = pbl__onnx_emit(c, op, &y, 1, NULL, 0, "op", &y)) != PBL_OK || (s = pbl__onnx_emit(c, "transpose", &y, 1, pa, 1, NULL, &y)) != PBL_OK)
+            return s;
+    }
+    return pbl__onnx_define(c, n->output[0], y);
+}
+
+static pbl_status cv_softmax(pbl__onnx_ctx *c) { return cv_softmax_family(c, "softmax"); }
+static pbl_status cv_log_softmax(pbl__onnx_ctx *c) { return cv_softmax_family(c, "log_softmax"); }
+
+static pbl_status cv_flatten(pbl__onnx_ctx *c)
+{
+    pbl_value x, y;
+    int64_t axis;
+    pbl_status s;
+    if ((s = need_inputs(c, 1, 1)) != PBL_OK || (s = pbl__onnx_get(c, c->node->input[0], &x)) != PBL_OK ||
+        (s = attr_int(c, "axis", 1, &axis)) != PBL_OK)
+        return s;
+    int32_t r = pbl__onnx_shape_of(c, x).ndim;
+    if (axis < -r || axis > r)
+        NODE_FAIL(c, PBL_ERR_ATTR, "axis %lld is out of range for rank %d", (long long)axis, (int)r);
+    if (axis < 0)
+        axis += r;
+    pbl_attr fa[] = { PBL_ATTR_INT("axis", axis) };
+    if ((s = pbl__onnx_emit(c, "flatten", &x, 1, fa, 1, NULL, &y)) != PBL_OK)
+        return s;
+    return pbl__onnx_define(c, c->node->output[0], y);
+}
+
+static pbl_status cv_reshape(pbl__onnx_ctx *c)
+{
+    const Onnx__NodeProto *n = c->node;
+    pbl_value x, y;
+    pbl_status s;
+    int64_t allowzero, attr_shape[PBL_MAX_DIMS];
+    int32_t n_attr;
+    const int64_t *dims;
+    int64_t nd;
+    if ((s = need_inputs(c, 1, 2)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &x)) != PBL_OK ||
+        (s = attr_int(c, "allowzero", 0, &allowzero)) != PBL_OK ||
+        (s = attr_ints(c, "shape", attr_shape, PBL_MAX_DIMS, &n_attr)) != PBL_OK)
+        return s;
+    if (pbl__onnx_in_name(n, 1)) {
+        if ((s = pbl__onnx_get_ints(c, n->input[1], &dims, &nd)) != PBL_OK)
+            return s;
+    } else if (n_attr >= 0) { /* opset < 5 */
+        dims = attr_shape;
+        nd = n_attr;
+    } else {
+        NODE_FAIL(c, PBL_ERR_FORMAT, "no shape given%s", "");
+    }
+    if (nd > PBL_MAX_DIMS)
+        NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "the new shape has %lld dims; pebble's limit is %d", (long long)nd, PBL_MAX_DIMS);
+    pbl_shape sx = pbl__onnx_shape_of(c, x);
+    int64_t want[PBL_MAX_DIMS];
+    for (int64_t i = 0; i < nd; i++) {
+        want[i] = dims[i];
+        if (dims[i] == 0 && !allowzero) {
+            if (i >= sx.ndim)
+                NODE_FAIL(c, PBL_ERR_SHAPE, "shape dim %lld is 0 (copy the input's) but the input has rank %d",
+                          (long long)i, (int)sx.ndim);
+            want[i] = sx.dim[i];
+        } else if (dims[i] < -1 || dims[i] == 0) {
+            NODE_FAIL(c, dims[i] == 0 ? PBL_ERR_UNSUPPORTED : PBL_ERR_SHAPE, "shape dim %lld is %lld", (long long)i,
+                      (long long)dims[i]);
+        }
+    }
+    pbl_attr ra[] = { PBL_ATTR_INTS("shape", want, (int32_t)nd) };
+    if ((s = pbl__onnx_emit(c, "reshape", &x, 1, ra, 1, NULL, &y)) != PBL_OK)
+        return s;
+    return pbl__onnx_define(c, n->output[0], y);
+}
+
+static pbl_status cv_transpose(pbl__onnx_ctx *c)
+{
+    pbl_value x, y;
+    int64_t perm[PBL_MAX_INTS];
+    int32_t np;
+    pbl_status s;
+    if ((s = need_inputs(c, 1, 1)) != PBL_OK || (s = pbl__onnx_get(c, c->node->input[0], &x)) != PBL_OK ||
+        (s = attr_ints(c, "perm", perm, PBL_MAX_INTS, &np)) != PBL_OK)
+        return s;
+    pbl_attr pa[] = { PBL_ATTR_INTS("perm", perm, np < 0 ? 0 : np) };
+    if ((s = pbl__onnx_emit(c, "transpose", &x, 1, pa, 1, NULL, &y)) != PBL_OK)
+        return s;
+    return pbl__onnx_define(c, c->node->output[0], y);
+}
+
+/* ReduceSum / ReduceMean: axes as an attribute (ReduceSum before 13, ReduceMean before 18) or
+ * as a constant second input (from then on); noop_with_empty_axes makes empty axes a no-op. */
+static pbl_status cv_reduce(pbl__onnx_ctx *c, const char *op)
+{
+    const Onnx__NodeProto *n = c->node;
+    pbl_value x, y;
+    int64_t keep, noop, axes[PBL_MAX_INTS];
+    int32_t na;
+    pbl_status s;
+    if ((s = need_inputs(c, 1, 2)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &x)) != PBL_OK ||
+        (s = attr_int(c, "keepdims", 1, &keep)) != PBL_OK || (s = attr_int(c, "noop_with_empty_axes", 0, &noop)) != PBL_OK ||
+        (s = attr_ints(c, "axes", axes, PBL_MAX_INTS, &na)) != PBL_OK)
+        return s;
+    if (na < 0)
+        na = 0;
+    if (pbl__onnx_in_name(n, 1)) {
+        const int64_t *v;
+        int64_t k;
+        if ((s = pbl__onnx_get_ints(c, n->input[1], &v, &k)) != PBL_OK)
+            return s;
+        if (k > PBL_MAX_INTS)
+            NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "%lld axes; pebble takes at most %d", (long long)k, PBL_MAX_INTS);
+        for (int64_t i = 0; i < k; i++)
+            axes[i] = v[i];
+        na = (int32_t)k;
+    }
+    if (na == 0 && noop)
+        return pbl__onnx_define(c, n->output[0], x);
+    pbl_attr ra[] = { PBL_ATTR_INTS("axes", axes, na), PBL_ATTR_INT("keepdims", keep != 0) };
+    if ((s = pbl__onnx_emit(c, op, &x, 1, ra, 2, NULL, &y)) != PBL_OK)
+        return s;
+    return pbl__onnx_define(c, n->output[0], y);
+}
+
+static pbl_status cv_reduce_sum(pbl__onnx_ctx *c) { return cv_reduce(c, "sum"); }
+static pbl_status cv_reduce_mean(pbl__onnx_ctx *c) { return cv_reduce(c, "mean"); }
+
+enum { CONCAT_MAX = 16 }; /* pebble's concat takes at most 16 inputs */
+
+static pbl_status cv_concat(pbl__onnx_ctx *c)
+{
+    const Onnx__NodeProto *n = c->node;
+    pbl_value in[CONCAT_MAX], y;
+    int64_t axis;
+    pbl_status s;
+    if ((s = need_inputs(c, 1, CONCAT_MAX)) != PBL_OK || (s = attr_int(c, "axis", INT64_MIN, &axis)) != PBL_OK)
+        return s;
+    if (axis == INT64_MIN)
+        NODE_FAIL(c, PBL_ERR_FORMAT, "attribute axis is required%s", "");
+    int32_t k = 0;
+    for (size_t i = 0; i < n->n_input; i++) {
+        if (!pbl__onnx_in_name(n, i))
+            continue;
+        if ((s = pbl__onnx_get(c, n->input[i], &in[k++])) != PBL_OK)
+            return s;
+    }
+    pbl_attr ca[] = { PBL_ATTR_INT("axis", axis) };
+    if ((s = pbl__onnx_emit(c, "concat", in, k, ca, 1, NULL, &y)) != PBL_OK)
+        return s;
+    return pbl__onnx_define(c, n->output[0], y);
+}
+
+/* A Constant's value attribute (tensor, float(s) or int(s)) becomes a constant. */
+static pbl_status cv_constant(pbl__onnx_ctx *c)
+{
+    const Onnx__NodeProto *n = c->node;
+    pbl_status s;
+    if (n->n_output < 1 || !n->output[0] || !n->output[0][0])
+        NODE_FAIL(c, PBL_ERR_FORMAT, "has no output%s", "");
+    const Onnx__AttributeProto *a = NULL;
+    for (size_t i = 0; i < n->n_attribute && !a; i++)
+        if (n->attribute[i] && n->attribute[i]->name)
+            a = n->attribute[i];
+    if (!a)
+        NODE_FAIL(c, PBL_ERR_FORMAT, "has no value attribute%s", "");
+    pbl__onnx_data d = { 0 };
+    const char *an = a->name;
+    if (strcmp(an, "value") == 0 && a->t) {
+        char what[256];
+        snprintf(what, sizeof what, "Constant '%s'", n->output[0]);
+        if ((s = pbl__onnx_data_decode(a->t, &c->w->mem, &c->mem, &d, what, c->err, c->errlen)) != PBL_OK)
+            return s;
+    } else if (strcmp(an, "value_float") == 0 || strcmp(an, "value_floats") == 0) {
+        int one = strcmp(an, "value_float") == 0;
+        d.numel = one ? 1 : (int64_t)a->n_floats;
+        d.shape = one ? PBL_SCALAR : pbl_shape_make(1, &d.numel);
+        if (d.numel == 0 || !(d.f = pbl__mem_alloc(&c->w->mem, (size_t)d.numel * sizeof(float))))
+            NODE_FAIL(c, d.numel ? PBL_ERR_NOMEM : PBL_ERR_UNSUPPORTED, "%s", d.numel ? "out of memory" : "an empty constant");
+        for (int64_t i = 0; i < d.numel; i++)
+            d.f[i] = one ? a->f : a->floats[i];
+    } else if (strcmp(an, "value_int") == 0 || strcmp(an, "value_ints") == 0) {
+        int one = strcmp(an, "value_int") == 0;
+        d.is_int = 1;
+        d.numel = one ? 1 : (int64_t)a->n_ints;
+        d.shape = one ? PBL_SCALAR : pbl_shape_make(1, &d.numel);
+        if (d.numel == 0 || !(d.ints = pbl__mem_alloc(&c->mem, (size_t)d.numel * sizeof(int64_t))))
+            NODE_FAIL(c, d.numel ? PBL_ERR_NOMEM : PBL_ERR_UNSUPPORTED, "%s", d.numel ? "out of memory" : "an empty constant");
+        for (int64_t i = 0; i < d.numel; i++)
+            d.ints[i] = one ? a->i : a->ints[i];
+    } else {
+        NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "attribute %s is not supported (value, value_float(s), value_int(s) are)", an);
+    }
+    pbl__onnx_sym *sm;
+    if ((s = pbl__onnx_sym_add(c, n->output[0], &sm)) != PBL_OK) {
+        pbl__onnx_data_free(&d, &c->w->mem, &c->mem);
+        return s;
+    }
+    sm->is_const = 1;
+    sm->data = d;
+    return PBL_OK;
+}
+
+/* BatchNormalization at inference: y = (x − mean)/√(var + ε)·scale + B. With constant
+ * statistics it folds into y = x·a + b per channel (a = scale/√(var + ε), b = B − mean·a),
+ * two element-wise ops that run on the CPU. */
+static pbl_status cv_batch_norm(pbl__onnx_ctx *c)
+{
+    const Onnx__NodeProto *n = c->node;
+    pbl_value x, y;
+    double eps;
+    int64_t training;
+    pbl_status s;
+    if ((s = need_inputs(c, 5, 5)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &x)) != PBL_OK ||
+        (s = attr_float(c, "epsilon", 1e-5, &eps)) != PBL_OK || (s = attr_int(c, "training_mode", 0, &training)) != PBL_OK)
+        return s;
+    if (training)
+        NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "training_mode 1 is not supported (inference only)%s", "");
+    for (size_t k = 1; k < n->n_output; k++)
+        if (n->output[k] && n->output[k][0])
+            NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "output %zu (running statistics) is not supported", k);
+    pbl_shape sx = pbl__onnx_shape_of(c, x);
+    if (sx.ndim < 2)
+        NODE_FAIL(c, PBL_ERR_SHAPE, "X has rank %d; need [N, C, ...]", (int)sx.ndim);
+    int64_t C = sx.dim[1];
+    const float *p[4];
+    for (int k = 0; k < 4; k++) {
+        pbl__onnx_sym *ps = pbl__onnx_sym_find(c, n->input[k + 1]);
+        if (!ps)
+            NODE_FAIL(c, PBL_ERR_FORMAT, "input '%s' names no value", n->input[k + 1]);
+        if (!ps->is_const || ps->data.is_int || !ps->data.f)
+            NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "input '%s' must be a float constant (statistics are folded at load time)",
+                      n->input[k + 1]);
+        if (ps->data.numel != C)
+            NODE_FAIL(c, PBL_ERR_SHAPE, "input '%s' has %lld elements but X has %lld channels", n->input[k + 1],
+                      (long long)ps->data.numel, (long long)C);
+        p[k] = ps->data.f;
+    }
+    /* a, b: [C, 1, ..., 1], broadcasting over [N, C, spatial...] */
+    pbl_shape cs = { .ndim = sx.ndim - 1 };
+    cs.dim[0] = C;
+    for (int32_t k = 1; k < cs.ndim; k++)
+        cs.dim[k] = 1;
+    float *fa = pbl__mem_alloc(&c->w->mem, (size_t)C * sizeof *fa), *fb = pbl__mem_alloc(&c->w->mem, (size_t)C * sizeof *fb);
+    if (!fa || !fb) {
+        pbl__mem_free(&c->w->mem, fa, (size_t)C * sizeof *fa);
+        pbl__mem_free(&c->w->mem, fb, (size_t)C * sizeof *fb);
+        NODE_FAIL(c, PBL_ERR_NOMEM, "out of memory%s", "");
+    }
+    for (int64_t i = 0; i < C; i++) {
+        double a = (double)p[0][i] / sqrt((double)p[3][i] + eps);
+        fa[i] = (float)a;
+        fb[i] = (float)((double)p[1][i] - (double)p[2][i] * a);
+    }
+    char base[400];
+    pbl_value va, vb;
+    snprintf(base, sizeof base, "%s/bn_scale", n->output[0]);
+    if ((s = pbl__onnx_add_weight(c, base, cs, fa, &va)) != PBL_OK) {
+        pbl__mem_free(&c->w->mem, fa, (size_t)C * sizeof *fa);
+        pbl__mem_free(&c->w->mem, fb, (size_t)C * sizeof *fb);
+        return s;
+    }
+    snprintf(base, sizeof base, "%s/bn_shift", n->output[0]);
+    if ((s = pbl__onnx_add_weight(c, base, cs, fb, &vb)) != PBL_OK) {
+        pbl__mem_free(&c->w->mem, fb, (size_t)C * sizeof *fb);
+        return s;
+    }
+    if ((s = pbl__onnx_emit(c, "mul", (pbl_value[]){ x, va }, 2, NULL, 0, "scaled", &y)) != PBL_OK ||
+        (s = pbl__onnx_emit(c, "add", (pbl_value[]){ y, vb }, 2, NULL, 0, NULL, &y)) != PBL_OK)
+        return s;
+    return pbl__onnx_define(c, n->output[0], y);
+}
+
+/* Conv / pools: strides, dilations, pads (ONNX's [top, left, bottom, right] is pebble's order),
+ * and auto_pad worked out here into explicit pads. */
+static pbl_status window_attrs(pbl__onnx_ctx *c, const pbl_shape *sx, const int64_t kernel[2], pbl_attr *at, int64_t *stride,
+                               int64_t *pads, int64_t *dil)
+{
+    int32_t ns, np, nd;
+    pbl_status s;
+    const char *auto_pad;
+    if ((s = attr_ints(c, "strides", stride, 2, &ns)) != PBL_OK || (s = attr_ints(c, "pads", pads, 4, &np)) != PBL_OK ||
+        (s = attr_ints(c, "dilations", dil, 2, &nd)) != PBL_OK || (s = attr_string_is(c, "auto_pad", "NOTSET", &auto_pad)) != PBL_OK)
+        return s;
+    if (ns < 0)
+        ns = 2, stride[0] = stride[1] = 1;
+    if (nd < 0)
+        nd = 2, dil[0] = dil[1] = 1;
+    if (ns != 2 || nd != 2 || (np >= 0 && np != 4))
+        NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "only 2-D windows are supported (strides, dilations 2 ints; pads 4)%s", "");
+    if (np < 0)
+        pads[0] = pads[1] = pads[2] = pads[3] = 0;
+    if (strcmp(auto_pad, "SAME_UPPER") == 0 || strcmp(auto_pad, "SAME_LOWER") == 0) {
+        for (int k = 0; k < 2; k++) {
+            if (stride[k] < 1)
+                NODE_FAIL(c, PBL_ERR_ATTR, "stride %lld is not positive", (long long)stride[k]);
+            int64_t in = sx->dim[2 + k], out = (in + stride[k] - 1) / stride[k];
+            int64_t total = (out - 1) * stride[k] + (kernel[k] - 1) * dil[k] + 1 - in;
+            if (total < 0)
+                total = 0;
+            int64_t small = total / 2, big = total - small;
+            int upper = strcmp(auto_pad, "SAME_UPPER") == 0;
+            pads[k] = upper ? small : big;
+            pads[k + 2] = upper ? big : small;
+        }
+    } else if (strcmp(auto_pad, "VALID") == 0) {
+        pads[0] = pads[1] = pads[2] = pads[3] = 0;
+    }
+    at[0] = PBL_ATTR_INTS("stride", stride, 2);
+    at[1] = PBL_ATTR_INTS("pad", pads, 4);
+    at[2] = PBL_ATTR_INTS("dilation", dil, 2);
+    return PBL_OK;
+}
+
+static pbl_status cv_conv(pbl__onnx_ctx *c)
+{
+    const Onnx__NodeProto *n = c->node;
+    pbl_value in[3], y;
+    int64_t groups, stride[2], pads[4], dil[2];
+    pbl_attr at[4];
+    pbl_status s;
+    if ((s = need_inputs(c, 2, 3)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &in[0])) != PBL_OK ||
+        (s = pbl__onnx_get(c, n->input[1], &in[1])) != PBL_OK || (s = attr_int(c, "group", 1, &groups)) != PBL_OK)
+        return s;
+    int32_t k = 2;
+    if (pbl__onnx_in_name(n, 2) && (s = pbl__onnx_get(c, n->input[2], &in[k++])) != PBL_OK)
+        return s;
+    pbl_shape sx = pbl__onnx_shape_of(c, in[0]), sw = pbl__onnx_shape_of(c, in[1]);
+    if (sx.ndim != 4 || sw.ndim != 4)
+        NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "only 2-D convolutions (X rank 4) are supported; X has rank %d", (int)sx.ndim);
+    if ((s = window_attrs(c, &sx, &sw.dim[2], at, stride, pads, dil)) != PBL_OK)
+        return s;
+    at[3] = PBL_ATTR_INT("groups", groups);
+    if ((s = pbl__onnx_emit(c, "conv2d", in, k, at, 4, NULL, &y)) != PBL_OK)
+        return s;
+    return pbl__onnx_define(c, n->output[0], y);
+}
+
+static pbl_status cv_pool(pbl__onnx_ctx *c, const char *op)
+{
+    const Onnx__NodeProto *n = c->node;
+    pbl_value x, y;
+    int64_t kernel[2], stride[2], pads[4], dil[2], ceil_mode, storage, count_pad;
+    int32_t nk;
+    pbl_attr at[4];
+    pbl_status s;
+    if ((s = need_inputs(c, 1, 1)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &x)) != PBL_OK ||
+        (s = attr_ints(c, "kernel_shape", kernel, 2, &nk)) != PBL_OK || (s = attr_int(c, "ceil_mode", 0, &ceil_mode)) != PBL_OK ||
+        (s = attr_int(c, "storage_order", 0, &storage)) != PBL_OK ||
+        (s = attr_int(c, "count_include_pad", 0, &count_pad)) != PBL_OK)
+        return s;
+    if (nk != 2)
+        NODE_FAIL(c, nk < 0 ? PBL_ERR_FORMAT : PBL_ERR_UNSUPPORTED, "kernel_shape must list 2 ints (2-D pooling)%s", "");
+    if (ceil_mode || storage)
+        NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "ceil_mode 1 and storage_order 1 are not supported%s", "");
+    if (count_pad)
+        NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "count_include_pad 1 is not supported%s", "");
+    if (n->n_output > 1 && n->output[1] && n->output[1][0])
+        NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "the Indices output is not supported%s", "");
+    pbl_shape sx = pbl__onnx_shape_of(c, x);
+    if (sx.ndim != 4)
+        NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "only 2-D pooling (X rank 4) is supported; X has rank %d", (int)sx.ndim);
+    if ((s = window_attrs(c, &sx, kernel, at, stride, pads, dil)) != PBL_OK)
+        return s;
+    at[3] = PBL_ATTR_INTS("kernel", kernel, 2);
+    if ((s = pbl__onnx_emit(c, op, &x, 1, at, 4, NULL, &y)) != PBL_OK)
+        return s;
+    return pbl__onnx_define(c, n->output[0], y);
+}
+
+static pbl_status cv_max_pool(pbl__onnx_ctx *c) { return cv_pool(c, "max_pool2d"); }
+static pbl_status cv_avg_pool(pbl__onnx_ctx *c) { return cv_pool(c, "avg_pool2d"); }
+static pbl_status cv_global_avg_pool(pbl__onnx_ctx *c) { return cv_unary(c, "global_avg_pool"); }
+
+typedef struct onnx_op {
+    const char *name;
+    pbl__onnx_convert_fn fn;
+} onnx_op;
+
+static const onnx_op onnx_ops[] = {
+    { "Add", cv_add }, { "Sub", cv_sub }, { "Mul", cv_mul }, { "Div", cv_div },
+    { "Gemm", cv_gemm }, { "MatMul", cv_matmul },
+    { "Relu", cv_relu }, { "Sigmoid", cv_sigmoid }, { "Tanh", cv_tanh },
+    { "Softmax", cv_softmax }, { "LogSoftmax", cv_log_softmax },
+    { "Flatten", cv_flatten }, { "Reshape", cv_reshape }, { "Identity", cv_identity },
+    { "Transpose", cv_transpose }, { "ReduceSum", cv_reduce_sum }, { "ReduceMean", cv_reduce_mean },
+    { "Concat", cv_concat }, { "Dropout", cv_dropout }, { "Constant", cv_constant },
+    { "BatchNormalization", cv_batch_norm }, { "Conv", cv_conv }, { "MaxPool", cv_max_pool },
+    { "AveragePool", cv_avg_pool }, { "GlobalAveragePool", cv_global_avg_pool },
+};
+
+int pbl__onnx_default_domain(const char *d) { return !d || !d[0] || strcmp(d, "ai.onnx") == 0; }
+
+pbl__onnx_convert_fn pbl__onnx_find_op(const Onnx__NodeProto *n)
+{
+    if (!n->op_type || !pbl__onnx_default_domain(n->domain))
+        return NULL;
+    for (size_t i = 0; i < sizeof onnx_ops / sizeof onnx_ops[0]; i++)
+        if (strcmp(onnx_ops[i].name, n->op_type) == 0)
+            return onnx_ops[i].fn;
+    return NULL;
+}

@@ -1,0 +1,332 @@
+/* ONNX TensorProto: decoding with every size checked (shared with the loader), and the tensor
+ * files of pebble/onnx.h (ONNX's test_data_set_N/input_K.pb). */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "graph/base/export.h"
+#include "graph/base/file_out.h"
+#include "graph/io/onnx_internal.h"
+
+/* ---- protobuf-c through pbl__mem ----------------------------------------------------------- */
+
+/* 16 bytes before each block hold its size, keeping malloc's alignment. */
+enum { PB_HEADER = 16 };
+
+static void *pb_alloc(void *user, size_t size)
+{
+    pbl__onnx_pb *pb = user;
+    char *p = size > SIZE_MAX - PB_HEADER ? NULL : pbl__mem_alloc(pb->m, size + PB_HEADER);
+    if (!p) {
+        pb->failed = 1;
+        return NULL;
+    }
+    memcpy(p, &size, sizeof size);
+    return p + PB_HEADER;
+}
+
+static void pb_free(void *user, void *ptr)
+{
+    if (!ptr)
+        return;
+    char *p = (char *)ptr - PB_HEADER;
+    size_t size;
+    memcpy(&size, p, sizeof size);
+    pbl__mem_free(((pbl__onnx_pb *)user)->m, p, size + PB_HEADER);
+}
+
+ProtobufCAllocator pbl__onnx_pb_allocator(pbl__onnx_pb *pb)
+{
+    pb->failed = 0;
+    return (ProtobufCAllocator){ .alloc = pb_alloc, .free = pb_free, .allocator_data = pb };
+}
+
+/* ---- decoding -------------------------------------------------------------------------------- */
+
+static pbl_status fail(char *err, size_t errlen, pbl_status s, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static pbl_status fail(char *err, size_t errlen, pbl_status s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (err && errlen)
+        vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+static const char *type_name(int32_t t)
+{
+    static const char *const names[] = { "UNDEFINED", "FLOAT", "UINT8", "INT8", "UINT16", "INT16",
+                                         "INT32", "INT64", "STRING", "BOOL", "FLOAT16", "DOUBLE",
+                                         "UINT32", "UINT64", "COMPLEX64", "COMPLEX128", "BFLOAT16" };
+    return t >= 0 && t < (int32_t)(sizeof names / sizeof names[0]) ? names[t] : "an unknown type";
+}
+
+pbl_status pbl__onnx_data_decode(const Onnx__TensorProto *t, pbl__mem *fmem, pbl__mem *imem,
+                                 pbl__onnx_data *out, const char *what, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    int32_t type = t->has_data_type ? t->data_type : 0;
+    if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+        return fail(err, errlen, PBL_ERR_UNSUPPORTED, "%s: external tensor data is not supported", what);
+    if (type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT && type != ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE &&
+        type != ONNX__TENSOR_PROTO__DATA_TYPE__INT32 && type != ONNX__TENSOR_PROTO__DATA_TYPE__INT64)
+        return fail(err, errlen, PBL_ERR_UNSUPPORTED, "%s: element type %s (%d) is not supported "
+                    "(FLOAT, DOUBLE, INT32, INT64 are)", what, type_name(type), (int)type);
+    if (t->n_dims > PBL_MAX_DIMS)
+        return fail(err, errlen, PBL_ERR_UNSUPPORTED, "%s: rank %zu is above pebble's limit of %d", what,
+                    t->n_dims, PBL_MAX_DIMS);
+    int64_t numel = 1;
+    out->shape.ndim = (int32_t)t->n_dims;
+    for (size_t k = 0; k < t->n_dims; k++) {
+        int64_t d = t->dims[k];
+        if (d < 0 || (d > 0 && numel > PBL__ONNX_MAX_NUMEL / d))
+            return fail(err, errlen, PBL_ERR_FORMAT, "%s: dim %zu is %lld, %s", what, k, (long long)d,
+                        d < 0 ? "negative" : "too large (over 2^40 elements in all)");
+        numel *= d;
+        out->shape.dim[k] = d;
+    }
+    if (numel == 0)
+        return fail(err, errlen, PBL_ERR_UNSUPPORTED, "%s: empty tensors (a zero dim) are not supported", what);
+    out->numel = numel;
+    out->is_int = type == ONNX__TENSOR_PROTO__DATA_TYPE__INT32 || type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+    size_t esize = type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT || type == ONNX__TENSOR_PROTO__DATA_TYPE__INT32 ? 4 : 8;
+    size_t have;
+    if (t->has_raw_data)
+        have = t->raw_data.len / esize;
+    else if (type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
+        have = t->n_float_data;
+    else if (type == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE)
+        have = t->n_double_data;
+    else if (type == ONNX__TENSOR_PROTO__DATA_TYPE__INT32)
+        have = t->n_int32_data;
+    else
+        have = t->n_int64_data;
+    if ((t->has_raw_data && t->raw_data.len % esize != 0) || have != (size_t)numel)
+        return fail(err, errlen, PBL_ERR_FORMAT, "%s: dims give %lld elements but the data holds %zu %s", what,
+                    (long long)numel, t->has_raw_data ? t->raw_data.len : have,
+                    t->has_raw_data ? "raw bytes" : "elements");
+    const uint8_t *raw = t->has_raw_data ? t->raw_data.data : NULL;
+    if (out->is_int) {
+        out->ints = pbl__mem_alloc(imem, (size_t)numel * sizeof *out->ints);
+        if (!out->ints)
+            return fail(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", what);
+        for (int64_t i = 0; i < numel; i++) {
+            if (type == ONNX__TENSOR_PROTO__DATA_TYPE__INT32) {
+                int32_t v;
+                if (raw)
+                    memcpy(&v, raw + 4 * i, 4); /* little-endian by the format; so is every host we build on */
+                else
+                    v = t->int32_data[i];
+                out->ints[i] = v;
+            } else if (raw) {
+                memcpy(&out->ints[i], raw + 8 * i, 8);
+            } else {
+                out->ints[i] = t->int64_data[i];
+            }
+        }
+    } else {
+        out->f = pbl__mem_alloc(fmem, (size_t)numel * sizeof *out->f);
+        if (!out->f)
+            return fail(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", what);
+        if (type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) {
+            memcpy(out->f, raw ? (const void *)raw : (const void *)t->float_data, (size_t)numel * 4);
+        } else {
+            for (int64_t i = 0; i < numel; i++) {
+                double v;
+                if (raw)
+                    memcpy(&v, raw + 8 * i, 8);
+                else
+                    v = t->double_data[i];
+                out->f[i] = (float)v;
+            }
+        }
+    }
+    return PBL_OK;
+}
+
+void pbl__onnx_data_free(pbl__onnx_data *d, pbl__mem *fmem, pbl__mem *imem)
+{
+    if (!d)
+        return;
+    pbl__mem_free(fmem, d->f, (size_t)d->numel * sizeof *d->f);
+    pbl__mem_free(imem, d->ints, (size_t)d->numel * sizeof *d->ints);
+    d->f = NULL;
+    d->ints = NULL;
+}
+
+pbl_status pbl__onnx_read_file(const char *path, pbl__mem *m, uint8_t **data, size_t *len,
+                               char *err, size_t errlen)
+{
+    *data = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return fail(err, errlen, PBL_ERR_IO, "%s: %s", path, strerror(errno));
+    pbl_status s = PBL_OK;
+    size_t cap = 0, n = 0;
+    uint8_t *buf = NULL;
+    for (;;) {
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 65536;
+            uint8_t *nb = pbl__mem_resize(m, buf, cap, ncap);
+            if (!nb) {
+                s = fail(err, errlen, PBL_ERR_NOMEM, "%s: out of memory reading %zu bytes", path, ncap);
+                goto fail_free;
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) {
+            if (ferror(f)) {
+                s = fail(err, errlen, PBL_ERR_IO, "%s: read error: %s", path, strerror(errno));
+                goto fail_free;
+            }
+            break;
+        }
+    }
+    fclose(f);
+    /* shrink the block to what was read, so the caller frees exactly *len bytes (1 when empty) */
+    if (n != cap) {
+        uint8_t *nb = pbl__mem_resize(m, buf, cap, n ? n : 1);
+        if (!nb) {
+            pbl__mem_free(m, buf, cap);
+            return fail(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", path);
+        }
+        buf = nb;
+    }
+    *data = buf;
+    *len = n;
+    return PBL_OK;
+fail_free:
+    pbl__mem_free(m, buf, cap);
+    fclose(f);
+    return s;
+}
+
+/* ---- tensor files ---------------------------------------------------------------------------- */
+
+PBL__API pbl_status pbl_onnx_tensor_read(const char *path, pbl_onnx_tensor *out, char *err, size_t errlen)
+{
+    if (!out)
+        return PBL_ERR_INVALID_ARG;
+    memset(out, 0, sizeof *out);
+    if (!path)
+        return fail(err, errlen, PBL_ERR_INVALID_ARG, "no path given");
+    pbl__mem m;
+    pbl__mem_init(&m, NULL);
+    uint8_t *bytes;
+    size_t len;
+    pbl_status s = pbl__onnx_read_file(path, &m, &bytes, &len, err, errlen);
+    if (s != PBL_OK)
+        return s;
+    pbl__onnx_pb pb = { .m = &m };
+    ProtobufCAllocator pa = pbl__onnx_pb_allocator(&pb);
+    Onnx__TensorProto *t = onnx__tensor_proto__unpack(&pa, len, bytes);
+    pbl__onnx_data d = { 0 };
+    if (!t) {
+        s = pb.failed ? fail(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", path)
+                      : fail(err, errlen, PBL_ERR_FORMAT, "%s: not a valid TensorProto (protobuf decoding failed)", path);
+        goto done;
+    }
+    char what[512];
+    snprintf(what, sizeof what, "%s", path);
+    pbl__mem heap;
+    pbl__mem_init(&heap, NULL);
+    s = pbl__onnx_data_decode(t, &heap, &m, &d, what, err, errlen);
+    if (s != PBL_OK)
+        goto done;
+    out->shape = d.shape;
+    out->name = strdup(t->name ? t->name : "");
+    if (d.is_int) {
+        out->dtype = PBL_I32;
+        int32_t *v = malloc((size_t)d.numel * sizeof *v);
+        if (v) {
+            for (int64_t i = 0; i < d.numel; i++) {
+                if (d.ints[i] < INT32_MIN || d.ints[i] > INT32_MAX) {
+                    free(v);
+                    free(out->name);
+                    memset(out, 0, sizeof *out);
+                    s = fail(err, errlen, PBL_ERR_UNSUPPORTED, "%s: element %lld is %lld, outside int32", path,
+                             (long long)i, (long long)d.ints[i]);
+                    goto done;
+                }
+                v[i] = (int32_t)d.ints[i];
+            }
+        }
+        out->data = v;
+        out->bytes = (size_t)d.numel * sizeof *v;
+    } else {
+        out->dtype = PBL_F32;
+        out->data = d.f; /* heap is plain malloc: ownership passes to the caller */
+        d.f = NULL;
+        out->bytes = (size_t)d.numel * sizeof(float);
+    }
+    if (!out->data || !out->name) {
+        pbl_onnx_tensor_free(out);
+        s = fail(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", path);
+    }
+done:
+    if (d.f)
+        free(d.f);
+    pbl__mem_free(&m, d.ints, d.ints ? (size_t)d.numel * sizeof *d.ints : 0);
+    if (t)
+        onnx__tensor_proto__free_unpacked(t, &pa);
+    pbl__mem_free(&m, bytes, len ? len : 1);
+    return s;
+}
+
+PBL__API pbl_status pbl_onnx_tensor_write(const char *path, const pbl_onnx_tensor *t, char *err, size_t errlen)
+{
+    if (!path || !t || (!t->data && t->bytes))
+        return fail(err, errlen, PBL_ERR_INVALID_ARG, "pbl_onnx_tensor_write: a path and a tensor are required");
+    if (t->shape.ndim < 0 || t->shape.ndim > PBL_MAX_DIMS ||
+        (size_t)pbl_shape_numel(&t->shape) * pbl_dtype_size(t->dtype) != t->bytes)
+        return fail(err, errlen, PBL_ERR_INVALID_ARG, "%s: the tensor's bytes (%zu) do not match its shape", path, t->bytes);
+    Onnx__TensorProto tp = ONNX__TENSOR_PROTO__INIT;
+    int64_t dims[PBL_MAX_DIMS];
+    for (int32_t k = 0; k < t->shape.ndim; k++)
+        dims[k] = t->shape.dim[k];
+    tp.n_dims = (size_t)t->shape.ndim;
+    tp.dims = dims;
+    tp.has_data_type = 1;
+    tp.data_type = t->dtype == PBL_F32 ? ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT : ONNX__TENSOR_PROTO__DATA_TYPE__INT32;
+    tp.name = t->name ? t->name : (char *)"";
+    tp.has_raw_data = 1;
+    tp.raw_data.len = t->bytes;
+    tp.raw_data.data = t->data;
+    size_t n = onnx__tensor_proto__get_packed_size(&tp);
+    uint8_t *buf = malloc(n ? n : 1);
+    if (!buf)
+        return fail(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", path);
+    onnx__tensor_proto__pack(&tp, buf);
+    /* whole or nothing; a symlink's target is replaced, a FIFO or device written in place */
+    pbl__file_out o;
+    pbl_status s = pbl__file_out_open(&o, path, NULL, err, errlen);
+    if (s == PBL_OK) {
+        errno = 0;
+        int ok = fwrite(buf, 1, n, o.f) == n;
+        if (!ok)
+            s = fail(err, errlen, PBL_ERR_IO, "%s: writing: %s", path, strerror(errno ? errno : EIO));
+        pbl_status c = pbl__file_out_close(&o, ok, err, errlen);
+        if (s == PBL_OK)
+            s = c;
+    }
+    free(buf);
+    return s;
+}
+
+PBL__API void pbl_onnx_tensor_free(pbl_onnx_tensor *t)
+{
+    if (!t)
+        return;
+    free(t->name);
+    free(t->data);
+    memset(t, 0, sizeof *t);
+}

@@ -1,0 +1,112 @@
+/*
+ * The op descriptor: everything pebble knows about one op, kept together — its inputs and
+ * attributes, shape rule, gradient rule, which data the gradient reads (the rest may die
+ * early), in-place offers, mandatory aliasing for updates, and its CPU kernel.
+ */
+#ifndef PBL_OP_H
+#define PBL_OP_H
+
+#include "graph/ir/graph_internal.h"
+
+#define PBL__MAX_IN  16
+#define PBL__MAX_OUT 4
+
+typedef struct pbl__attr_spec {
+    const char   *name;
+    pbl_attr_type type;
+    int32_t       required;
+    int64_t       i;      /* default for INT */
+    double        f;      /* default for FLOAT (INTS default to empty) */
+} pbl__attr_spec;
+
+/* What a shape rule sees: input metas and attribute slots; it fills out[] and, on error,
+ * writes a detail into err ("x is [4, 3] but w is [5, 2]"). */
+typedef struct pbl__infer_ctx {
+    const pbl__meta     *in;
+    int32_t              n_in;
+    const pbl__attr_val *attr;
+    pbl__meta           *out;
+    char                *err;
+    size_t               errlen;
+} pbl__infer_ctx;
+
+/* What a gradient rule sees. It sets dx[i] for inputs with need[i], emitting nodes through
+ * pbl__grad_emit. Arrays are copies: the graph grows while the rule runs. An output nobody
+ * differentiated has dy PBL_NONE; single-output rules are only called with dy[0] set. */
+typedef struct pbl__grad_ctx {
+    pbl_graph           *g;
+    const char          *fwd_name;  /* the forward node's name */
+    const pbl_value     *x;         /* its inputs */
+    const pbl_value     *y;         /* its outputs */
+    const pbl__attr_val *attr;
+    int32_t              n_in;
+    const pbl_value     *dy;        /* per output: incoming gradient or PBL_NONE */
+    pbl_value           *dx;        /* per input: result, PBL_NONE when not set */
+    const int32_t       *need;      /* per input: a gradient is wanted */
+    pbl_status           status;    /* first failure of an emit */
+} pbl__grad_ctx;
+
+/* Emits one backward node `op` named "<fwd_name>/<suffix>" and returns its first output,
+ * or PBL_NONE (c->status set) on failure. */
+pbl_value pbl__grad_emit(pbl__grad_ctx *c, const char *op, const char *suffix,
+                         const pbl_value *in, int32_t n_in, const pbl_attr *attrs, int32_t n_attrs);
+
+/* Splitting one kernel's loop over threads (executor/cpu/pool.c). run calls fn(ctx, lo, hi)
+ * over `parts` disjoint ranges covering [0, n), each a multiple of `align` long but the
+ * last, each on whichever thread claims it first (the caller's or a worker), and returns
+ * when all are done. A kernel reaches it through pbl__cpu_for (ops/cpu/kernels.h), which
+ * decides whether a loop is long enough to be worth splitting and into how many parts. */
+typedef void (*pbl__range_fn)(void *ctx, int64_t lo, int64_t hi);
+typedef struct pbl__par {
+    void   *pool;
+    int32_t threads;  /* the caller and threads - 1 workers */
+    int64_t min_work; /* the least work (elements x their cost) worth one part */
+    void  (*run)(void *pool, int64_t n, int64_t align, int32_t parts, pbl__range_fn fn, void *ctx);
+} pbl__par;
+
+/* What a kernel sees. Pointers are to the data of each input and output. */
+typedef struct pbl__kargs {
+    void *const         *in;
+    void *const         *out;
+    const pbl__meta     *in_meta;
+    const pbl__meta     *out_meta;
+    const pbl__attr_val *attr;
+    int32_t              n_in, n_out;
+    uint64_t             run;       /* run counter (seeds dropout masks) */
+    char                *err;       /* a kernel that fails on its data explains here */
+    size_t               errlen;
+    const pbl__par      *par;       /* CPU: threads to split long loops over, or NULL (serial) */
+} pbl__kargs;
+
+/* Kernels fail only on bad data (a label out of range); everything else was checked when the
+ * node was built. */
+typedef pbl_status (*pbl__cpu_fn)(const pbl__kargs *a);
+
+typedef struct pbl__op {
+    const char           *name;
+    int32_t               n_in_min, n_in_max, n_out;
+    const pbl__attr_spec *attrs;
+    int32_t               n_attrs;
+    pbl_status          (*infer)(pbl__infer_ctx *c);
+    pbl_status          (*grad)(pbl__grad_ctx *c);  /* NULL: not differentiable */
+    uint32_t              grad_reads_in;    /* bit i: the gradient reads input i's data */
+    uint32_t              grad_reads_out;   /* bit k: the gradient reads output k's data */
+    const int8_t        (*inplace)[2];      /* {out, in}: out may overwrite in (an offer) */
+    int32_t               n_inplace;
+    const int8_t        (*mutates)[2];      /* {out, in}: out IS in's storage (updates) */
+    int32_t               n_mutates;
+    pbl__cpu_fn           cpu;              /* NULL: shape-only, planned but never run */
+} pbl__op;
+
+/* Helpers shared by shape rules. */
+pbl_status pbl__infer_same_as_input(pbl__infer_ctx *c);                 /* out[0] = in[0] */
+pbl_status pbl__infer_check_f32(pbl__infer_ctx *c, int32_t i, const char *what);
+pbl_status pbl__infer_check_same(pbl__infer_ctx *c, int32_t i, int32_t j, const char *a, const char *b);
+/* (dy, saved) -> dx shaped like dy: the rule of the *_grad ops. */
+pbl_status pbl__infer_grad_pair(pbl__infer_ctx *c);
+/* A "shape" attribute as a shape: at most PBL_MAX_DIMS positive dims. */
+pbl_status pbl__infer_shape_attr(pbl__infer_ctx *c, const pbl__attr_val *a, pbl_shape *out);
+pbl_status pbl__infer_fail(pbl__infer_ctx *c, pbl_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif

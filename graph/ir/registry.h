@@ -1,0 +1,44 @@
+/* The op registry: a constant table, one descriptor per op, found by name or id. */
+#ifndef PBL_REGISTRY_H
+#define PBL_REGISTRY_H
+
+#include "graph/ir/op.h"
+
+/* Every op; each descriptor is defined in the ops/<family>.c file that owns it. */
+#define PBL__OP_LIST(X)                                                            \
+    X(fully_connected) X(matmul)                                                   \
+    X(add) X(sub) X(mul) X(scale) X(add_n) X(fill) X(copy)                         \
+    X(relu) X(sigmoid) X(tanh) X(gelu)                                             \
+    X(relu_grad) X(sigmoid_grad) X(tanh_grad) X(gelu_grad)                         \
+    X(softmax) X(log_softmax) X(softmax_grad) X(log_softmax_grad)                  \
+    X(softmax_cross_entropy) X(softmax_cross_entropy_grad)                         \
+    X(mse_loss) X(mse_loss_grad)                                                   \
+    X(sum) X(mean) X(sum_to) X(broadcast_to)                                       \
+    X(reshape) X(flatten)                                                          \
+    X(dropout)                                                                     \
+    X(sgd) X(sgd_momentum) X(adam)                                                 \
+    X(conv2d) X(conv2d_grad_input) X(conv2d_grad_weight)                           \
+    X(max_pool2d) X(max_pool2d_grad) X(avg_pool2d) X(avg_pool2d_grad)              \
+    X(global_avg_pool) X(global_avg_pool_grad)                                     \
+    X(batch_norm) X(batch_norm_grad) X(layer_norm) X(layer_norm_grad)              \
+    X(embedding) X(embedding_grad)                                                 \
+    X(transpose)                                                                   \
+    X(div) X(concat) X(fully_connected_packed)                                     \
+    X(fully_connected_act) X(elementwise_chain)                                   \
+    X(fully_connected_grad_wb) X(matmul_act_grad)
+
+enum {
+#define PBL__OP_ENUM(n) PBL__OP_##n,
+    PBL__OP_LIST(PBL__OP_ENUM)
+#undef PBL__OP_ENUM
+    PBL__OP_COUNT
+};
+
+#define PBL__OP_DECL(n) extern const pbl__op pbl__op_##n;
+PBL__OP_LIST(PBL__OP_DECL)
+#undef PBL__OP_DECL
+
+const pbl__op *pbl__op_get(int32_t id);        /* NULL when out of range */
+int32_t        pbl__op_find(const char *name); /* -1 when unknown */
+
+#endif

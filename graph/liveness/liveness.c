@@ -1,0 +1,202 @@
+/*
+ * Liveness: a scheduled graph's usage records (see pebble/liveness.h).
+ *
+ * Step t runs order[t]. A node output produced at step p and last read at step q lives on
+ * [p, q + 1); an output nobody reads lives on [p, p + 1); a graph output lives to the end.
+ * Only reads by scheduled nodes count, and since backward nodes are explicit, a forward value
+ * no gradient reads dies with its last forward reader (the ops' grad_reads bits describe the
+ * same thing; test_liveness checks they agree).
+ *
+ * Records are built in schedule order so in-place decisions see final reader information:
+ * an output that takes its input's storage joins the input's record, which then lives on.
+ * Update outputs (mutates) join their input's record the same way, or are not planned at all
+ * when the input is a variable (the caller's bytes).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "graph/liveness/liveness_internal.h"
+#include "graph/ir/schedule.h"
+#include "graph/ir/registry.h"
+#include "pebble/liveness.h"
+
+PBL__API pbl_liveness_options pbl_liveness_options_default(void)
+{
+    pbl_liveness_options o = { .allocator = NULL, .align = 64, .inplace = 1, .targets = NULL, .n_targets = 0 };
+    return o;
+}
+
+PBL__API void pbl_graph_records_free(pbl_graph_records *r)
+{
+    if (!r)
+        return;
+    pbl__mem m;
+    pbl__mem_init(&m, r->allocator);
+    pbl__mem_free(&m, r->records, (size_t)r->n_values * sizeof *r->records);
+    pbl__mem_free(&m, r->record_value, (size_t)r->n_values * sizeof *r->record_value);
+    pbl__mem_free(&m, r->value_record, (size_t)r->n_values * sizeof *r->value_record);
+    pbl__mem_free(&m, r->schedule, (size_t)r->n_values * sizeof *r->schedule);
+    memset(r, 0, sizeof *r);
+}
+
+typedef struct live_state {
+    const pbl_graph   *g;
+    const int32_t     *order;
+    int32_t            n;
+    int32_t           *step_of;    /* per node: its step, -1 if not scheduled */
+    int64_t           *last_read;  /* per value: the last step that reads it, -1 if none */
+    uint8_t           *is_output;  /* per value */
+    pbl_graph_records *out;
+    int64_t            align;
+} live_state;
+
+/* The end of v's own lifetime: one past its last read, at least one step, to the end when it
+ * is a graph output. */
+static int64_t value_end(const live_state *s, pbl_value v, int64_t produced)
+{
+    if (s->is_output[v])
+        return s->n;
+    int64_t end = s->last_read[v] >= produced ? s->last_read[v] + 1 : produced + 1;
+    return end;
+}
+
+int32_t pbl__live_place(const pbl__live_build *b, const pbl__node *nd, int32_t k, int32_t t, int64_t end,
+                        int32_t taken[PBL__MAX_IN], int *fresh)
+{
+    const pbl__op *op = pbl__op_get(nd->op);
+    pbl_value v = nd->out[k];
+    int32_t join = -1;
+    *fresh = 0;
+    for (int32_t m = 0; m < op->n_mutates && join < 0; m++) {
+        if (op->mutates[m][0] != k)
+            continue;
+        join = b->value_record[nd->in[op->mutates[m][1]]]; /* -1 for a variable: the caller's bytes, unplanned */
+        if (join < 0)
+            return -1;
+    }
+    for (int32_t m = 0; b->inplace && join < 0 && m < op->n_inplace; m++) {
+        int32_t slot = op->inplace[m][1];
+        if (op->inplace[m][0] != k || taken[slot])
+            continue;
+        if (b->can_take(b->ctx, nd->in[slot], v, t)) {
+            join = b->value_record[nd->in[slot]];
+            taken[slot] = 1;
+            (*b->n_inplace)++;
+        }
+    }
+    if (join >= 0) {
+        b->value_record[v] = join;
+        if (b->records[join].last < end)
+            b->records[join].last = end;
+        return join;
+    }
+    int32_t r = (*b->n_records)++;
+    int64_t bytes = (int64_t)pbl__meta_bytes(&b->g->values[v].meta);
+    b->records[r] = (pbl_usage_record){ .size = (bytes + b->align - 1) / b->align * b->align, .first = t, .last = end };
+    b->record_value[r] = v;
+    b->value_record[v] = r;
+    *fresh = 1;
+    return r;
+}
+
+/* Whether output `out` of the node at `step` may take input `in`'s record in place. */
+static int can_take(const void *ctx, pbl_value in, pbl_value out, int32_t step)
+{
+    const live_state *s = ctx;
+    const pbl_graph *g = s->g;
+    int32_t r = s->out->value_record[in];
+    return r >= 0 && !s->is_output[in] && s->last_read[in] == step &&
+           s->out->records[r].last == step + 1 &&
+           pbl__meta_bytes(&g->values[in].meta) == pbl__meta_bytes(&g->values[out].meta);
+}
+
+static void build_records(live_state *s, int inplace)
+{
+    pbl_graph_records *o = s->out;
+    pbl__live_build b = { .g = s->g, .records = o->records, .record_value = o->record_value,
+                          .value_record = o->value_record, .n_records = &o->n_records, .n_inplace = &o->n_inplace,
+                          .align = s->align, .inplace = inplace, .can_take = can_take, .ctx = s };
+    for (int32_t t = 0; t < s->n; t++) {
+        const pbl__node *nd = &s->g->nodes[s->order[t]];
+        int32_t taken[PBL__MAX_IN] = { 0 }; /* inputs already given away at this step */
+        for (int32_t k = 0; k < nd->n_out; k++) {
+            int fresh;
+            pbl__live_place(&b, nd, k, t, value_end(s, nd->out[k], t), taken, &fresh);
+        }
+    }
+}
+
+PBL__API pbl_status pbl_graph_liveness(const pbl_graph *g, const pbl_liveness_options *opt, pbl_graph_records *out,
+                                       char *err, size_t errlen)
+{
+    char why[256] = "";
+    if (err && errlen)
+        err[0] = '\0';
+    if (!g || !out) {
+        if (err && errlen)
+            snprintf(err, errlen, "liveness: no %s", g ? "output" : "graph");
+        return PBL_ERR_INVALID_ARG;
+    }
+    memset(out, 0, sizeof *out);
+    pbl_liveness_options o = opt ? *opt : pbl_liveness_options_default();
+    pbl_status s = pbl_graph_validate((pbl_graph *)g); /* writes only the graph's message */
+    if (s != PBL_OK) {
+        if (err && errlen)
+            snprintf(err, errlen, "%s", pbl_graph_errmsg(g));
+        return s;
+    }
+    pbl__mem m;
+    pbl__mem_init(&m, o.allocator);
+    size_t nv = (size_t)(g->n_values ? g->n_values : 1), nn = (size_t)(g->n_nodes ? g->n_nodes : 1);
+    live_state st = { .g = g, .out = out, .align = o.align > 0 ? o.align : 1 };
+    int32_t *order = NULL;
+    s = pbl__graph_schedule(g, o.targets, o.n_targets, &m, &order, &st.n, why, sizeof why);
+    if (s != PBL_OK)
+        goto done;
+    st.order = order;
+    out->allocator = o.allocator;
+    out->n_values = g->n_values;
+    out->records = pbl__mem_alloc(&m, nv * sizeof *out->records);
+    out->record_value = pbl__mem_alloc(&m, nv * sizeof *out->record_value);
+    out->value_record = pbl__mem_alloc(&m, nv * sizeof *out->value_record);
+    /* n_values slots (every node has an output, so n_nodes <= n_values): one size to free */
+    out->schedule = pbl__mem_alloc(&m, nv * sizeof *out->schedule);
+    st.step_of = pbl__mem_alloc(&m, nn * sizeof *st.step_of);
+    st.last_read = pbl__mem_alloc(&m, nv * sizeof *st.last_read);
+    st.is_output = pbl__mem_calloc(&m, nv);
+    s = PBL_ERR_NOMEM;
+    snprintf(why, sizeof why, "out of memory");
+    if (!out->records || !out->record_value || !out->value_record || !out->schedule || !st.step_of ||
+        !st.last_read || !st.is_output)
+        goto done;
+    for (int32_t v = 0; v < g->n_values; v++) {
+        out->value_record[v] = -1;
+        st.last_read[v] = -1;
+    }
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        st.step_of[i] = -1;
+    for (int32_t t = 0; t < st.n; t++) {
+        st.step_of[order[t]] = t;
+        out->schedule[t] = order[t];
+        const pbl__node *nd = &g->nodes[order[t]];
+        for (int32_t k = 0; k < nd->n_in; k++)
+            st.last_read[nd->in[k]] = t; /* steps ascend: the last write wins */
+    }
+    out->n_steps = st.n;
+    for (int32_t i = 0; i < g->n_outputs; i++)
+        st.is_output[g->outputs[i].value] = 1;
+    build_records(&st, o.inplace);
+    s = PBL_OK;
+done:
+    if (order)
+        pbl__schedule_free(g, &m, order);
+    pbl__mem_free(&m, st.step_of, nn * sizeof *st.step_of);
+    pbl__mem_free(&m, st.last_read, nv * sizeof *st.last_read);
+    pbl__mem_free(&m, st.is_output, nv);
+    if (s != PBL_OK) {
+        if (err && errlen)
+            snprintf(err, errlen, "%s", why);
+        pbl_graph_records_free(out);
+    }
+    return s;
+}

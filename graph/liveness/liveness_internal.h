@@ -1,0 +1,36 @@
+/*
+ * The record-building step shared by graph/liveness/liveness.c and graph/streams/liveness.c: where one
+ * node output's bytes go. Both build records in schedule order the same way and differ only in
+ * when an in-place offer may be taken ("no later reader" versus "every other access
+ * happens-before this step"), which is the can_take callback.
+ */
+#ifndef PBL_LIVENESS_INTERNAL_H
+#define PBL_LIVENESS_INTERNAL_H
+
+#include "graph/ir/graph_internal.h"
+#include "graph/ir/registry.h"
+#include "pebble/plan.h"
+
+typedef struct pbl__live_build {
+    const pbl_graph  *g;
+    pbl_usage_record *records;      /* the output's arrays, filled in schedule order */
+    pbl_value        *record_value;
+    int32_t          *value_record;
+    int32_t          *n_records;
+    int32_t          *n_inplace;
+    int64_t           align;
+    int               inplace;      /* whether in-place offers may be taken at all */
+    /* whether output `out` of the node at `step` may take input `in`'s record */
+    int             (*can_take)(const void *ctx, pbl_value in, pbl_value out, int32_t step);
+    const void       *ctx;
+} pbl__live_build;
+
+/* Places output k of node nd, run at step t and live until end: an update output joins its
+ * input's record (and is not planned when the input is a variable, the caller's bytes); else
+ * the first in-place offer can_take accepts joins that input's record (taken[] marks inputs
+ * already given away at this step); else a new record opens on [t, end). A joined record lives
+ * on to end. Returns the record, or -1 when not planned; *fresh says whether it is new. */
+int32_t pbl__live_place(const pbl__live_build *b, const pbl__node *nd, int32_t k, int32_t t, int64_t end,
+                        int32_t taken[PBL__MAX_IN], int *fresh);
+
+#endif

@@ -1,0 +1,58 @@
+/* Sorting and searching helpers the planner's strategies share (graph/planner/sort.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/planner/sort.h"
+
+int pbl__key2_cmp(const void *a, const void *b)
+{
+    const pbl__key2 *x = a, *y = b;
+    if (x->k != y->k)
+        return (x->k > y->k) - (x->k < y->k);
+    return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+int pbl__i64_cmp(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+int pbl__i32_cmp(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+int32_t pbl__distinct_times(const pbl_usage_record *r, int32_t n, int64_t *pts)
+{
+    for (int32_t i = 0; i < n; i++) {
+        pts[2 * i] = r[i].first;
+        pts[2 * i + 1] = r[i].last;
+    }
+    qsort(pts, 2 * (size_t)n, sizeof *pts, pbl__i64_cmp);
+    int32_t m = 1;
+    for (int32_t k = 1; k < 2 * n; k++)
+        if (pts[k] != pts[m - 1])
+            pts[m++] = pts[k];
+    return m;
+}
+
+void pbl__span_radix_sort(pbl__span *a, pbl__span *tmp, int32_t n, uint64_t top)
+{
+    pbl__span *from = a, *to = tmp;
+    for (int shift = 0; shift < 64 && (top >> shift) != 0; shift += 8) {
+        int32_t count[257] = { 0 };
+        for (int32_t i = 0; i < n; i++)
+            count[(((uint64_t)from[i].offset >> shift) & 255) + 1]++;
+        for (int d = 0; d < 256; d++)
+            count[d + 1] += count[d];
+        for (int32_t i = 0; i < n; i++)
+            to[count[((uint64_t)from[i].offset >> shift) & 255]++] = from[i];
+        pbl__span *t = from;
+        from = to;
+        to = t;
+    }
+    if (from != a)
+        memcpy(a, from, (size_t)n * sizeof *a);
+}

@@ -1,0 +1,53 @@
+/*
+ * The exact planner's decision search (graph/planner/strategies/exact_search.c), shared with its driver
+ * (graph/planner/strategies/exact.c). A search object holds records prepared once — time cut into
+ * sections, overlap lists — and answers "is there a packing within capacity C?" as often as
+ * the driver asks, each time within a budget of search nodes and a deadline.
+ */
+#ifndef PBL_PLAN_EXACT_H
+#define PBL_PLAN_EXACT_H
+
+#include <stdint.h>
+
+#include "graph/planner/plan_internal.h"
+
+typedef enum pbl__exact_result {
+    PBL__EXACT_FOUND,      /* a packing within the capacity is in offset[] */
+    PBL__EXACT_INFEASIBLE, /* proven: no packing fits */
+    PBL__EXACT_ABORTED,    /* the budget ran out first */
+    PBL__EXACT_NOMEM
+} pbl__exact_result;
+
+typedef struct pbl__exact_budget {
+    int64_t nodes_left; /* search nodes (buffer placements) still allowed; < 0: no limit */
+    double  deadline;   /* pbl__exact_now() value to stop at; 0: none */
+    int64_t nodes;      /* placements made so far (a counter the search adds to) */
+    int32_t timed_out;  /* set when the deadline, not the node budget, stopped a search */
+} pbl__exact_budget;
+
+typedef struct pbl__exact pbl__exact;
+
+/* Prepares n records (n >= 1, already checked) for searching with offsets that are multiples
+ * of align. PBL_ERR_NOMEM, or PBL_ERR_UNSUPPORTED when the instance is too large to search
+ * (more than PBL__EXACT_MAX_PAIRS overlapping pairs or section memberships). */
+#define PBL__EXACT_MAX_PAIRS 4000000
+pbl_status pbl__exact_create(const pbl_usage_record *r, int32_t n, int64_t align, const pbl_allocator *al,
+                             pbl__exact **out);
+void       pbl__exact_destroy(pbl__exact *e);
+
+/* Searches for offsets (per record, in the caller's order) with every record within capacity.
+ * Deterministic for a given budget when the deadline is not reached. */
+pbl__exact_result pbl__exact_decide(pbl__exact *e, int64_t capacity, pbl__exact_budget *b, int64_t *offset);
+
+/* The peak, counting alignment: the records live together in a section stack, each padded to
+ * the alignment but the top one. At least pbl_records_lower_bound. */
+int64_t pbl__exact_lower_bound(const pbl__exact *e);
+
+/* A greedy packing: buffers in preorder h (0..3, see set_preorder), each at the lowest aligned
+ * offset where it fits. Returns the arena, or -1 when out of memory. */
+int64_t pbl__exact_lowest_fit(pbl__exact *e, int h, int64_t *offset);
+
+/* Seconds on a monotonic clock. */
+double pbl__exact_now(void);
+
+#endif

@@ -1,0 +1,53 @@
+/* pbl_graph_stream_storage: stream liveness -> a stream strategy -> the verifier, with value
+ * names in a race message (see pebble/streams.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "graph/ir/graph_internal.h"
+#include "graph/streams/stream_internal.h"
+
+static const char *value_name(const pbl_graph *g, pbl_value v) { return g->values[v].name; }
+
+PBL__API void pbl_stream_storage_free(pbl_stream_storage *s)
+{
+    if (!s)
+        return;
+    pbl_stream_records_free(&s->live);
+    pbl_assignment_free(&s->plan);
+    memset(s, 0, sizeof *s);
+}
+
+PBL__API pbl_status pbl_graph_stream_storage(const pbl_graph *g, pbl_stream_plan *sp,
+                                             const pbl_stream_storage_options *opt, pbl_stream_storage *out,
+                                             char *err, size_t errlen)
+{
+    if (err && errlen)
+        err[0] = '\0';
+    if (!out || !g || !sp) {
+        if (err && errlen)
+            snprintf(err, errlen, "stream storage: no %s", !g ? "graph" : !sp ? "stream plan" : "output");
+        return PBL_ERR_INVALID_ARG;
+    }
+    memset(out, 0, sizeof *out);
+    pbl_stream_storage_options o = opt ? *opt : pbl_stream_storage_options_default();
+    pbl_liveness_options lo = pbl_liveness_options_default();
+    lo.allocator = o.allocator;
+    lo.align = o.align > 0 ? o.align : 1;
+    lo.inplace = o.inplace;
+    pbl_status s = pbl_graph_stream_liveness(g, sp, &lo, &out->live, err, errlen);
+    if (s != PBL_OK)
+        return s;
+    out->lower_bound = pbl_records_lower_bound(out->live.records, out->live.n_records);
+    char why[512] = "";
+    int32_t ra = -1, rb = -1;
+    s = pbl__stream_plan_records(sp, &out->live, &o, &out->plan, &out->n_added_waits, &ra, &rb, why, sizeof why);
+    if (s != PBL_OK) {
+        if (err && errlen && ra >= 0 && rb >= 0)
+            snprintf(err, errlen, "stream storage: values '%s' and '%s': %s",
+                     value_name(g, out->live.record_value[ra]), value_name(g, out->live.record_value[rb]), why);
+        else if (err && errlen)
+            snprintf(err, errlen, "stream storage: %s", why);
+        pbl_stream_storage_free(out);
+    }
+    return s;
+}
