@@ -39,21 +39,6 @@ PBL__API pbl_status pbl_onnx_weights_at(const pbl_onnx_weights *w, int32_t i, pb
     return PBL_OK;
 }
 
-PBL__API pbl_status pbl_onnx_weights_bind(const pbl_onnx_weights *w, pbl_exec *e, char *err, size_t errlen)
-{
-    if (!w || !e)
-        return PBL_ERR_INVALID_ARG;
-    for (int32_t i = 0; i < w->n; i++) {
-        pbl_status s = pbl_exec_bind(e, w->items[i].v, w->items[i].data, w->items[i].bytes);
-        if (s != PBL_OK) {
-            if (err && errlen)
-                snprintf(err, errlen, "binding weight %d (value %d): %s", (int)i, (int)w->items[i].v, pbl_exec_errmsg(e));
-            return s;
-        }
-    }
-    return PBL_OK;
-}
-
 PBL__API void pbl_onnx_weights_destroy(pbl_onnx_weights *w)
 {
     if (!w)
