@@ -18,9 +18,11 @@
  *             nbytes         data
  *     end-4   4              u32 CRC-32 (zlib's crc32) of every byte before it
  *
- * Saving writes "<path>.tmp.<pid>" beside the target, flushes and fsyncs it, then renames it
- * over the target: rename within a directory is atomic, so a reader sees the old file or the
- * new one, never a mixture, and a failed save leaves the old file as it was.
+ * Saving goes through graph/base/file_out.h: a regular file (or the file a symbolic link
+ * names) is written under a temporary name beside it, flushed, fsynced and renamed over it,
+ * keeping its mode: rename within a directory is atomic, so a reader sees the old file or
+ * the new one, never a mixture, and a failed save leaves the old file as it was. A FIFO or a
+ * device is written in place (renaming over it would replace the node).
  *
  * Loading reads the whole file into memory and checks all of it — structure, CRC, and every
  * record against the graph — before the first pbl_exec_write, so a bad file cannot leave the
@@ -31,12 +33,12 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <zlib.h>
 
 #include "executor/exec_internal.h"
 #include "graph/base/export.h"
+#include "graph/base/file_out.h"
 
 #define CKPT_VERSION      1u
 #define CKPT_MAGIC_LEN    8
@@ -164,6 +166,7 @@ PBL__API pbl_status pbl_exec_save(pbl_exec *e, const char *path)
     const pbl_graph *g = pbl__exec_graph(e);
     const int32_t n_values = pbl_graph_value_count(g);
     pbl_status s = PBL_OK;
+    char why[256];
 
     /* One scratch buffer the size of the largest tensor carries every tensor to the file. */
     uint32_t count = 0;
@@ -177,28 +180,23 @@ PBL__API pbl_status pbl_exec_save(pbl_exec *e, const char *path)
             max_bytes = value_bytes(&vi);
     }
 
-    size_t tmp_len = strlen(path) + 32;
-    char *tmp = pbl__exec_malloc(e, tmp_len);
-    if (!tmp)
-        return pbl__exec_fail(e, PBL_ERR_NOMEM, "saving '%s': out of memory", path);
-    snprintf(tmp, tmp_len, "%s.tmp.%ld", path, (long)getpid());
-
     unsigned char *buf = NULL;
     if (max_bytes > 0) {
         buf = pbl__exec_malloc(e, max_bytes);
-        if (!buf) {
-            s = pbl__exec_fail(e, PBL_ERR_NOMEM, "saving '%s': out of memory (%zu bytes)", path,
-                               max_bytes);
-            goto fail_free_tmp_name;
-        }
+        if (!buf)
+            return pbl__exec_fail(e, PBL_ERR_NOMEM, "saving '%s': out of memory (%zu bytes)", path,
+                                  max_bytes);
     }
 
-    ckpt_writer w = { .f = fopen(tmp, "wb"), .crc = crc32(0L, Z_NULL, 0), .err = 0 };
-    if (!w.f) {
-        s = pbl__exec_fail(e, PBL_ERR_IO, "saving '%s': cannot create '%s': %s", path, tmp,
-                           strerror(errno));
+    /* file_out decides how the bytes reach path: a temporary renamed over a regular file (or
+     * a link's target), in place for a FIFO or a device. */
+    pbl__file_out o;
+    s = pbl__file_out_open(&o, path, pbl__exec_allocator(e), why, sizeof why);
+    if (s != PBL_OK) {
+        s = pbl__exec_fail(e, s, "saving %s", why);
         goto fail_free_buf;
     }
+    ckpt_writer w = { .f = o.f, .crc = crc32(0L, Z_NULL, 0), .err = 0 };
 
     writer_put(&w, ckpt_magic, sizeof ckpt_magic);
     writer_u32(&w, CKPT_VERSION);
@@ -211,10 +209,9 @@ PBL__API pbl_status pbl_exec_save(pbl_exec *e, const char *path)
         s = pbl_exec_read(e, v, buf, bytes);
         if (s != PBL_OK) {
             /* e's message is about to be overwritten by our own: keep a copy to quote. */
-            char why[256];
             snprintf(why, sizeof why, "%s", pbl_exec_errmsg(e));
             s = pbl__exec_fail(e, s, "saving '%s': reading '%s': %s", path, vi.name, why);
-            goto fail_close;
+            goto fail_discard;
         }
         swap_to_little(buf, bytes, pbl_dtype_size(vi.dtype));
         size_t name_len = strlen(vi.name);
@@ -229,42 +226,22 @@ PBL__API pbl_status pbl_exec_save(pbl_exec *e, const char *path)
     }
     unsigned char crc[CKPT_CRC_LEN];
     put_u32(crc, (uint32_t)w.crc);
-    if (!w.err && fwrite(crc, 1, sizeof crc, w.f) != sizeof crc)
-        w.err = errno ? errno : EIO;
-    /* fsync before rename: otherwise a crash soon after could leave the new name pointing at
-     * a file whose data never reached the disk. */
-    if (!w.err && (fflush(w.f) != 0 || fsync(fileno(w.f)) != 0))
-        w.err = errno ? errno : EIO;
+    writer_put(&w, crc, sizeof crc);
     if (w.err) {
-        s = pbl__exec_fail(e, PBL_ERR_IO, "saving '%s': writing '%s': %s", path, tmp,
-                           strerror(w.err));
-        goto fail_close;
+        s = pbl__exec_fail(e, PBL_ERR_IO, "saving %s: writing: %s", path, strerror(w.err));
+        goto fail_discard;
     }
-    FILE *f = w.f;
-    w.f = NULL;
-    if (fclose(f) != 0) {
-        s = pbl__exec_fail(e, PBL_ERR_IO, "saving '%s': closing '%s': %s", path, tmp,
-                           strerror(errno));
-        goto fail_remove_tmp;
-    }
-    if (rename(tmp, path) != 0) {
-        s = pbl__exec_fail(e, PBL_ERR_IO, "saving '%s': renaming '%s' over it: %s", path, tmp,
-                           strerror(errno));
-        goto fail_remove_tmp;
-    }
+    /* flushes, fsyncs and renames; on failure the target keeps its old content */
+    s = pbl__file_out_close(&o, 1, why, sizeof why);
+    if (s != PBL_OK)
+        s = pbl__exec_fail(e, s, "saving %s", why);
     pbl__exec_free(e, buf, max_bytes);
-    pbl__exec_free(e, tmp, tmp_len);
-    return PBL_OK;
+    return s;
 
-fail_close:
-    if (w.f)
-        fclose(w.f);
-fail_remove_tmp:
-    remove(tmp);
+fail_discard:
+    pbl__file_out_close(&o, 0, NULL, 0);
 fail_free_buf:
     pbl__exec_free(e, buf, max_bytes);
-fail_free_tmp_name:
-    pbl__exec_free(e, tmp, tmp_len);
     return s;
 }
 

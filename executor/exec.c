@@ -101,6 +101,7 @@ static const char *be_reason(const pbl_exec *e)
 const pbl_graph *pbl__exec_graph(const pbl_exec *e) { return e->g; }
 void *pbl__exec_malloc(pbl_exec *e, size_t bytes) { return pbl__mem_alloc(&e->mem, bytes); }
 void pbl__exec_free(pbl_exec *e, void *p, size_t bytes) { pbl__mem_free(&e->mem, p, bytes); }
+const pbl_allocator *pbl__exec_allocator(const pbl_exec *e) { return e->mem.hook.alloc ? &e->mem.hook : NULL; }
 
 PBL__API const char *pbl_exec_errmsg(const pbl_exec *e) { return e ? e->errmsg : "no executor"; }
 

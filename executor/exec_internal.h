@@ -14,6 +14,8 @@ pbl_status pbl__exec_fail(pbl_exec *e, pbl_status s, const char *fmt, ...)
 /* Host memory through e's allocator (accounted in pbl_exec_stats). */
 void *pbl__exec_malloc(pbl_exec *e, size_t bytes);
 void  pbl__exec_free(pbl_exec *e, void *p, size_t bytes);
+/* e's allocator hook, for helpers that keep their own accounting (NULL: malloc). */
+const pbl_allocator *pbl__exec_allocator(const pbl_exec *e);
 
 /* pbl_exec_create with each node's stream given: stream_of_node[node] in [0, n_streams) for
  * every node the schedule runs. The cross-stream waits come from the graph's dependencies.

@@ -1,7 +1,9 @@
 /* pbl_exec_save / pbl_exec_load: exact round trips, the documented file layout, and that
  * every kind of bad file (flipped byte, truncation, other shapes, missing or extra tensors,
- * unreadable path) is refused with its status while the executor keeps its values. */
-#define _POSIX_C_SOURCE 200809L /* mkdtemp */
+ * unreadable path) is refused with its status while the executor keeps its values. Saving
+ * goes where the path leads: through a symbolic link to its target, into a FIFO or a device
+ * in place, keeping a file's mode. */
+#define _XOPEN_SOURCE 700 /* mkdtemp, mkfifo, mknod, symlink, readlink */
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,8 +11,13 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h> /* makedev */
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -127,6 +134,18 @@ static void expect_values(fixture *f, const values *v)
 static void path_in_tmp(char *buf, size_t n, const char *name)
 {
     snprintf(buf, n, "%s/%s", tmpdir, name);
+}
+
+/* Files in tmpdir whose names hold ".tmp." (a save's temporary, left behind). */
+static int temporaries_left(void)
+{
+    int n = 0;
+    DIR *d = opendir(tmpdir);
+    assert_non_null(d);
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        n += strstr(e->d_name, ".tmp.") != NULL;
+    closedir(d);
+    return n;
 }
 
 static unsigned char *slurp(const char *path, size_t *len)
@@ -392,10 +411,7 @@ static void unreadable_and_unwritable_paths_are_io_errors(void **state)
     assert_int_equal(pbl_exec_save(f.e, path), PBL_ERR_IO);
     print_message("    save -> %s\n", pbl_exec_errmsg(f.e));
     assert_non_null(strstr(pbl_exec_errmsg(f.e), path));
-    char tmp_name[600];
-    snprintf(tmp_name, sizeof tmp_name, "%s.tmp.%ld", path, (long)getpid());
-    struct stat st;
-    assert_int_not_equal(stat(tmp_name, &st), 0);
+    assert_int_equal(temporaries_left(), 0);
     assert_int_equal(rmdir(path), 0);
 
     /* Saving over an existing checkpoint replaces it whole. */
@@ -407,6 +423,161 @@ static void unreadable_and_unwritable_paths_are_io_errors(void **state)
     assert_int_equal(pbl_exec_load(f.e, existing), PBL_OK);
     expect_values(&f, &v3);
     fixture_free(&f);
+}
+
+/* Saves v through a fresh fixture to path; returns the status, the message in msg. */
+static pbl_status save_values(const char *path, int seed, char *msg, size_t n)
+{
+    fixture f;
+    fixture_make(&f, standard);
+    values v = values_from(seed);
+    put_values(&f, &v);
+    pbl_status s = pbl_exec_save(f.e, path);
+    snprintf(msg, n, "%s", pbl_exec_errmsg(f.e));
+    fixture_free(&f);
+    return s;
+}
+
+/* Loads path into a fresh fixture and checks it holds values_from(seed). */
+static void expect_file_holds(const char *path, int seed)
+{
+    fixture f;
+    fixture_make(&f, standard);
+    if (pbl_exec_load(f.e, path) != PBL_OK)
+        fail_msg("pbl_exec_load('%s'): %s", path, pbl_exec_errmsg(f.e));
+    values v = values_from(seed);
+    expect_values(&f, &v);
+    fixture_free(&f);
+}
+
+/* A save through a symbolic link (a relative one, as `ln -s` makes) replaces the file it
+ * names; the link stays a link to the same name. */
+static void save_through_a_symlink_writes_its_target(void **state)
+{
+    char real[512], link[512], msg[512], text[512];
+    save_standard("real.ckpt", real, sizeof real);
+    path_in_tmp(link, sizeof link, "link.ckpt");
+    assert_int_equal(symlink("real.ckpt", link), 0);
+
+    if (save_values(link, 3, msg, sizeof msg) != PBL_OK)
+        fail_msg("pbl_exec_save through a link: %s", msg);
+    struct stat st;
+    assert_int_equal(lstat(link, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    ssize_t len = readlink(link, text, sizeof text - 1);
+    assert_true(len > 0);
+    text[len] = '\0';
+    assert_string_equal(text, "real.ckpt");
+    expect_file_holds(real, 3);
+    assert_int_equal(temporaries_left(), 0);
+    print_message("    saved through link.ckpt -> real.ckpt: the link stays, real.ckpt holds "
+                  "the new values\n");
+    assert_int_equal(unlink(link), 0);
+}
+
+/* A save over an existing file keeps its permission bits: a private checkpoint (0600) does
+ * not become readable by everyone (0644 under the usual umask). */
+static void save_keeps_the_files_mode(void **state)
+{
+    char path[512], msg[512];
+    save_standard("private.ckpt", path, sizeof path);
+    assert_int_equal(chmod(path, 0600), 0);
+    mode_t old_mask = umask(022); /* a new file would be 0644: the test can tell */
+    pbl_status s = save_values(path, 4, msg, sizeof msg);
+    umask(old_mask);
+    if (s != PBL_OK)
+        fail_msg("pbl_exec_save over a 0600 file: %s", msg);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    print_message("    mode after saving over a 0600 file: %04o\n", (unsigned)(st.st_mode & 07777));
+    assert_int_equal(st.st_mode & 07777, 0600);
+    expect_file_holds(path, 4);
+}
+
+/* A save onto a FIFO writes the checkpoint into it (a reader gets exactly the bytes a save to
+ * a file holds) and the FIFO stays a FIFO. The reader is a child process; if the save never
+ * opens the FIFO, the child's alarm ends it instead of the test hanging. */
+static void save_onto_a_fifo_writes_into_it(void **state)
+{
+    char fifo[512], got[512], plain[512], msg[512];
+    path_in_tmp(fifo, sizeof fifo, "pipe.ckpt");
+    path_in_tmp(got, sizeof got, "from-pipe.ckpt");
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    fflush(NULL);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        alarm(5);
+        FILE *in = fopen(fifo, "rb"), *out = fopen(got, "wb");
+        if (!in || !out)
+            _exit(2);
+        int c;
+        while ((c = getc(in)) != EOF)
+            putc(c, out);
+        _exit(fclose(out) == 0 && !ferror(in) ? 0 : 3);
+    }
+    pbl_status s = save_values(fifo, 5, msg, sizeof msg);
+    int status = 0;
+    assert_int_equal(waitpid(child, &status, 0), child);
+    if (s != PBL_OK)
+        fail_msg("pbl_exec_save onto a FIFO: %s", msg);
+    struct stat st;
+    assert_int_equal(lstat(fifo, &st), 0);
+    assert_true(S_ISFIFO(st.st_mode));
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("the FIFO's reader did not finish (status %#x): the save never wrote into "
+                 "the FIFO", (unsigned)status);
+    path_in_tmp(plain, sizeof plain, "plain5.ckpt");
+    assert_int_equal(save_values(plain, 5, msg, sizeof msg), PBL_OK);
+    size_t n_got, n_plain;
+    unsigned char *a = slurp(got, &n_got), *b = slurp(plain, &n_plain);
+    assert_int_equal(n_got, n_plain);
+    assert_memory_equal(a, b, n_plain);
+    free(a);
+    free(b);
+    assert_int_equal(temporaries_left(), 0);
+    print_message("    the FIFO's reader got the %zu bytes of a saved file; pipe.ckpt is still "
+                  "a FIFO\n", n_got);
+    assert_int_equal(unlink(fifo), 0);
+}
+
+/* A save onto a device that refuses the data (a private copy of /dev/full, so nothing
+ * outside tmpdir is at stake) fails with the device's error and leaves the device node. */
+static void save_onto_a_full_device_fails_and_keeps_it(void **state)
+{
+    char dev[512], msg[512];
+    path_in_tmp(dev, sizeof dev, "full");
+    if (mknod(dev, S_IFCHR | 0666, makedev(1, 7)) != 0) {
+        print_message("    skipped: cannot make a device node here (mknod: %s)\n", strerror(errno));
+        skip();
+    }
+    pbl_status s = save_values(dev, 6, msg, sizeof msg);
+    print_message("    save onto a copy of /dev/full -> %s: %s\n", pbl_status_str(s), msg);
+    assert_int_equal(s, PBL_ERR_IO);
+    assert_non_null(strstr(msg, dev));
+    assert_non_null(strstr(msg, strerror(ENOSPC)));
+    struct stat st;
+    assert_int_equal(lstat(dev, &st), 0);
+    assert_true(S_ISCHR(st.st_mode));
+    assert_int_equal(st.st_rdev, makedev(1, 7));
+    assert_int_equal(temporaries_left(), 0);
+    assert_int_equal(unlink(dev), 0);
+}
+
+/* A save into a folder that does not exist is one clean error naming the path; nothing is
+ * created, neither the folder nor a temporary. */
+static void save_into_a_missing_folder_is_a_clean_error(void **state)
+{
+    char path[512], dir[512], msg[512];
+    path_in_tmp(dir, sizeof dir, "absent");
+    path_in_tmp(path, sizeof path, "absent/x.ckpt");
+    assert_int_equal(save_values(path, 1, msg, sizeof msg), PBL_ERR_IO);
+    print_message("    save -> %s\n", msg);
+    assert_non_null(strstr(msg, path));
+    assert_non_null(strstr(msg, strerror(ENOENT)));
+    assert_null(strchr(msg, '\n'));
+    assert_int_not_equal(access(dir, F_OK), 0);
+    assert_int_equal(temporaries_left(), 0);
 }
 
 /* An allocator that fails the Nth allocation from when it is armed, and counts live bytes. */
@@ -520,6 +691,11 @@ int main(void)
         cmocka_unit_test(other_shape_is_a_shape_error),
         cmocka_unit_test(missing_or_extra_tensor_is_not_found),
         cmocka_unit_test(unreadable_and_unwritable_paths_are_io_errors),
+        cmocka_unit_test(save_through_a_symlink_writes_its_target),
+        cmocka_unit_test(save_keeps_the_files_mode),
+        cmocka_unit_test(save_onto_a_fifo_writes_into_it),
+        cmocka_unit_test(save_onto_a_full_device_fails_and_keeps_it),
+        cmocka_unit_test(save_into_a_missing_folder_is_a_clean_error),
         cmocka_unit_test(allocation_failures_are_clean),
     };
     return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);

@@ -231,7 +231,7 @@ expect_error 1 "No such file" "save into a missing directory" \
 
 mkdir "$tmp/adir"
 echo keep >"$tmp/adir/inside"
-expect_error 1 "Is a directory" "save over a directory" "${small[@]}" --epochs 0 --save "$tmp/adir"
+expect_error 1 "$tmp/adir: is a directory" "save over a directory" "${small[@]}" --epochs 0 --save "$tmp/adir"
 [ -d "$tmp/adir" ] && [ "$(cat "$tmp/adir/inside")" = keep ] ||
     fail "save over a directory: the directory or its contents changed"
 [ "$(leftovers)" -eq 0 ] || fail "save over a directory left a temporary file behind"
@@ -260,5 +260,32 @@ expect_ok "save over an existing checkpoint" "${small[@]}" --epochs 1 --seed 7 -
 cmp -s "$ck" "$tmp/ck.orig" && fail "save over an existing checkpoint: the file did not change"
 [ "$(leftovers)" -eq 0 ] || fail "successful save left a temporary file behind"
 pass "save over an existing checkpoint (another seed) replaces it, no temporary file left"
+
+# ---- saves go where the path leads ----------------------------------------------------------
+
+ln -s ck.bin "$tmp/ck.link"
+expect_ok "save through a symbolic link" "${small[@]}" --epochs 0 --load "$tmp/ck.orig" --save "$tmp/ck.link"
+[ -L "$tmp/ck.link" ] && [ "$(readlink "$tmp/ck.link")" = ck.bin ] ||
+    fail "save through a symbolic link: the link was replaced"
+cmp -s "$ck" "$tmp/ck.orig" || fail "save through a symbolic link: its target does not hold the saved model"
+pass "save through ck.link -> ck.bin: the link stays, ck.bin holds the saved model"
+
+mkfifo "$tmp/ck.fifo"
+timeout 20 cat "$tmp/ck.fifo" >"$tmp/from.fifo" &
+reader=$!
+expect_ok "save onto a FIFO" "${small[@]}" --epochs 0 --load "$tmp/ck.orig" --save "$tmp/ck.fifo"
+wait "$reader" || fail "save onto a FIFO: its reader ended with status $? (124: it never saw the writer)"
+[ -p "$tmp/ck.fifo" ] || fail "save onto a FIFO: it is no longer a FIFO"
+cmp -s "$tmp/from.fifo" "$tmp/ck.orig" || fail "save onto a FIFO: the reader got other bytes than the model"
+pass "save onto a FIFO: the reader got the $(stat -c %s "$tmp/from.fifo")-byte checkpoint, the FIFO is still a FIFO"
+
+chmod 600 "$ck"
+(umask 022 && exec "$bin" "${small[@]}" --epochs 1 --seed 7 --save "$ck") >"$tmp/out" 2>"$tmp/err"
+rc=$?
+no_crash "save over a 0600 checkpoint"
+[ "$rc" -eq 0 ] || fail "save over a 0600 checkpoint: exit status $rc"
+[ "$(stat -c %a "$ck")" = 600 ] || fail "save over a 0600 checkpoint: its mode is now $(stat -c %a "$ck")"
+[ "$(leftovers)" -eq 0 ] || fail "save over a 0600 checkpoint left a temporary file behind"
+pass "save over a 0600 checkpoint (umask 022): still 0600"
 
 echo "$passed passed, 0 failed"

@@ -1,6 +1,7 @@
 /* Whole-or-nothing file output (graph/base/file_out.h): one copy of the temporary-name, fsync
- * and rename dance that JSON graphs, assignment CSVs and the command line's pictures share. */
-#define _XOPEN_SOURCE 700 /* fsync, lstat, realpath */
+ * and rename dance that JSON graphs, assignment CSVs, tensors, checkpoints and the command
+ * line's pictures share. */
+#define _XOPEN_SOURCE 700 /* fchmod, fsync, lstat, realpath */
 
 #include <errno.h>
 #include <stdlib.h>
@@ -53,6 +54,15 @@ pbl_status pbl__file_out_open(pbl__file_out *o, const char *path, const pbl_allo
     snprintf(o->tmp, target_len + 32, "%s.tmp.%ld", o->target, (long)getpid());
     errno = 0;
     o->f = fopen(o->tmp, "wb");
+    /* the replacement keeps the permission bits of the file it replaces: a private 0600
+     * file must not come back as 0644 */
+    if (o->f && exists && fchmod(fileno(o->f), st.st_mode & 07777) != 0) {
+        int e = errno;
+        fclose(o->f);
+        o->f = NULL;
+        remove(o->tmp);
+        errno = e;
+    }
     if (!o->f) {
         pbl_status s = pbl__errf(err, errlen, PBL_ERR_IO, "%s: cannot create '%s': %s", path, o->tmp,
                                  strerror(errno ? errno : EIO));

@@ -1,8 +1,9 @@
 /* Writing a file whole or not at all. A regular file (or a new one) is written under a
  * temporary name beside it, flushed to disk and renamed over it, so a reader never sees half
  * a file and a failure leaves the old content. A symbolic link is followed: its target is
- * replaced and the link stays. Anything else that exists (a FIFO, a terminal, /dev/stdout)
- * cannot be replaced and is written in place; a directory is refused.
+ * replaced and the link stays. The replacement keeps the replaced file's permission bits.
+ * Anything else that exists (a FIFO, a terminal, /dev/stdout) cannot be replaced and is
+ * written in place; a directory is refused.
  *
  *     pbl__file_out o;
  *     if ((s = pbl__file_out_open(&o, path, allocator, err, errlen)) != PBL_OK)

@@ -192,8 +192,10 @@ pbl_status pbl_exec_dump_plan(const pbl_exec *e, FILE *f);
 pbl_status pbl_exec_stats_get(const pbl_exec *e, pbl_exec_stats *out);
 
 /* Saves every parameter and state variable (name, dtype, shape, data) to `path`, written to
- * a temporary file and renamed, so an existing file is never left half-written. The file
- * ends with a CRC-32 of everything before it. PBL_ERR_IO names the path and errno text. */
+ * a temporary file and renamed, so an existing file is never left half-written and keeps its
+ * mode. A symbolic link is followed (its target is replaced, the link stays); a FIFO or a
+ * device is written in place. The file ends with a CRC-32 of everything before it.
+ * PBL_ERR_IO names the path and errno text. */
 pbl_status pbl_exec_save(pbl_exec *e, const char *path);
 /* Loads a file written by pbl_exec_save into the matching variables. The whole file is read
  * and checked (magic, version, CRC-32, every name present with the same dtype and shape)
