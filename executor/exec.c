@@ -23,6 +23,7 @@
 #include "executor/exec_internal.h"
 #include "executor/storage.h"
 #include "executor/stream_sync.h"
+#include "graph/base/errmsg.h"
 #include "graph/ir/schedule.h"
 #include "graph/ir/registry.h"
 
@@ -83,7 +84,7 @@ pbl_status pbl__exec_fail(pbl_exec *e, pbl_status s, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e->errmsg, sizeof e->errmsg, fmt, ap);
+    pbl__verrf(e->errmsg, sizeof e->errmsg, s, fmt, ap);
     va_end(ap);
     return s;
 }
@@ -354,23 +355,16 @@ static pbl_status create_steps(pbl_exec *e, const pbl_exec_options *o, int32_t n
 static pbl_status create(pbl_exec **out, const pbl_graph *g, const pbl_exec_options *opt, int32_t n_streams,
                          const int32_t *stream_of_node, char *errmsg, size_t errlen)
 {
-    if (errmsg && errlen)
-        errmsg[0] = '\0';
-    if (!out || !g) {
-        if (errmsg && errlen)
-            snprintf(errmsg, errlen, "exec_create: no %s", out ? "graph" : "output pointer");
-        return PBL_ERR_INVALID_ARG;
-    }
+    pbl__errclear(errmsg, errlen);
+    if (!out || !g)
+        return pbl__errf(errmsg, errlen, PBL_ERR_INVALID_ARG, "exec_create: no %s", out ? "graph" : "output pointer");
     *out = NULL;
     pbl_exec_options o = opt ? *opt : pbl_exec_options_default();
     pbl__mem m;
     pbl__mem_init(&m, o.allocator);
     pbl_exec *e = pbl__mem_calloc(&m, sizeof *e);
-    if (!e) {
-        if (errmsg && errlen)
-            snprintf(errmsg, errlen, "exec_create: out of memory");
-        return PBL_ERR_NOMEM;
-    }
+    if (!e)
+        return pbl__errf(errmsg, errlen, PBL_ERR_NOMEM, "exec_create: out of memory");
     e->mem = m;
     e->g = g;
     e->n_streams = 1;
@@ -444,8 +438,7 @@ static pbl_status create(pbl_exec **out, const pbl_graph *g, const pbl_exec_opti
         *out = e;
         return PBL_OK;
     }
-    if (errmsg && errlen)
-        snprintf(errmsg, errlen, "%s", e->errmsg);
+    pbl__errf(errmsg, errlen, s, "%s", e->errmsg);
     pbl_exec_destroy(e);
     return s;
 }

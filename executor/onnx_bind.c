@@ -5,6 +5,7 @@
  */
 #include <stdio.h>
 
+#include "graph/base/errmsg.h"
 #include "graph/base/export.h"
 #include "pebble/exec.h"
 #include "pebble/onnx.h"
@@ -21,9 +22,7 @@ PBL__API pbl_status pbl_onnx_weights_bind(const pbl_onnx_weights *w, pbl_exec *e
         if (s == PBL_OK)
             s = pbl_exec_bind(e, v, data, bytes);
         if (s != PBL_OK) {
-            if (err && errlen)
-                snprintf(err, errlen, "binding weight %d (value %d): %s", (int)i, (int)v, pbl_exec_errmsg(e));
-            return s;
+            return pbl__errf(err, errlen, s, "binding weight %d (value %d): %s", (int)i, (int)v, pbl_exec_errmsg(e));
         }
     }
     return PBL_OK;

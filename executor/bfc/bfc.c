@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "executor/bfc/bfc_internal.h"
+#include "graph/base/errmsg.h"
 #include "graph/base/export.h"
 
 #define MIN_ALLOC ((size_t)PBL_BFC_MIN_ALLOC)
@@ -28,7 +29,7 @@ static void set_err(pbl_bfc *b, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(b->errmsg, sizeof b->errmsg, fmt, ap);
+    pbl__verrf(b->errmsg, sizeof b->errmsg, PBL_OK, fmt, ap);
     va_end(ap);
 }
 
@@ -123,9 +124,7 @@ PBL__API pbl_status pbl_bfc_create(pbl_bfc **out, const pbl_bfc_options *opt, ch
     if (out)
         *out = NULL;
     if (why) {
-        if (err && errlen)
-            snprintf(err, errlen, "bfc_create: %s", why);
-        return s;
+        return pbl__errf(err, errlen, s, "bfc_create: %s", why);
     }
 
     pbl__mem m;
@@ -175,9 +174,7 @@ fail_free_pool:
     m = b->mem;
     pbl__mem_free(&m, b, sizeof *b);
 fail_nomem:
-    if (err && errlen)
-        snprintf(err, errlen, "bfc_create: out of memory for the pool's bookkeeping");
-    return PBL_ERR_NOMEM;
+    return pbl__errf(err, errlen, PBL_ERR_NOMEM, "bfc_create: out of memory for the pool's bookkeeping");
 }
 
 PBL__API void pbl_bfc_destroy(pbl_bfc *b)

@@ -18,6 +18,7 @@
  * tensor is never evicted.
  */
 #include "executor/dynamic/dtr.h"
+#include "graph/base/errmsg.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -95,18 +96,6 @@ struct pbl__dtr {
 static uint64_t round_chunk(uint64_t x) { return (x + PBL__DTR_CHUNK - 1) / PBL__DTR_CHUNK * PBL__DTR_CHUNK; }
 
 static const char *vname(const pbl__dtr *d, pbl_value v) { return d->g->values[v].name; }
-
-static pbl_status fail(char *err, size_t errlen, pbl_status s, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static pbl_status fail(char *err, size_t errlen, pbl_status s, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && errlen)
-        vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return s;
-}
 
 /* One row of the eviction log: event,run,clock,value,bytes,detail (evict: h_DTR^eq;
  * remat: how many rematerialisations it is nested in, 1 for one a node's input needs). */
@@ -206,7 +195,7 @@ static pbl_status drop(pbl__dtr *d, pbl_value v, int st, char *err, size_t errle
     int32_t n = evicted_neighbours(d, v);
     int32_t s = pbl__dtr_dsu_add(&d->dsu, d->mem, d->node_cost[d->g->values[v].producer]);
     if (s < 0)
-        return fail(err, errlen, PBL_ERR_NOMEM, "dynamic mode: out of memory dropping '%s'", vname(d, v));
+        return pbl__errf(err, errlen, PBL_ERR_NOMEM, "dynamic mode: out of memory dropping '%s'", vname(d, v));
     for (int32_t j = 0; j < n; j++)
         pbl__dtr_dsu_union(&d->dsu, s, d->roots[j]);
     release(d, v);
@@ -230,7 +219,7 @@ static pbl_status acquire(pbl__dtr *d, pbl_value v, const pbl__node *for_node, c
         double score;
         pbl_value victim = pick_victim(d, &score);
         if (victim < 0)
-            return fail(err, errlen, PBL_ERR_BUDGET,
+            return pbl__errf(err, errlen, PBL_ERR_BUDGET,
                         "dynamic mode: budget %" PRIu64 " bytes: node '%s' needs %" PRIu64 " bytes for '%s' with %" PRIu64
                         " bytes held by pinned or unevictable tensors",
                         d->budget, for_node->name, c, vname(d, v), d->used);
@@ -240,7 +229,7 @@ static pbl_status acquire(pbl__dtr *d, pbl_value v, const pbl__node *for_node, c
     }
     size_t bytes = pbl__meta_bytes(&d->g->values[v].meta);
     if (!d->dry && pbl_bfc_alloc(d->pool, bytes ? bytes : 1, &d->buf[v]) != PBL_OK)
-        return fail(err, errlen, PBL_ERR_NOMEM, "dynamic mode: allocating '%s': %s", vname(d, v),
+        return pbl__errf(err, errlen, PBL_ERR_NOMEM, "dynamic mode: allocating '%s': %s", vname(d, v),
                     pbl_bfc_errmsg(d->pool));
     d->held[v] = 1;
     d->used += c;
@@ -292,7 +281,7 @@ static pbl_status exec_node(pbl__dtr *d, void **ptr, const frame *f, char *err, 
         if (s == PBL_OK)
             s = ks;
         if (s != PBL_OK)
-            return fail(err, errlen, s, "node '%s' (%s): %s", nd->name, op->name,
+            return pbl__errf(err, errlen, s, "node '%s' (%s): %s", nd->name, op->name,
                         d->kerr[0] ? d->kerr : "the backend failed");
     }
     d->clock++;
@@ -348,13 +337,13 @@ static pbl_status run_frames(pbl__dtr *d, void **ptr, char *err, size_t errlen)
                 f->k++;
             } else if (d->state[v] == T_EVICTED || d->state[v] == T_DEAD) {
                 if (d->depth >= d->n_steps + 1)
-                    return fail(err, errlen, PBL_ERR_INVALID_ARG, "dynamic mode: internal error: frame stack overflow");
+                    return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "dynamic mode: internal error: frame stack overflow");
                 d->stack[d->depth++] = (frame){ .node = g->values[v].producer, .k = 0, .remat = 1, .target = v };
                 if (d->depth > d->max_depth)
                     d->max_depth = d->depth;
                 pushed = 1;
             } else {
-                return fail(err, errlen, PBL_ERR_INVALID_ARG,
+                return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG,
                             "dynamic mode: internal error: node '%s' reads '%s', which is not computed yet", nd->name,
                             vname(d, v));
             }
@@ -460,7 +449,7 @@ static pbl_status find_evictable(pbl__dtr *d, char *err, size_t errlen)
     for (int32_t t = 0; t < n; t++)
         nw += pbl__op_get(g->nodes[d->schedule[t]].op)->n_mutates;
     if (!ARR(d, ws, nv + 1) || !ARR(d, w_step, nw) || !ARR(d, deadline, nv) || !ARR(d, last_read, nv)) {
-        s = fail(err, errlen, PBL_ERR_NOMEM, "dynamic mode: out of memory");
+        s = pbl__errf(err, errlen, PBL_ERR_NOMEM, "dynamic mode: out of memory");
         goto done;
     }
     /* the steps at which each variable is overwritten, CSR by variable */
@@ -533,7 +522,7 @@ static pbl_status build_tables(pbl__dtr *d, char *err, size_t errlen)
         !ARR(d, d->state, nv) || !ARR(d, d->held, nv) || !ARR(d, d->uses_left, nv) || !ARR(d, d->pin, nv) ||
         !ARR(d, d->last, nv) || !ARR(d, d->set, nv) || !ARR(d, d->buf, nv) ||
         !ARR(d, d->stack, n + 1) || !ARR(d, d->res, nv) || !ARR(d, d->res_pos, nv))
-        return fail(err, errlen, PBL_ERR_NOMEM, "dynamic mode: out of memory");
+        return pbl__errf(err, errlen, PBL_ERR_NOMEM, "dynamic mode: out of memory");
     for (pbl_value v = 0; v < nv; v++) {
         d->dyn[v] = st->place[v] == PBL__PLACE_DYNAMIC;
         d->kept[v] = d->dyn[v] && st->kept[v];
@@ -556,11 +545,11 @@ static pbl_status build_tables(pbl__dtr *d, char *err, size_t errlen)
     for (pbl_value v = 0; v < nv; v++)
         d->cons_start[v + 1] += d->cons_start[v];
     if (!ARR(d, d->cons, d->n_cons))
-        return fail(err, errlen, PBL_ERR_NOMEM, "dynamic mode: out of memory");
+        return pbl__errf(err, errlen, PBL_ERR_NOMEM, "dynamic mode: out of memory");
     /* readers of each value (a node reading it twice is listed twice: harmless for roots) */
     int32_t *fill = NULL;
     if (!ARR(d, fill, nv))
-        return fail(err, errlen, PBL_ERR_NOMEM, "dynamic mode: out of memory");
+        return pbl__errf(err, errlen, PBL_ERR_NOMEM, "dynamic mode: out of memory");
     int32_t max_neigh = 1;
     for (int32_t t = 0; t < n; t++) {
         const pbl__node *nd = &g->nodes[d->schedule[t]];
@@ -583,7 +572,7 @@ static pbl_status build_tables(pbl__dtr *d, char *err, size_t errlen)
     }
     d->max_neigh = max_neigh;
     if (!ARR(d, d->roots, max_neigh))
-        return fail(err, errlen, PBL_ERR_NOMEM, "dynamic mode: out of memory");
+        return pbl__errf(err, errlen, PBL_ERR_NOMEM, "dynamic mode: out of memory");
     /* the largest single-node working set: its inputs and outputs in the pool at once */
     uint64_t lb = 0;
     for (int32_t t = 0; t < n; t++) {
@@ -618,14 +607,14 @@ static pbl_status check_budget(pbl__dtr *d, char *err, size_t errlen)
     uint64_t peak = 0;
     pbl_status s = dry_run(d, 0, &peak, why, sizeof why);
     if (s != PBL_OK)
-        return fail(err, errlen, s, "%s", why);
+        return pbl__errf(err, errlen, s, "%s", why);
     d->unlimited_peak = peak;
     if (!d->budget || d->budget >= peak)
         return PBL_OK;
     if (d->budget >= d->min_budget) {
         s = dry_run(d, d->budget, &peak, why, sizeof why);
         if (s != PBL_ERR_BUDGET)
-            return s == PBL_OK ? PBL_OK : fail(err, errlen, s, "%s", why);
+            return s == PBL_OK ? PBL_OK : pbl__errf(err, errlen, s, "%s", why);
     }
     uint64_t lo = d->budget / PBL__DTR_CHUNK * PBL__DTR_CHUNK, hi = d->unlimited_peak;
     if (d->min_budget > PBL__DTR_CHUNK && lo < d->min_budget - PBL__DTR_CHUNK)
@@ -641,9 +630,9 @@ static pbl_status check_budget(pbl__dtr *d, char *err, size_t errlen)
         else if (s == PBL_ERR_BUDGET)
             lo = mid;
         else
-            return fail(err, errlen, s, "%s", w2);
+            return pbl__errf(err, errlen, s, "%s", w2);
     }
-    return fail(err, errlen, PBL_ERR_BUDGET,
+    return pbl__errf(err, errlen, PBL_ERR_BUDGET,
                 "dynamic mode: a budget of %" PRIu64 " bytes cannot run this schedule (%s); the smallest budget that "
                 "works is %" PRIu64 " bytes (the largest single-node working set is %" PRIu64
                 ", the peak without a budget %" PRIu64 ")",
@@ -685,7 +674,7 @@ pbl_status pbl__dtr_create(pbl__dtr **out, const pbl__dtr_config *c, char *err, 
     *out = NULL;
     pbl__dtr *d = pbl__mem_calloc(c->mem, sizeof *d);
     if (!d)
-        return fail(err, errlen, PBL_ERR_NOMEM, "dynamic mode: out of memory");
+        return pbl__errf(err, errlen, PBL_ERR_NOMEM, "dynamic mode: out of memory");
     d->mem = c->mem;
     d->g = c->g;
     d->st = c->st;

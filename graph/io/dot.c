@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "graph/base/errmsg.h"
 #include "graph/ir/graph_internal.h"
 #include "pebble/streams.h"
 
@@ -40,12 +41,9 @@ static void value_label(FILE *f, const pbl_graph *g, const pbl_stream_storage *s
 PBL__API pbl_status pbl_graph_write_dot(const pbl_graph *g, const pbl_stream_plan *sp, const pbl_stream_storage *st,
                                         FILE *f, char *err, size_t errlen)
 {
-    if (err && errlen)
-        err[0] = '\0';
+    pbl__errclear(err, errlen);
     if (!g || !f) {
-        if (err && errlen)
-            snprintf(err, errlen, "dot: no %s", g ? "file" : "graph");
-        return PBL_ERR_INVALID_ARG;
+        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "dot: no %s", g ? "file" : "graph");
     }
     pbl_stream_plan own = { 0 };
     pbl_status s;
@@ -64,8 +62,7 @@ PBL__API pbl_status pbl_graph_write_dot(const pbl_graph *g, const pbl_stream_pla
     uint8_t *is_output = pbl__mem_calloc(&m, nv), *drawn = pbl__mem_calloc(&m, nv);
     s = PBL_ERR_NOMEM;
     if (!step_of || !is_output || !drawn) {
-        if (err && errlen)
-            snprintf(err, errlen, "out of memory");
+        pbl__errf(err, errlen, s, "out of memory");
         goto done;
     }
     s = PBL_ERR_INVALID_ARG;
@@ -73,8 +70,7 @@ PBL__API pbl_status pbl_graph_write_dot(const pbl_graph *g, const pbl_stream_pla
         step_of[i] = -1;
     for (int32_t t = 0; t < sp->n_steps; t++) {
         if (!sp->schedule || sp->schedule[t] < 0 || sp->schedule[t] >= g->n_nodes) {
-            if (err && errlen)
-                snprintf(err, errlen, "dot: step %d runs no node of the graph", (int)t);
+            pbl__errf(err, errlen, s, "dot: step %d runs no node of the graph", (int)t);
             goto done;
         }
         step_of[sp->schedule[t]] = t;
@@ -122,9 +118,7 @@ PBL__API pbl_status pbl_graph_write_dot(const pbl_graph *g, const pbl_stream_pla
     fprintf(f, "}\n");
     s = PBL_OK;
     if (ferror(f)) {
-        s = PBL_ERR_IO;
-        if (err && errlen)
-            snprintf(err, errlen, "dot: writing failed");
+        s = pbl__errf(err, errlen, PBL_ERR_IO, "dot: writing failed");
     }
 done:
     pbl__mem_free(&m, step_of, nn * sizeof *step_of);

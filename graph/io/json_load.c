@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 
+#include "graph/base/errmsg.h"
 #include "graph/ir/graph_internal.h"
 #include "graph/ir/schedule.h"
 #include "graph/ir/registry.h"
@@ -58,15 +59,11 @@ typedef struct loader {
 static pbl_status fail(loader *L, pbl_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static pbl_status fail(loader *L, pbl_status s, const char *fmt, ...)
 {
-    if (L->err && L->errlen) {
-        int n = snprintf(L->err, L->errlen, "%s", L->prefix);
-        if (n < 0 || (size_t)n >= L->errlen)
-            return s;
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(L->err + n, L->errlen - (size_t)n, fmt, ap);
-        va_end(ap);
-    }
+    pbl__errf(L->err, L->errlen, s, "%s", L->prefix);
+    va_list ap;
+    va_start(ap, fmt);
+    pbl__verrf_append(L->err, L->errlen, s, fmt, ap);
+    va_end(ap);
     return s;
 }
 
@@ -702,8 +699,7 @@ static pbl_status load_text(pbl_graph **out, const char *text, size_t len, const
 {
     loader L = { .prefix = prefix, .err = err, .errlen = errlen };
     pbl__mem_init(&L.mem, a);
-    if (err && errlen)
-        err[0] = '\0';
+    pbl__errclear(err, errlen);
     if (!out)
         return fail(&L, PBL_ERR_INVALID_ARG, "load JSON: no place for the graph");
     *out = NULL;
@@ -746,9 +742,7 @@ PBL__API pbl_status pbl_graph_load_json(pbl_graph **out, const char *path, const
     if (out)
         *out = NULL;
     if (!path || !out) {
-        if (err && errlen)
-            snprintf(err, errlen, "load JSON: no file name or no place for the graph");
-        return PBL_ERR_INVALID_ARG;
+        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "load JSON: no file name or no place for the graph");
     }
     pbl__mem m;
     pbl__mem_init(&m, a);
@@ -758,18 +752,15 @@ PBL__API pbl_status pbl_graph_load_json(pbl_graph **out, const char *path, const
     errno = 0;
     FILE *f = fopen(path, "rb");
     if (!f) {
-        if (err && errlen)
-            snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno ? errno : EIO));
-        return PBL_ERR_IO;
+        return pbl__errf(err, errlen, PBL_ERR_IO, "%s: cannot open: %s", path, strerror(errno ? errno : EIO));
     }
     for (;;) {
         if (len == cap) {
             size_t ncap = cap ? cap * 2 : 65536;
             char *q = pbl__mem_resize(&m, text, cap, ncap);
             if (!q) {
-                s = PBL_ERR_NOMEM;
-                if (err && errlen)
-                    snprintf(err, errlen, "%s: out of memory reading it (%zu bytes so far)", path, len);
+                s = pbl__errf(err, errlen, PBL_ERR_NOMEM, "%s: out of memory reading it (%zu bytes so far)", path,
+                              len);
                 goto done;
             }
             text = q;
@@ -781,17 +772,14 @@ PBL__API pbl_status pbl_graph_load_json(pbl_graph **out, const char *path, const
             break;
     }
     if (ferror(f)) {
-        if (err && errlen)
-            snprintf(err, errlen, "%s: reading: %s", path, strerror(errno ? errno : EIO));
+        s = pbl__errf(err, errlen, s, "%s: reading: %s", path, strerror(errno ? errno : EIO));
         goto done;
     }
     {
         size_t plen = strlen(path) + 3;
         char *prefix = pbl__mem_alloc(&m, plen);
         if (!prefix) {
-            s = PBL_ERR_NOMEM;
-            if (err && errlen)
-                snprintf(err, errlen, "%s: out of memory", path);
+            s = pbl__errf(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", path);
             goto done;
         }
         snprintf(prefix, plen, "%s: ", path);

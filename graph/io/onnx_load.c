@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "graph/base/errmsg.h"
 #include "graph/base/export.h"
 #include "graph/io/onnx_internal.h"
 #include "pebble/builder.h"
@@ -62,8 +63,7 @@ pbl_status pbl__onnx_fail(pbl__onnx_ctx *c, pbl_status s, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    if (c->err && c->errlen)
-        vsnprintf(c->err, c->errlen, fmt, ap);
+    pbl__verrf(c->err, c->errlen, s, fmt, ap);
     va_end(ap);
     return s;
 }
@@ -492,8 +492,7 @@ done:
 PBL__API pbl_status pbl_graph_from_onnx(pbl_graph **out, const void *data, size_t len,
                                         const pbl_onnx_options *opt, char *err, size_t errlen)
 {
-    if (err && errlen)
-        err[0] = '\0';
+    pbl__errclear(err, errlen);
     if (!out)
         return PBL_ERR_INVALID_ARG;
     *out = NULL;
@@ -559,9 +558,7 @@ PBL__API pbl_status pbl_graph_load_onnx(pbl_graph **out, const char *path, const
         return PBL_ERR_INVALID_ARG;
     *out = NULL;
     if (!path) {
-        if (err && errlen)
-            snprintf(err, errlen, "no path given");
-        return PBL_ERR_INVALID_ARG;
+        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "no path given");
     }
     pbl__mem m;
     pbl__mem_init(&m, opt ? opt->allocator : NULL);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "graph/base/errmsg.h"
 #include "graph/base/export.h"
 #include "graph/base/file_out.h"
 #include "graph/io/onnx_internal.h"
@@ -46,18 +47,6 @@ ProtobufCAllocator pbl__onnx_pb_allocator(pbl__onnx_pb *pb)
 
 /* ---- decoding -------------------------------------------------------------------------------- */
 
-static pbl_status fail(char *err, size_t errlen, pbl_status s, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static pbl_status fail(char *err, size_t errlen, pbl_status s, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && errlen)
-        vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return s;
-}
-
 static const char *type_name(int32_t t)
 {
     static const char *const names[] = { "UNDEFINED", "FLOAT", "UINT8", "INT8", "UINT16", "INT16",
@@ -72,26 +61,26 @@ pbl_status pbl__onnx_data_decode(const Onnx__TensorProto *t, pbl__mem *fmem, pbl
     memset(out, 0, sizeof *out);
     int32_t type = t->has_data_type ? t->data_type : 0;
     if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
-        return fail(err, errlen, PBL_ERR_UNSUPPORTED, "%s: external tensor data is not supported", what);
+        return pbl__errf(err, errlen, PBL_ERR_UNSUPPORTED, "%s: external tensor data is not supported", what);
     if (type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT && type != ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE &&
         type != ONNX__TENSOR_PROTO__DATA_TYPE__INT32 && type != ONNX__TENSOR_PROTO__DATA_TYPE__INT64)
-        return fail(err, errlen, PBL_ERR_UNSUPPORTED, "%s: element type %s (%d) is not supported "
+        return pbl__errf(err, errlen, PBL_ERR_UNSUPPORTED, "%s: element type %s (%d) is not supported "
                     "(FLOAT, DOUBLE, INT32, INT64 are)", what, type_name(type), (int)type);
     if (t->n_dims > PBL_MAX_DIMS)
-        return fail(err, errlen, PBL_ERR_UNSUPPORTED, "%s: rank %zu is above pebble's limit of %d", what,
+        return pbl__errf(err, errlen, PBL_ERR_UNSUPPORTED, "%s: rank %zu is above pebble's limit of %d", what,
                     t->n_dims, PBL_MAX_DIMS);
     int64_t numel = 1;
     out->shape.ndim = (int32_t)t->n_dims;
     for (size_t k = 0; k < t->n_dims; k++) {
         int64_t d = t->dims[k];
         if (d < 0 || (d > 0 && numel > PBL__ONNX_MAX_NUMEL / d))
-            return fail(err, errlen, PBL_ERR_FORMAT, "%s: dim %zu is %lld, %s", what, k, (long long)d,
+            return pbl__errf(err, errlen, PBL_ERR_FORMAT, "%s: dim %zu is %lld, %s", what, k, (long long)d,
                         d < 0 ? "negative" : "too large (over 2^40 elements in all)");
         numel *= d;
         out->shape.dim[k] = d;
     }
     if (numel == 0)
-        return fail(err, errlen, PBL_ERR_UNSUPPORTED, "%s: empty tensors (a zero dim) are not supported", what);
+        return pbl__errf(err, errlen, PBL_ERR_UNSUPPORTED, "%s: empty tensors (a zero dim) are not supported", what);
     out->numel = numel;
     out->is_int = type == ONNX__TENSOR_PROTO__DATA_TYPE__INT32 || type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
     size_t esize = type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT || type == ONNX__TENSOR_PROTO__DATA_TYPE__INT32 ? 4 : 8;
@@ -107,14 +96,14 @@ pbl_status pbl__onnx_data_decode(const Onnx__TensorProto *t, pbl__mem *fmem, pbl
     else
         have = t->n_int64_data;
     if ((t->has_raw_data && t->raw_data.len % esize != 0) || have != (size_t)numel)
-        return fail(err, errlen, PBL_ERR_FORMAT, "%s: dims give %lld elements but the data holds %zu %s", what,
+        return pbl__errf(err, errlen, PBL_ERR_FORMAT, "%s: dims give %lld elements but the data holds %zu %s", what,
                     (long long)numel, t->has_raw_data ? t->raw_data.len : have,
                     t->has_raw_data ? "raw bytes" : "elements");
     const uint8_t *raw = t->has_raw_data ? t->raw_data.data : NULL;
     if (out->is_int) {
         out->ints = pbl__mem_alloc(imem, (size_t)numel * sizeof *out->ints);
         if (!out->ints)
-            return fail(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", what);
+            return pbl__errf(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", what);
         for (int64_t i = 0; i < numel; i++) {
             if (type == ONNX__TENSOR_PROTO__DATA_TYPE__INT32) {
                 int32_t v;
@@ -132,7 +121,7 @@ pbl_status pbl__onnx_data_decode(const Onnx__TensorProto *t, pbl__mem *fmem, pbl
     } else {
         out->f = pbl__mem_alloc(fmem, (size_t)numel * sizeof *out->f);
         if (!out->f)
-            return fail(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", what);
+            return pbl__errf(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", what);
         if (type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) {
             memcpy(out->f, raw ? (const void *)raw : (const void *)t->float_data, (size_t)numel * 4);
         } else {
@@ -166,7 +155,7 @@ pbl_status pbl__onnx_read_file(const char *path, pbl__mem *m, uint8_t **data, si
     *len = 0;
     FILE *f = fopen(path, "rb");
     if (!f)
-        return fail(err, errlen, PBL_ERR_IO, "%s: %s", path, strerror(errno));
+        return pbl__errf(err, errlen, PBL_ERR_IO, "%s: %s", path, strerror(errno));
     pbl_status s = PBL_OK;
     size_t cap = 0, n = 0;
     uint8_t *buf = NULL;
@@ -175,7 +164,7 @@ pbl_status pbl__onnx_read_file(const char *path, pbl__mem *m, uint8_t **data, si
             size_t ncap = cap ? cap * 2 : 65536;
             uint8_t *nb = pbl__mem_resize(m, buf, cap, ncap);
             if (!nb) {
-                s = fail(err, errlen, PBL_ERR_NOMEM, "%s: out of memory reading %zu bytes", path, ncap);
+                s = pbl__errf(err, errlen, PBL_ERR_NOMEM, "%s: out of memory reading %zu bytes", path, ncap);
                 goto fail_free;
             }
             buf = nb;
@@ -185,7 +174,7 @@ pbl_status pbl__onnx_read_file(const char *path, pbl__mem *m, uint8_t **data, si
         n += got;
         if (got == 0) {
             if (ferror(f)) {
-                s = fail(err, errlen, PBL_ERR_IO, "%s: read error: %s", path, strerror(errno));
+                s = pbl__errf(err, errlen, PBL_ERR_IO, "%s: read error: %s", path, strerror(errno));
                 goto fail_free;
             }
             break;
@@ -197,7 +186,7 @@ pbl_status pbl__onnx_read_file(const char *path, pbl__mem *m, uint8_t **data, si
         uint8_t *nb = pbl__mem_resize(m, buf, cap, n ? n : 1);
         if (!nb) {
             pbl__mem_free(m, buf, cap);
-            return fail(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", path);
+            return pbl__errf(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", path);
         }
         buf = nb;
     }
@@ -218,7 +207,7 @@ PBL__API pbl_status pbl_onnx_tensor_read(const char *path, pbl_onnx_tensor *out,
         return PBL_ERR_INVALID_ARG;
     memset(out, 0, sizeof *out);
     if (!path)
-        return fail(err, errlen, PBL_ERR_INVALID_ARG, "no path given");
+        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "no path given");
     pbl__mem m;
     pbl__mem_init(&m, NULL);
     uint8_t *bytes;
@@ -231,8 +220,8 @@ PBL__API pbl_status pbl_onnx_tensor_read(const char *path, pbl_onnx_tensor *out,
     Onnx__TensorProto *t = onnx__tensor_proto__unpack(&pa, len, bytes);
     pbl__onnx_data d = { 0 };
     if (!t) {
-        s = pb.failed ? fail(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", path)
-                      : fail(err, errlen, PBL_ERR_FORMAT, "%s: not a valid TensorProto (protobuf decoding failed)", path);
+        s = pb.failed ? pbl__errf(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", path)
+                      : pbl__errf(err, errlen, PBL_ERR_FORMAT, "%s: not a valid TensorProto (protobuf decoding failed)", path);
         goto done;
     }
     char what[512];
@@ -253,7 +242,7 @@ PBL__API pbl_status pbl_onnx_tensor_read(const char *path, pbl_onnx_tensor *out,
                     free(v);
                     free(out->name);
                     memset(out, 0, sizeof *out);
-                    s = fail(err, errlen, PBL_ERR_UNSUPPORTED, "%s: element %lld is %lld, outside int32", path,
+                    s = pbl__errf(err, errlen, PBL_ERR_UNSUPPORTED, "%s: element %lld is %lld, outside int32", path,
                              (long long)i, (long long)d.ints[i]);
                     goto done;
                 }
@@ -270,7 +259,7 @@ PBL__API pbl_status pbl_onnx_tensor_read(const char *path, pbl_onnx_tensor *out,
     }
     if (!out->data || !out->name) {
         pbl_onnx_tensor_free(out);
-        s = fail(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", path);
+        s = pbl__errf(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", path);
     }
 done:
     if (d.f)
@@ -285,10 +274,10 @@ done:
 PBL__API pbl_status pbl_onnx_tensor_write(const char *path, const pbl_onnx_tensor *t, char *err, size_t errlen)
 {
     if (!path || !t || (!t->data && t->bytes))
-        return fail(err, errlen, PBL_ERR_INVALID_ARG, "pbl_onnx_tensor_write: a path and a tensor are required");
+        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "pbl_onnx_tensor_write: a path and a tensor are required");
     if (t->shape.ndim < 0 || t->shape.ndim > PBL_MAX_DIMS ||
         (size_t)pbl_shape_numel(&t->shape) * pbl_dtype_size(t->dtype) != t->bytes)
-        return fail(err, errlen, PBL_ERR_INVALID_ARG, "%s: the tensor's bytes (%zu) do not match its shape", path, t->bytes);
+        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "%s: the tensor's bytes (%zu) do not match its shape", path, t->bytes);
     Onnx__TensorProto tp = ONNX__TENSOR_PROTO__INIT;
     int64_t dims[PBL_MAX_DIMS];
     for (int32_t k = 0; k < t->shape.ndim; k++)
@@ -304,7 +293,7 @@ PBL__API pbl_status pbl_onnx_tensor_write(const char *path, const pbl_onnx_tenso
     size_t n = onnx__tensor_proto__get_packed_size(&tp);
     uint8_t *buf = malloc(n ? n : 1);
     if (!buf)
-        return fail(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", path);
+        return pbl__errf(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", path);
     onnx__tensor_proto__pack(&tp, buf);
     /* whole or nothing; a symlink's target is replaced, a FIFO or device written in place */
     pbl__file_out o;
@@ -313,7 +302,7 @@ PBL__API pbl_status pbl_onnx_tensor_write(const char *path, const pbl_onnx_tenso
         errno = 0;
         int ok = fwrite(buf, 1, n, o.f) == n;
         if (!ok)
-            s = fail(err, errlen, PBL_ERR_IO, "%s: writing: %s", path, strerror(errno ? errno : EIO));
+            s = pbl__errf(err, errlen, PBL_ERR_IO, "%s: writing: %s", path, strerror(errno ? errno : EIO));
         pbl_status c = pbl__file_out_close(&o, ok, err, errlen);
         if (s == PBL_OK)
             s = c;

@@ -65,8 +65,7 @@ PBL__API pbl_status pbl_viz_plan_records(const pbl_usage_record *r, int32_t n, c
     memset(out, 0, sizeof *out);
     out->allocator = o.allocator;
     out->best = -1;
-    if (err && errlen)
-        err[0] = '\0';
+    pbl__errclear(err, errlen);
     if (n < 0 || (n > 0 && !r) || o.align < 1 || o.n_strategies < 0 || (o.n_strategies > 0 && !o.strategies))
         return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "viz: bad arguments (n %d, align %lld, %d strategies)",
                    (int)n, (long long)o.align, (int)o.n_strategies);

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "graph/base/errmsg.h"
 #include "graph/ir/graph_internal.h"
 #include "graph/ir/registry.h"
 
@@ -13,8 +14,7 @@ PBL__API pbl_graph_options pbl_graph_options_default(void)
 
 pbl_status pbl__graph_vfail(pbl_graph *g, pbl_status s, const char *fmt, va_list ap)
 {
-    vsnprintf(g->errmsg, sizeof g->errmsg, fmt, ap);
-    return s;
+    return pbl__verrf(g->errmsg, sizeof g->errmsg, s, fmt, ap);
 }
 
 pbl_status pbl__graph_fail(pbl_graph *g, pbl_status s, const char *fmt, ...)

@@ -1,13 +1,14 @@
 /* Helpers shared by the ops' shape rules. */
 #include <stdio.h>
 
+#include "graph/base/errmsg.h"
 #include "graph/ir/op.h"
 
 pbl_status pbl__infer_fail(pbl__infer_ctx *c, pbl_status s, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(c->err, c->errlen, fmt, ap);
+    pbl__verrf(c->err, c->errlen, s, fmt, ap);
     va_end(ap);
     return s;
 }

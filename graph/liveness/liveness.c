@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "graph/base/errmsg.h"
 #include "graph/liveness/liveness_internal.h"
 #include "graph/ir/schedule.h"
 #include "graph/ir/registry.h"
@@ -130,20 +131,15 @@ PBL__API pbl_status pbl_graph_liveness(const pbl_graph *g, const pbl_liveness_op
                                        char *err, size_t errlen)
 {
     char why[256] = "";
-    if (err && errlen)
-        err[0] = '\0';
+    pbl__errclear(err, errlen);
     if (!g || !out) {
-        if (err && errlen)
-            snprintf(err, errlen, "liveness: no %s", g ? "output" : "graph");
-        return PBL_ERR_INVALID_ARG;
+        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "liveness: no %s", g ? "output" : "graph");
     }
     memset(out, 0, sizeof *out);
     pbl_liveness_options o = opt ? *opt : pbl_liveness_options_default();
     pbl_status s = pbl_graph_validate((pbl_graph *)g); /* writes only the graph's message */
     if (s != PBL_OK) {
-        if (err && errlen)
-            snprintf(err, errlen, "%s", pbl_graph_errmsg(g));
-        return s;
+        return pbl__errf(err, errlen, s, "%s", pbl_graph_errmsg(g));
     }
     pbl__mem m;
     pbl__mem_init(&m, o.allocator);
@@ -194,8 +190,7 @@ done:
     pbl__mem_free(&m, st.last_read, nv * sizeof *st.last_read);
     pbl__mem_free(&m, st.is_output, nv);
     if (s != PBL_OK) {
-        if (err && errlen)
-            snprintf(err, errlen, "%s", why);
+        pbl__errf(err, errlen, s, "%s", why);
         pbl_graph_records_free(out);
     }
     return s;

@@ -153,15 +153,11 @@ typedef struct reader {
 static pbl_status fail_at(reader *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static pbl_status fail_at(reader *r, const char *fmt, ...)
 {
-    if (r->err && r->errlen) {
-        int k = snprintf(r->err, r->errlen, "%s:%ld: ", r->path, (long)r->line);
-        if (k >= 0 && (size_t)k < r->errlen) {
-            va_list ap;
-            va_start(ap, fmt);
-            vsnprintf(r->err + k, r->errlen - (size_t)k, fmt, ap);
-            va_end(ap);
-        }
-    }
+    pbl__errf(r->err, r->errlen, PBL_ERR_FORMAT, "%s:%ld: ", r->path, (long)r->line);
+    va_list ap;
+    va_start(ap, fmt);
+    pbl__verrf_append(r->err, r->errlen, PBL_ERR_FORMAT, fmt, ap);
+    va_end(ap);
     return PBL_ERR_FORMAT;
 }
 
@@ -514,8 +510,7 @@ static pbl_status reader_finish(reader *r, pbl_records_file *out)
 PBL__API pbl_status pbl_records_read_csv(const char *path, const pbl_allocator *al, pbl_records_file *out,
                                          char *err, size_t errlen)
 {
-    if (err && errlen)
-        err[0] = '\0';
+    pbl__errclear(err, errlen);
     if (out)
         memset(out, 0, sizeof *out);
     if (!path || !out)
@@ -662,8 +657,7 @@ static pbl_status check_writable(const pbl_records_file *in, const pbl_assignmen
 PBL__API pbl_status pbl_assignment_write_csv(const char *path, const pbl_records_file *in, const pbl_assignment *a,
                                              char *err, size_t errlen)
 {
-    if (err && errlen)
-        err[0] = '\0';
+    pbl__errclear(err, errlen);
     if (!path || !in || !a || in->n < 0 || (in->n > 0 && (!in->records || !a->offset)))
         return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "write assignment: NULL or negative arguments");
     if (a->n_records != in->n)

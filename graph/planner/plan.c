@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph/base/errmsg.h"
 #include "graph/planner/plan_internal.h"
 
 typedef struct strategy {
@@ -155,10 +156,8 @@ static pbl_status check_records(const pbl_usage_record *r, int32_t n, char *err,
                         : r[i].first < 0 ? "first must not be negative"
                         : r[i].last <= r[i].first ? "last must be greater than first" : NULL;
         if (why) {
-            if (err && errlen)
-                snprintf(err, errlen, "record %d (size %lld, [%lld, %lld)): %s", (int)i, (long long)r[i].size,
-                         (long long)r[i].first, (long long)r[i].last, why);
-            return PBL_ERR_INVALID_ARG;
+            return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "record %d (size %lld, [%lld, %lld)): %s", (int)i,
+                             (long long)r[i].size, (long long)r[i].first, (long long)r[i].last, why);
         }
     }
     return PBL_OK;
@@ -236,10 +235,8 @@ static pbl_status plan_best(const pbl__plan_in *in, pbl_assignment *out, char *e
         }
     }
     if (!have) {
-        if (err && errlen)
-            snprintf(err, errlen, "no strategy produced a verified assignment%s",
-                     in->opt.capacity ? " within the capacity" : "");
-        return last_error != PBL_OK ? last_error : PBL_ERR_INVALID_ARG;
+        return pbl__errf(err, errlen, last_error != PBL_OK ? last_error : PBL_ERR_INVALID_ARG,
+                         "no strategy produced a verified assignment%s", in->opt.capacity ? " within the capacity" : "");
     }
     *out = best;
     return PBL_OK;
@@ -248,12 +245,9 @@ static pbl_status plan_best(const pbl__plan_in *in, pbl_assignment *out, char *e
 PBL__API pbl_status pbl_plan_records(const pbl_usage_record *r, int32_t n, const char *name,
                                      const pbl_plan_options *opt, pbl_assignment *out, char *err, size_t errlen)
 {
-    if (err && errlen)
-        err[0] = '\0';
+    pbl__errclear(err, errlen);
     if (!out || n < 0 || (n > 0 && !r) || !name) {
-        if (err && errlen)
-            snprintf(err, errlen, "plan: bad arguments");
-        return PBL_ERR_INVALID_ARG;
+        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "plan: bad arguments");
     }
     memset(out, 0, sizeof *out);
     pbl__plan_in in = { .r = r, .n = n, .opt = opt ? *opt : pbl_plan_options_default() };
@@ -262,9 +256,7 @@ PBL__API pbl_status pbl_plan_records(const pbl_usage_record *r, int32_t n, const
     if (in.opt.mxnet_match_range < 1.0)
         in.opt.mxnet_match_range = 16.0;
     if (in.opt.capacity < 0 || in.opt.time_limit < 0) {
-        if (err && errlen)
-            snprintf(err, errlen, "plan: capacity and time limit must not be negative");
-        return PBL_ERR_INVALID_ARG;
+        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "plan: capacity and time limit must not be negative");
     }
     pbl_status s = check_records(r, n, err, errlen);
     if (s != PBL_OK)
@@ -280,9 +272,7 @@ PBL__API pbl_status pbl_plan_records(const pbl_usage_record *r, int32_t n, const
         while (k < N_STRATEGIES && strcmp(strategies[k].name, name) != 0)
             k++;
         if (k == N_STRATEGIES) {
-            if (err && errlen)
-                snprintf(err, errlen, "unknown strategy '%s'", name);
-            return PBL_ERR_NOT_FOUND;
+            return pbl__errf(err, errlen, PBL_ERR_NOT_FOUND, "unknown strategy '%s'", name);
         }
         s = strategies[k].fn(&in, &a);
         if (s != PBL_OK && err && errlen && !err[0])

@@ -24,8 +24,7 @@ static int cmp_vevent(const void *a, const void *b)
 PBL__API pbl_status pbl_plan_verify(const pbl_usage_record *r, int32_t n, const pbl_assignment *a, int64_t align,
                                     int64_t capacity, char *err, size_t errlen)
 {
-    if (err && errlen)
-        err[0] = '\0';
+    pbl__errclear(err, errlen);
     if (!a || n < 0 || (n > 0 && (!r || !a->offset)) || a->n_records != n)
         return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "verify: the assignment does not match the %d records", (int)n);
     if (align <= 0)

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "graph/base/errmsg.h"
 #include "graph/liveness/liveness_internal.h"
 #include "graph/streams/stream_internal.h"
 #include "graph/ir/registry.h"
@@ -161,20 +162,15 @@ PBL__API pbl_status pbl_graph_stream_liveness(const pbl_graph *g, const pbl_stre
                                               size_t errlen)
 {
     char why[256] = "";
-    if (err && errlen)
-        err[0] = '\0';
+    pbl__errclear(err, errlen);
     if (!g || !sp || !out) {
-        if (err && errlen)
-            snprintf(err, errlen, "stream liveness: no %s", !g ? "graph" : !sp ? "stream plan" : "output");
-        return PBL_ERR_INVALID_ARG;
+        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "stream liveness: no %s", !g ? "graph" : !sp ? "stream plan" : "output");
     }
     memset(out, 0, sizeof *out);
     pbl_liveness_options o = opt ? *opt : pbl_liveness_options_default();
     pbl_status s = pbl__stream_plan_shape(sp, why, sizeof why);
     if (s != PBL_OK) {
-        if (err && errlen)
-            snprintf(err, errlen, "%s", why);
-        return s;
+        return pbl__errf(err, errlen, s, "%s", why);
     }
     pbl__mem m;
     pbl__mem_init(&m, o.allocator);
@@ -244,8 +240,7 @@ done:
     if (st.clock)
         pbl__stream_clocks_free(sp, &m, st.clock);
     if (s != PBL_OK) {
-        if (err && errlen)
-            snprintf(err, errlen, "%s", why);
+        pbl__errf(err, errlen, s, "%s", why);
         pbl_stream_records_free(out);
     }
     return s;

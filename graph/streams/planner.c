@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph/base/errmsg.h"
 #include "graph/planner/plan_internal.h"
 #include "graph/streams/stream_internal.h"
 
@@ -466,8 +467,7 @@ pbl_status pbl__stream_plan_records(pbl_stream_plan *sp, const pbl_stream_record
     char why[512] = "";
     if (n_added)
         *n_added = 0;
-    if (err && errlen)
-        err[0] = '\0';
+    pbl__errclear(err, errlen);
     if (out)
         memset(out, 0, sizeof *out);
     pbl_stream_storage_options o = opt ? *opt : pbl_stream_storage_options_default();
@@ -489,9 +489,7 @@ pbl_status pbl__stream_plan_records(pbl_stream_plan *sp, const pbl_stream_record
             }
     }
     if (s != PBL_OK) {
-        if (err && errlen)
-            snprintf(err, errlen, "%s", why[0] ? why : "stream planning: no records or no output");
-        return s;
+        return pbl__errf(err, errlen, s, "%s", why[0] ? why : "stream planning: no records or no output");
     }
     /* sp's allocator: hb_events reallocates sp's waits */
     pbl__mem m;
@@ -515,7 +513,7 @@ pbl_status pbl__stream_plan_records(pbl_stream_plan *sp, const pbl_stream_record
         if (s != PBL_OK)
             pbl_assignment_free(out);
     }
-    if (s != PBL_OK && err && errlen)
-        snprintf(err, errlen, "%s: %s", pbl_stream_strategy_name(o.strategy), why);
+    if (s != PBL_OK)
+        pbl__errf(err, errlen, s, "%s: %s", pbl_stream_strategy_name(o.strategy), why);
     return s;
 }

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "graph/base/errmsg.h"
 #include "graph/ir/graph_internal.h"
 #include "graph/streams/stream_internal.h"
 
@@ -21,12 +22,9 @@ PBL__API pbl_status pbl_graph_stream_storage(const pbl_graph *g, pbl_stream_plan
                                              const pbl_stream_storage_options *opt, pbl_stream_storage *out,
                                              char *err, size_t errlen)
 {
-    if (err && errlen)
-        err[0] = '\0';
+    pbl__errclear(err, errlen);
     if (!out || !g || !sp) {
-        if (err && errlen)
-            snprintf(err, errlen, "stream storage: no %s", !g ? "graph" : !sp ? "stream plan" : "output");
-        return PBL_ERR_INVALID_ARG;
+        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "stream storage: no %s", !g ? "graph" : !sp ? "stream plan" : "output");
     }
     memset(out, 0, sizeof *out);
     pbl_stream_storage_options o = opt ? *opt : pbl_stream_storage_options_default();
@@ -42,11 +40,11 @@ PBL__API pbl_status pbl_graph_stream_storage(const pbl_graph *g, pbl_stream_plan
     int32_t ra = -1, rb = -1;
     s = pbl__stream_plan_records(sp, &out->live, &o, &out->plan, &out->n_added_waits, &ra, &rb, why, sizeof why);
     if (s != PBL_OK) {
-        if (err && errlen && ra >= 0 && rb >= 0)
-            snprintf(err, errlen, "stream storage: values '%s' and '%s': %s",
-                     value_name(g, out->live.record_value[ra]), value_name(g, out->live.record_value[rb]), why);
-        else if (err && errlen)
-            snprintf(err, errlen, "stream storage: %s", why);
+        if (ra >= 0 && rb >= 0)
+            pbl__errf(err, errlen, s, "stream storage: values '%s' and '%s': %s",
+                      value_name(g, out->live.record_value[ra]), value_name(g, out->live.record_value[rb]), why);
+        else
+            pbl__errf(err, errlen, s, "stream storage: %s", why);
         pbl_stream_storage_free(out);
     }
     return s;

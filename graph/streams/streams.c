@@ -15,6 +15,7 @@
 
 #include <igraph.h>
 
+#include "graph/base/errmsg.h"
 #include "graph/base/igraph_lock.h"
 #include "graph/ir/schedule.h"
 #include "graph/streams/stream_internal.h"
@@ -205,25 +206,18 @@ PBL__API pbl_status pbl_graph_streams(const pbl_graph *g, const pbl_stream_optio
                                       char *err, size_t errlen)
 {
     char why[256] = "";
-    if (err && errlen)
-        err[0] = '\0';
+    pbl__errclear(err, errlen);
     if (!g || !out) {
-        if (err && errlen)
-            snprintf(err, errlen, "streams: no %s", g ? "output" : "graph");
-        return PBL_ERR_INVALID_ARG;
+        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "streams: no %s", g ? "output" : "graph");
     }
     memset(out, 0, sizeof *out);
     pbl_stream_options o = opt ? *opt : pbl_stream_options_default();
     if (o.n_streams < 1 || o.n_streams > PBL_MAX_STREAMS) {
-        if (err && errlen)
-            snprintf(err, errlen, "streams: n_streams is %d, not in 1..%d", (int)o.n_streams, PBL_MAX_STREAMS);
-        return PBL_ERR_INVALID_ARG;
+        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "streams: n_streams is %d, not in 1..%d", (int)o.n_streams, PBL_MAX_STREAMS);
     }
     pbl_status s = pbl_graph_validate((pbl_graph *)g); /* writes only the graph's message */
     if (s != PBL_OK) {
-        if (err && errlen)
-            snprintf(err, errlen, "%s", pbl_graph_errmsg(g));
-        return s;
+        return pbl__errf(err, errlen, s, "%s", pbl_graph_errmsg(g));
     }
     pbl__mem m;
     pbl__mem_init(&m, o.allocator);
@@ -268,8 +262,7 @@ done:
     if (sd.start)
         step_deps_free(&sd, n, &m);
     if (s != PBL_OK) {
-        if (err && errlen)
-            snprintf(err, errlen, "%s", why);
+        pbl__errf(err, errlen, s, "%s", why);
         pbl_stream_plan_free(out);
     }
     return s;
@@ -280,9 +273,7 @@ PBL__API pbl_status pbl_stream_plan_check(const pbl_graph *g, const pbl_stream_p
     char why[256] = "";
     pbl_status s = pbl__stream_plan_shape(sp, why, sizeof why);
     if (s != PBL_OK || !g) {
-        if (err && errlen)
-            snprintf(err, errlen, "%s", why);
-        return s;
+        return pbl__errf(err, errlen, s, "%s", why);
     }
     pbl__mem m;
     pbl__mem_init(&m, sp->allocator);
@@ -343,7 +334,7 @@ done:
     pbl__stream_clocks_free(sp, &m, clock);
     if (sd.start)
         step_deps_free(&sd, sp->n_steps, &m);
-    if (s != PBL_OK && err && errlen)
-        snprintf(err, errlen, "%s", why);
+    if (s != PBL_OK)
+        pbl__errf(err, errlen, s, "%s", why);
     return s;
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph/base/errmsg.h"
 #include "graph/streams/stream_internal.h"
 
 typedef struct by_off {
@@ -141,8 +142,8 @@ free:
     if (clock)
         pbl__stream_clocks_free(sp, &m, clock);
 say:
-    if (s != PBL_OK && err && errlen)
-        snprintf(err, errlen, "%s", why);
+    if (s != PBL_OK)
+        pbl__errf(err, errlen, s, "%s", why);
     return s;
 }
 
