@@ -6,11 +6,39 @@
  * route memory to its own pool, cap it, or — in tests — fail the Nth allocation and check
  * that the call returns PBL_ERR_NOMEM and leaks nothing.
  *
- *     static void *my_alloc(void *user, size_t n) { return n < LIMIT ? malloc(n) : NULL; }
- *     static void  my_free(void *user, void *p, size_t n) { free(p); }
- *     pbl_allocator a = { my_alloc, my_free, NULL };
- *     pbl_graph_options o = pbl_graph_options_default();
- *     o.allocator = &a;
+ *     #include <pebble/pebble.h>
+ *     #include <stdlib.h>
+ *
+ *     typedef struct pool { size_t used, cap; } pool;
+ *
+ *     static void *pool_alloc(void *user, size_t n)
+ *     {
+ *         pool *p = user;
+ *         if (n > p->cap - p->used)
+ *             return NULL;                        // the call fails with PBL_ERR_NOMEM
+ *         p->used += n;
+ *         return malloc(n);
+ *     }
+ *     static void pool_free(void *user, void *ptr, size_t n)
+ *     {
+ *         ((pool *)user)->used -= n;              // n: the size alloc was asked for
+ *         free(ptr);
+ *     }
+ *
+ *     int main(void)
+ *     {
+ *         pool p = { 0, 1 << 20 };                // at most 1 MiB
+ *         pbl_allocator a = { pool_alloc, pool_free, &p };
+ *         pbl_graph_options o = pbl_graph_options_default();
+ *         o.allocator = &a;
+ *         pbl_graph *g;
+ *         if (pbl_graph_create(&g, &o) != PBL_OK)
+ *             return 1;
+ *         pbl_input(g, "x", PBL_SHAPE(4, 1));
+ *         pbl_graph_destroy(g);
+ *         // p.used == 0
+ *         return 0;
+ *     }
  *
  * The allocator struct must outlive every handle created with it. `alloc` returns memory
  * aligned at least as malloc's, or NULL; `free` gets the same size that was asked for.

@@ -14,6 +14,7 @@
  * adam), creating the optimizer state it needs as PBL_VALUE_STATE variables, so one run of
  * the graph is one whole training step.
  *
+ *     // given pbl_graph *g; pbl_value loss, w1, b1, w2, b2;
  *     pbl_value params[] = { w1, b1, w2, b2 }, grads[4];
  *     pbl_graph_gradient(g, loss, params, 4, grads);
  *     pbl_optimizer_options o = pbl_optimizer_options_default(PBL_OPTIM_ADAM);

@@ -23,11 +23,15 @@
  *     char err[256];
  *     pbl_bfc_options o = pbl_bfc_options_default();
  *     o.limit = 64u << 20;
- *     if (pbl_bfc_create(&b, &o, err, sizeof err) != PBL_OK) ...
+ *     if (pbl_bfc_create(&b, &o, err, sizeof err) != PBL_OK) {
+ *         fprintf(stderr, "%s\n", err);
+ *         return 1;
+ *     }
  *     void *p;
  *     if (pbl_bfc_alloc(b, 1000, &p) != PBL_OK)            // 1024 bytes of a region
  *         fprintf(stderr, "%s\n", pbl_bfc_errmsg(b));      // names the request, largest free
- *     pbl_bfc_free(b, p);
+ *     else
+ *         pbl_bfc_free(b, p);
  *     pbl_bfc_dump(b, stdout);                              // memory map, bins, counters
  *     pbl_bfc_destroy(b);                                   // regions back to the sub-allocator
  *

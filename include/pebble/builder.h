@@ -7,6 +7,7 @@
  * pbl_graph_build_reset), so the first error is the one reported. A model can be written
  * straight through and checked once, as with cairo's sticky errors:
  *
+ *     // given pbl_graph *g; pbl_value x, y, w1, b1, w2, b2;
  *     pbl_value h = pbl_relu(g, pbl_fully_connected(g, x, w1, b1));
  *     pbl_value logits = pbl_fully_connected(g, h, w2, b2);
  *     pbl_value loss = pbl_softmax_cross_entropy(g, logits, y);

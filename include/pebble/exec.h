@@ -7,14 +7,22 @@
  * storage written with pbl_exec_write. State variables start zero-filled. Node outputs live
  * in executor storage and are read back with pbl_exec_read.
  *
+ *     // given pbl_graph *g; pbl_value x, y, w1, loss; float w1_data[256 * 784];
+ *     // given const float *batch; const int32_t *labels; size_t batch_bytes, label_bytes;
  *     pbl_exec *e;
+ *     char err[256];
  *     pbl_exec_options o = pbl_exec_options_default();
- *     if (pbl_exec_create(&e, g, &o) != PBL_OK) ...
+ *     if (pbl_exec_create(&e, g, &o, err, sizeof err) != PBL_OK) {
+ *         fprintf(stderr, "%s\n", err);
+ *         return 1;
+ *     }
  *     pbl_exec_bind(e, w1, w1_data, sizeof w1_data);      // parameters: caller-owned
- *     for (...) {
+ *     for (int step = 0; step < 100; step++) {
  *         pbl_exec_write(e, x, batch, batch_bytes);         // inputs: copied in
  *         pbl_exec_write(e, y, labels, label_bytes);
- *         pbl_exec_run(e);                                  // forward, backward, update
+ *         if (pbl_exec_run(e) != PBL_OK)                    // forward, backward, update
+ *             fprintf(stderr, "%s\n", pbl_exec_errmsg(e));
+ *         float l;
  *         pbl_exec_read(e, loss, &l, sizeof l);
  *     }
  *     pbl_exec_destroy(e);

@@ -56,6 +56,7 @@
  * value keeps its name, so parameters, inputs, outputs and gradients are found in the fused
  * graph by their old names.
  *
+ *     // given pbl_graph *g;
  *     pbl_fuse_options o = pbl_fuse_options_default();
  *     pbl_graph *fused;
  *     pbl_fuse_report r;

@@ -18,7 +18,17 @@
  *         fprintf(stderr, "%s\n", pbl_graph_errmsg(g));
  *     pbl_graph_set_output(g, "logits", y);
  *     ...
+ *     pbl_graph_dump(g, stdout);
  *     pbl_graph_destroy(g);
+ *
+ * prints:
+ *
+ *     graph: 4 values, 1 nodes, 1 outputs
+ *       %0 [64, 784] f32 = input 'x'
+ *       %1 [10, 784] f32 = param 'w'
+ *       %2 [10] f32 = param 'b'
+ *       %3 [64, 10] f32 = fully_connected(%0, %1, %2)  # fc
+ *     output 'logits' = %3
  *
  * pebble/builder.h has one-line helpers per op (pbl_fully_connected(g, x, w, b) ...), and
  * pebble/autodiff.h the gradient pass that appends explicit backward nodes.
@@ -198,8 +208,16 @@ pbl_status pbl_graph_node_attr_float(const pbl_graph *g, pbl_node n, const char 
 pbl_status pbl_graph_node_attr_ints(const pbl_graph *g, pbl_node n, const char *name,
                                     const int64_t **ints, int32_t *n_ints);
 
-/* Writes a readable listing of every variable, node (forward and backward, marked) and
- * output to f: one line each, "%12 = relu(%11)  [128, 256] f32  relu1". */
+/* Writes a readable listing of g to f, one line each: a header "graph: V values, N nodes,
+ * O outputs"; every variable, "  %0 [64, 784] f32 = input 'x'" (value id, shape, dtype, kind,
+ * name); every node in node order, "  %3 [64, 10] f32 = fully_connected(%0, %1, %2)  # fc"
+ * (its outputs, comma-separated, = the op and its input ids, the attributes that were set as
+ * name=value, then "# " and the node's name, followed by " (backward)" for a node of the
+ * gradient pass and " (update)" for an optimizer update), with a heading line "backward:",
+ * "update:" or "forward:" wherever the kind changes from the node before (the forward nodes
+ * at the start have none); every output, "output 'logits' = %3". The example at the top of
+ * this file shows a whole listing. Returns PBL_OK, PBL_ERR_INVALID_ARG (g or f NULL) or
+ * PBL_ERR_IO (f reports a write error). */
 pbl_status pbl_graph_dump(const pbl_graph *g, FILE *f);
 
 #ifdef __cplusplus

@@ -9,6 +9,7 @@
  * read a later node's output loads with its nodes in a topological order, so its ids differ;
  * from then on its saves are stable.)
  *
+ *     // given pbl_graph *g;
  *     char err[512];
  *     if (pbl_graph_save_json(g, "mlp.json", err, sizeof err) != PBL_OK)
  *         fprintf(stderr, "%s\n", err);

@@ -13,11 +13,18 @@
  * byte size, and is read by no later step. The two values then share one record, whatever
  * strategy plans the records.
  *
+ *     // given pbl_graph *g;
  *     pbl_graph_records gr;
+ *     pbl_assignment a;
+ *     char err[256];
  *     pbl_liveness_options lo = pbl_liveness_options_default();
- *     pbl_graph_liveness(g, &lo, &gr, err, sizeof err);
- *     pbl_plan_records(gr.records, gr.n_records, "best", NULL, &a, err, sizeof err);
- *     ...
+ *     if (pbl_graph_liveness(g, &lo, &gr, err, sizeof err) != PBL_OK ||
+ *         pbl_plan_records(gr.records, gr.n_records, "best", NULL, &a, err, sizeof err) != PBL_OK) {
+ *         fprintf(stderr, "%s\n", err);
+ *         return 1;
+ *     }
+ *     // value v lives at a.offset[gr.value_record[v]] when gr.value_record[v] >= 0
+ *     pbl_assignment_free(&a);
  *     pbl_graph_records_free(&gr);
  */
 #ifndef PEBBLE_LIVENESS_H

@@ -7,6 +7,7 @@
  * (ONNX's two-way broadcasting, Gemm's alpha/beta/transposes, Softmax's axis and Reshape's 0
  * and -1 are mapped onto pebble's ops), each graph output a graph output of that name.
  *
+ *     // given const char *path;   // an ONNX model file, "mlp.onnx", say
  *     float x[1 * 784] = { 0 };  // the model's graph input "input", f32 [1, 784]
  *     float y[1 * 10];            // its graph output "logits", f32 [1, 10]
  *     char err[1024];
@@ -15,7 +16,7 @@
  *     pbl_exec *e = NULL;
  *     pbl_onnx_options o = pbl_onnx_options_default();
  *     o.weights = &w;
- *     pbl_status s = pbl_graph_load_onnx(&g, "mlp.onnx", &o, err, sizeof err);
+ *     pbl_status s = pbl_graph_load_onnx(&g, path, &o, err, sizeof err);
  *     if (s == PBL_OK)
  *         s = pbl_exec_create(&e, g, NULL, err, sizeof err);
  *     if (s == PBL_OK)

@@ -11,11 +11,16 @@
  *   plan.h      the memory planner's core: usage records in, arena offsets out
  *   plan_io.h   records and assignments as CSV (MiniMalloc's format)
  *   liveness.h  from a graph to usage records
+ *   streams.h   several streams: colouring, race-free (happens-before) memory planning
  *   bfc.h       a best-fit-with-coalescing memory pool for dynamic mode
  *   json.h      graphs saved and loaded as JSON
  *   onnx.h      ONNX models as graphs, ONNX tensor files
  *   viz.h       every strategy's plan and the live-bytes curve, as data and JSON, for pictures
  *   recompute.h static recomputation: drop forward values, compute them again in backward
+ *   fuse.h      operator fusion: dense layers and element-wise chains as single nodes
+ *
+ * The example at the top of each header is compiled and linked by the test suite, and run
+ * when it is a whole program or assumes nothing (test/doc_examples.sh: how they are written).
  */
 #ifndef PEBBLE_PEBBLE_H
 #define PEBBLE_PEBBLE_H

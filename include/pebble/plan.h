@@ -16,6 +16,10 @@
  *         pbl_assignment_free(&a);
  *     }
  *
+ * prints:
+ *
+ *     arena 72, lower bound 72
+ *
  * This part of pebble depends on nothing else in the tree: records in, offsets out.
  * Everything here is thread-safe on distinct data.
  */

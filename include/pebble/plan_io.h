@@ -11,9 +11,10 @@
  * interval [lower, upper) (a pbl_usage_record's first and last), `size` is its bytes. An
  * assignment file adds an `offset` column: the record's offset in the arena.
  *
+ *     // given const char *path;               // "input.12.csv", say
  *     pbl_records_file f;
  *     char err[512];
- *     if (pbl_records_read_csv("input.12.csv", NULL, &f, err, sizeof err) != PBL_OK) {
+ *     if (pbl_records_read_csv(path, NULL, &f, err, sizeof err) != PBL_OK) {
  *         fprintf(stderr, "%s\n", err);           // "input.12.csv:4: size must be positive (got 0)"
  *         return 1;
  *     }

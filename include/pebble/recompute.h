@@ -44,6 +44,7 @@
  * that is not a graph output (those live to the end anyway). Any forward value that is not
  * kept and that a recomputation needs is recomputed as well (a relu's input, say).
  *
+ *     // given pbl_graph *g;
  *     pbl_recompute_options o = pbl_recompute_options_default();
  *     o.method = PBL_RECOMPUTE_BUDGET;
  *     o.budget = 64 << 20;                           // planned arena bytes

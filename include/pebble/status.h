@@ -5,6 +5,7 @@
  * The handle the call was made on keeps a message naming what failed and where
  * (pbl_graph_errmsg(), pbl_exec_errmsg()).
  *
+ *     // given pbl_graph *g;
  *     pbl_status s = pbl_graph_validate(g);
  *     if (s != PBL_OK)
  *         fprintf(stderr, "%s: %s\n", pbl_status_str(s), pbl_graph_errmsg(g));

@@ -19,10 +19,15 @@
  * With one stream all of this reduces to the interval rule and the records and arena of
  * pbl_graph_liveness + pbl_plan_records.
  *
+ *     // given pbl_graph *g;
+ *     char err[256];
  *     pbl_stream_options so = pbl_stream_options_default();
  *     so.n_streams = 4;
  *     pbl_stream_plan sp;
- *     if (pbl_graph_streams(g, &so, &sp, err, sizeof err) != PBL_OK) ...
+ *     if (pbl_graph_streams(g, &so, &sp, err, sizeof err) != PBL_OK) {
+ *         fprintf(stderr, "%s\n", err);
+ *         return 1;
+ *     }
  *     pbl_stream_storage_options o = pbl_stream_storage_options_default();
  *     o.strategy = PBL_STREAM_STRATEGY_HB_EVENTS;
  *     pbl_stream_storage st;

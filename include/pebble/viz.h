@@ -11,7 +11,9 @@
  * their shape, producer and consumers, and the node at each step. That object is what
  * `pebble viz --html` embeds in its page.
  *
+ *     // given const pbl_usage_record *r; int32_t n;
  *     pbl_viz_plan p;
+ *     char err[256];
  *     pbl_viz_options o = pbl_viz_options_default();
  *     if (pbl_viz_plan_records(r, n, &o, &p, err, sizeof err) == PBL_OK) {
  *         printf("%s packs into %lld bytes\n", p.strategies[p.best].name,
