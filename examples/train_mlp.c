@@ -659,10 +659,13 @@ int main(int argc, char **argv)
         printf("memory plan of one training step (%d nodes):\n", st.nodes);
         pbl_exec_dump_plan(train_net.e, stdout);
     }
-    printf("memory: arena %" PRIu64 " bytes (%s), naive %" PRIu64 " (%.2fx), lower bound %" PRIu64
-           " (%.3fx); %d values share in place\n",
+    /* naive: the `naive` strategy on the same records (what `pebble plan --strategy naive`
+     * prints); unshared: every value its own bytes, in place or not (pebble/exec.h) */
+    printf("memory: arena %" PRIu64 " bytes (%s), naive %" PRIu64 " (%.2fx), unshared %" PRIu64
+           " (%.2fx), lower bound %" PRIu64 " (%.3fx); %d values share in place\n",
            st.arena_bytes, st.strategy, st.naive_bytes, (double)st.naive_bytes / (double)st.arena_bytes,
-           st.lower_bound, (double)st.arena_bytes / (double)st.lower_bound, st.inplace);
+           st.unshared_bytes, (double)st.unshared_bytes / (double)st.arena_bytes, st.lower_bound,
+           (double)st.arena_bytes / (double)st.lower_bound, st.inplace);
     fflush(stdout);
 
     if (o.load && pbl_exec_load(train_net.e, o.load) != PBL_OK) {

@@ -677,6 +677,7 @@ PBL__API pbl_status pbl_exec_stats_get(const pbl_exec *e, pbl_exec_stats *out)
     *out = (pbl_exec_stats){ .nodes = e->n_steps, .arena_bytes = e->st.arena_bytes,
                              .variable_bytes = e->st.variable_bytes, .host_bytes = e->mem.live,
                              .host_peak = e->mem.peak, .naive_bytes = e->st.naive_bytes,
+                             .unshared_bytes = e->st.unshared_bytes,
                              .lower_bound = e->st.lower_bound, .records = e->st.live.n_records,
                              .inplace = e->st.live.n_inplace, .strategy = e->st.strategy,
                              .streams = e->n_streams, .waits = e->sync.n_waits };
@@ -748,8 +749,9 @@ PBL__API pbl_status pbl_exec_dump_plan(const pbl_exec *e, FILE *f)
                 fprintf(f, " <- %s", g->values[v].name);
         fputc('\n', f);
     }
-    fprintf(f, "arena %llu bytes (%s), naive %llu, lower bound %llu; %d records, %d in place, %d steps\n",
+    fprintf(f, "arena %llu bytes (%s), naive %llu, unshared %llu, lower bound %llu; %d records, %d in place, %d steps\n",
             (unsigned long long)e->st.arena_bytes, e->st.strategy, (unsigned long long)e->st.naive_bytes,
+            (unsigned long long)e->st.unshared_bytes,
             (unsigned long long)e->st.lower_bound, (int)nr, (int)lv->n_inplace, (int)lv->n_steps);
     pbl__mem_free(&m, idx, (size_t)(nr ? nr : 1) * sizeof *idx);
     return ferror(f) ? PBL_ERR_IO : PBL_OK;

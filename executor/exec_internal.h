@@ -19,7 +19,7 @@ const pbl_allocator *pbl__exec_allocator(const pbl_exec *e);
 
 /* pbl_exec_create with each node's stream given: stream_of_node[node] in [0, n_streams) for
  * every node the schedule runs. The cross-stream waits come from the graph's dependencies.
- * Several streams need PBL_STORAGE_NAIVE (the serial plan would share bytes between steps
+ * Several streams need PBL_STORAGE_UNSHARED (the serial plan would share bytes between steps
  * that may now run at the same time): PBL_ERR_UNSUPPORTED otherwise. For tests of the stream
  * runtime with any assignment. */
 pbl_status pbl__exec_create_assigned(pbl_exec **out, const pbl_graph *g, const pbl_exec_options *opt,

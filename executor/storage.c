@@ -48,14 +48,14 @@ static void place_values(const pbl_graph *g, pbl__storage *s, int planned, int d
             if (r >= 0 && dynamic) {
                 s->place[v] = PBL__PLACE_DYNAMIC;
                 s->kept[v] = s->live.records[r].last == s->live.n_steps;
-                s->naive_bytes = align_up(s->naive_bytes + pbl__meta_bytes(&g->values[v].meta));
+                s->unshared_bytes = align_up(s->unshared_bytes + pbl__meta_bytes(&g->values[v].meta));
                 continue;
             }
             if (r >= 0) {
                 s->place[v] = PBL__PLACE_ARENA;
                 s->offset[v] = (uint64_t)s->plan.offset[r];
                 s->kept[v] = !planned || s->live.records[r].last == s->live.n_steps;
-                s->naive_bytes = align_up(s->naive_bytes + pbl__meta_bytes(&g->values[v].meta));
+                s->unshared_bytes = align_up(s->unshared_bytes + pbl__meta_bytes(&g->values[v].meta));
                 continue;
             }
             /* unplanned node output: an update writing a variable in place */
@@ -199,7 +199,7 @@ pbl_status pbl__storage_plan(const pbl_graph *g, const pbl_exec_options *o, int3
 {
     memset(s, 0, sizeof *s);
     int planned = o->storage == PBL_STORAGE_PLANNED, dynamic = o->storage == PBL_STORAGE_DYNAMIC;
-    if (!planned && !dynamic && o->storage != PBL_STORAGE_NAIVE) {
+    if (!planned && !dynamic && o->storage != PBL_STORAGE_UNSHARED) {
         snprintf(err, errlen, "storage mode %d is not supported", (int)o->storage);
         return PBL_ERR_INVALID_ARG;
     }
@@ -245,6 +245,22 @@ pbl_status pbl__storage_plan(const pbl_graph *g, const pbl_exec_options *o, int3
     }
     int64_t lb = pbl_records_lower_bound(s->live.records, s->live.n_records);
     s->lower_bound = lb > 0 ? (uint64_t)lb : 0;
+    /* the baseline under its one definition: the naive strategy on these very records, so it
+     * is what `pebble plan --strategy naive` prints for the graph (place_values sums the
+     * other baseline, every value apart: unshared_bytes) */
+    pbl_assignment naive;
+    pbl_plan_options po = pbl_plan_options_default();
+    po.allocator = o->allocator;
+    po.align = PBL__ALIGN;
+    char why[256] = "";
+    st = pbl_plan_records(s->live.records, s->live.n_records, "naive", &po, &naive, why, sizeof why);
+    if (st != PBL_OK) {
+        snprintf(err, errlen, "the naive baseline of the storage plan: %s", why);
+        pbl__storage_free(s, m);
+        return st;
+    }
+    s->naive_bytes = (uint64_t)naive.arena;
+    pbl_assignment_free(&naive);
     s->arena_bytes = (uint64_t)s->plan.arena;
     s->n_values = g->n_values;
     size_t nv = (size_t)(g->n_values ? g->n_values : 1);

@@ -2,7 +2,7 @@
  * The storage step: where every value of the schedule lives. The executor asks it once, then
  * binds addresses. It runs liveness (graph -> usage records and the schedule), plans the
  * records with a strategy of the planner core, verifies the result, and gives every value a
- * place. PBL_STORAGE_NAIVE is the `naive` strategy without in-place sharing. PBL_STORAGE_DYNAMIC
+ * place. PBL_STORAGE_UNSHARED is the `naive` strategy without in-place sharing. PBL_STORAGE_DYNAMIC
  * takes no in-place offers and plans nothing: node outputs are placed in the dynamic pool.
  *
  * On several streams (pebble/streams.h) it colours the schedule into streams (or takes a
@@ -31,11 +31,12 @@ typedef struct pbl__storage {
     uint8_t          *place;        /* per value: pbl__place */
     uint64_t         *offset;       /* per value: bytes into the arena or the variable region */
     pbl_value        *alias;        /* per value: the variable whose storage it shares (ALIAS) */
-    int32_t          *kept;         /* per value: readable after a run (variables, outputs, naive mode) */
+    int32_t          *kept;         /* per value: readable after a run (variables, outputs, unshared mode) */
     int32_t           n_values;
     uint64_t          arena_bytes;
     uint64_t          variable_bytes;
-    uint64_t          naive_bytes;
+    uint64_t          naive_bytes;    /* the `naive` strategy on live's records */
+    uint64_t          unshared_bytes; /* every planner-owned node output its own bytes */
     uint64_t          lower_bound;
     const char       *strategy;     /* static string */
     pbl_graph_records live;         /* records, their values, the schedule (a view of sr and sp

@@ -1,7 +1,7 @@
 /*
  * same_training.h: training a graph and its rewrite (fused, recomputed, ...) side by side and
  * requiring the same bits after every step — the loss and parameters with planned storage,
- * and the gradients too with naive storage (where no bytes are reused, so they stay readable).
+ * and the gradients too with unshared storage (where no bytes are reused, so they stay readable).
  * Shared by test_fuse.c and test_recompute.c. Include after cmocka.h.
  */
 #ifndef PBL_TEST_SAME_TRAINING_H
@@ -26,7 +26,7 @@ static uint64_t rng_next(uint64_t *s)
 static float uniform(uint64_t *s) { return (float)((double)(rng_next(s) >> 40) / (double)(1ull << 24)) * 2 - 1; }
 
 /* The variables a training run binds, and what the test compares after a step: the loss and
- * the gradients (every update's second input; readable after a run with naive storage only,
+ * the gradients (every update's second input; readable after a run with unshared storage only,
  * where no bytes are reused). */
 typedef struct run {
     pbl_graph *g;
@@ -86,7 +86,7 @@ static void run_open(run *r, pbl_graph *g, pbl_storage_mode storage, uint64_t se
     }
     r->grads[r->n_grads] = pbl_graph_output(g, "loss");
     r->grad_bytes[r->n_grads++] = sizeof(float);
-    for (pbl_node n = 0; n < pbl_graph_node_count(g) && storage == PBL_STORAGE_NAIVE; n++) {
+    for (pbl_node n = 0; n < pbl_graph_node_count(g) && storage == PBL_STORAGE_UNSHARED; n++) {
         pbl_node_info ni;
         assert_int_equal(pbl_graph_node_info(g, n, &ni), PBL_OK);
         if (strcmp(ni.op, "sgd") && strcmp(ni.op, "sgd_momentum") && strcmp(ni.op, "adam"))
@@ -133,15 +133,15 @@ static int64_t compare(const run *a, const run *b, int step, const char *what)
 }
 
 /* Runs `steps` steps of g and of its rewrite side by side, with planned storage (the loss and
- * the parameters must be the same bits after every step) and with naive storage (so are the
+ * the parameters must be the same bits after every step) and with unshared storage (so are the
  * gradients). */
 static void same_training(pbl_graph *plain, pbl_graph *lean, int steps, const char *what)
 {
     run a, b, c, d;
     run_open(&a, plain, PBL_STORAGE_PLANNED, 7);
     run_open(&b, lean, PBL_STORAGE_PLANNED, 7);
-    run_open(&c, plain, PBL_STORAGE_NAIVE, 7);
-    run_open(&d, lean, PBL_STORAGE_NAIVE, 7);
+    run_open(&c, plain, PBL_STORAGE_UNSHARED, 7);
+    run_open(&d, lean, PBL_STORAGE_UNSHARED, 7);
     assert_true(c.n_grads > 2);
     int64_t compared = 0;
     for (int step = 0; step < steps; step++) {

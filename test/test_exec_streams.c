@@ -1,7 +1,7 @@
 /* The stream runtime: steps spread over several streams (CPU worker threads, events between
  * them) compute exactly the bits one stream computes — on the training MLP and on seeded
  * random graphs, with the colouring of pbl_graph_streams and with random stream assignments,
- * with naive and with happens-before-planned storage, NaN poison on — the waits are the
+ * with unshared and with happens-before-planned storage, NaN poison on — the waits are the
  * fewest the vector clocks allow, and a kernel failing on a worker is a status naming the
  * node, after which the executor runs again. */
 #include <setjmp.h>
@@ -110,7 +110,7 @@ static float *mlp_train(const mlp *m, pbl_exec *e, int steps, size_t *n_out)
 }
 
 /* 1, 2 and 4 streams — coloured by pbl_graph_streams, and each node on a seeded random stream
- * — give the bits of one stream with serial planned storage, for naive and happens-before
+ * — give the bits of one stream with serial planned storage, for unshared and happens-before
  * planned storage, NaN poison on. */
 static void test_mlp_streams_match(void **state)
 {
@@ -129,7 +129,7 @@ static void test_mlp_streams_match(void **state)
     int32_t nn = pbl_graph_node_count(m.g);
     int32_t *assign = malloc((size_t)nn * sizeof *assign);
     for (int storage = 0; storage < 2; storage++) {
-        o.storage = storage ? PBL_STORAGE_PLANNED : PBL_STORAGE_NAIVE;
+        o.storage = storage ? PBL_STORAGE_PLANNED : PBL_STORAGE_UNSHARED;
         for (int32_t k = 1; k <= 4; k *= 2) {
             for (int trial = -1; trial < 3; trial++) { /* -1: pbl_graph_streams' colouring */
                 rng = 1000u + (uint64_t)(k * 10 + trial);
@@ -143,12 +143,12 @@ static void test_mlp_streams_match(void **state)
                 assert_int_equal(n, n_ref);
                 if (memcmp(got, ref, n * sizeof *got) != 0)
                     print_error("%s, %d streams, trial %d: parameters or losses differ from one stream\n",
-                                storage ? "planned" : "naive", (int)k, trial);
+                                storage ? "planned" : "unshared", (int)k, trial);
                 assert_memory_equal(got, ref, n * sizeof *got);
                 if (trial < 0)
                     printf("  MLP, %d steps, %s storage, %d streams asked: %d used, %d waits, arena %llu bytes "
                            "(serial plan %llu): bit-identical to one stream (and 3 random assignments)\n",
-                           STEPS, storage ? "planned" : "naive", (int)k, (int)st.streams, (int)st.waits,
+                           STEPS, storage ? "planned" : "unshared", (int)k, (int)st.streams, (int)st.waits,
                            (unsigned long long)st.arena_bytes, (unsigned long long)serial.arena_bytes);
                 assert_true(st.streams >= 1 && st.streams <= k);
                 if (storage)
@@ -291,7 +291,7 @@ static float *rgraph_run(const rgraph *r, pbl_exec *e, size_t *n_out)
 }
 
 /* Each graph: one stream with serial planned storage is the reference; 1..4 streams with a
- * random assignment and with the colouring, naive and happens-before planned, poison on. */
+ * random assignment and with the colouring, unshared and happens-before planned, poison on. */
 static void test_random_graphs_match(void **state)
 {
     (void)state;
@@ -313,14 +313,14 @@ static void test_random_graphs_match(void **state)
                 rng = (uint64_t)seed * 31u + (uint64_t)k;
                 for (int32_t i = 0; i < nn; i++)
                     assign[i] = (int32_t)(next() % (uint32_t)k);
-                o.storage = variant & 1 ? PBL_STORAGE_PLANNED : PBL_STORAGE_NAIVE;
+                o.storage = variant & 1 ? PBL_STORAGE_PLANNED : PBL_STORAGE_UNSHARED;
                 o.streams = k;
                 e = make_exec(r.g, &o, k, variant & 2 ? NULL : assign);
                 float *got = rgraph_run(&r, e, &n);
                 assert_int_equal(n, n_ref);
                 if (memcmp(got, ref, n * sizeof *got) != 0)
                     print_error("seed %d, %d streams, %s storage, %s: results differ from one stream\n", seed,
-                                (int)k, variant & 1 ? "planned" : "naive", variant & 2 ? "coloured" : "random");
+                                (int)k, variant & 1 ? "planned" : "unshared", variant & 2 ? "coloured" : "random");
                 assert_memory_equal(got, ref, n * sizeof *got);
                 free(got);
                 pbl_exec_destroy(e);
@@ -331,7 +331,7 @@ static void test_random_graphs_match(void **state)
         free(ref);
         pbl_graph_destroy(r.g);
     }
-    printf("  %d random training graphs x 1..4 streams x {naive, planned} x {random, coloured} = %d runs, each "
+    printf("  %d random training graphs x 1..4 streams x {unshared, planned} x {random, coloured} = %d runs, each "
            "bit-identical to one stream\n", SEEDS, runs);
 }
 
@@ -345,7 +345,7 @@ static void test_kernel_failure_on_a_stream(void **state)
     mlp m;
     mlp_build(&m);
     pbl_exec_options o = pbl_exec_options_default();
-    o.storage = PBL_STORAGE_NAIVE;
+    o.storage = PBL_STORAGE_UNSHARED;
     int32_t nn = pbl_graph_node_count(m.g);
     int32_t *assign = malloc((size_t)nn * sizeof *assign);
     for (int32_t i = 0; i < nn; i++)

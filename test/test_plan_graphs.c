@@ -1,6 +1,6 @@
 /* Property test on seeded random graphs: for every planner strategy, a training step planned
  * into one arena (with NaN poison after each value's last use) computes exactly the bits the
- * naive executor (every value its own bytes) computes. Random graphs mix element-wise ops
+ * unshared executor (every value its own bytes) computes. Random graphs mix element-wise ops
  * that run in place, views, skip connections with long lifetimes, matrix products, several
  * outputs and the backward pass with its aggregation nodes; every plan also passes the
  * verifier inside pbl_exec_create. */
@@ -113,7 +113,7 @@ static float *run(const rgraph *r, const pbl_exec_options *o, size_t *n_floats, 
     char err[256];
     pbl_status s = pbl_exec_create(&e, r->g, o, err, sizeof err);
     if (s != PBL_OK)
-        print_error("exec_create (%s): %s\n", o->strategy ? o->strategy : "naive", err);
+        print_error("exec_create (%s): %s\n", o->strategy ? o->strategy : "unshared", err);
     assert_int_equal(s, PBL_OK);
     size_t total = 0, at = 0;
     for (int32_t i = 0; i < r->n_params; i++) {
@@ -147,7 +147,7 @@ static float *run(const rgraph *r, const pbl_exec_options *o, size_t *n_floats, 
     for (int k = 0; k < STEPS; k++) {
         s = pbl_exec_run(e);
         if (s != PBL_OK)
-            print_error("run (%s): %s\n", o->strategy ? o->strategy : "naive", pbl_exec_errmsg(e));
+            print_error("run (%s): %s\n", o->strategy ? o->strategy : "unshared", pbl_exec_errmsg(e));
         assert_int_equal(s, PBL_OK);
     }
     for (int32_t i = 0; i < r->n_outs; i++) {
@@ -173,15 +173,15 @@ static float *run(const rgraph *r, const pbl_exec_options *o, size_t *n_floats, 
 static void check_seeds(int train, int n_seeds)
 {
     int runs = 0;
-    uint64_t sum_arena = 0, sum_naive = 0, sum_lb = 0;
+    uint64_t sum_arena = 0, sum_unshared = 0, sum_lb = 0;
     for (int seed = 0; seed < n_seeds; seed++) {
         rgraph r;
         build(&r, (uint64_t)seed, 8 + seed % 40, train);
-        pbl_exec_options naive = pbl_exec_options_default();
-        naive.storage = PBL_STORAGE_NAIVE;
+        pbl_exec_options unshared = pbl_exec_options_default();
+        unshared.storage = PBL_STORAGE_UNSHARED;
         size_t n_ref, n;
         pbl_exec_stats ns, ps;
-        float *ref = run(&r, &naive, &n_ref, &ns);
+        float *ref = run(&r, &unshared, &n_ref, &ns);
         for (int32_t k = 0; k < pbl_plan_strategy_count(); k++) {
             pbl_exec_options o = pbl_exec_options_default();
             o.strategy = pbl_plan_strategy_name(k);
@@ -189,12 +189,12 @@ static void check_seeds(int train, int n_seeds)
             float *got = run(&r, &o, &n, &ps);
             assert_int_equal(n, n_ref);
             if (memcmp(got, ref, n * sizeof *got) != 0)
-                print_error("seed %d, strategy %s: results differ from the naive run\n", seed, o.strategy);
+                print_error("seed %d, strategy %s: results differ from the unshared run\n", seed, o.strategy);
             assert_memory_equal(got, ref, n * sizeof *got);
             assert_true(ps.arena_bytes >= ps.lower_bound);
             if (strcmp(o.strategy, "best") == 0) {
                 sum_arena += ps.arena_bytes;
-                sum_naive += ps.naive_bytes;
+                sum_unshared += ps.unshared_bytes;
                 sum_lb += ps.lower_bound;
             }
             free(got);
@@ -203,9 +203,9 @@ static void check_seeds(int train, int n_seeds)
         free(ref);
         pbl_graph_destroy(r.g);
     }
-    printf("  %s: %d graphs x %d strategies = %d planned runs equal to naive; best's arenas total %.3f of "
-           "naive, %.3f of the lower bound\n", train ? "training" : "forward", n_seeds, (int)pbl_plan_strategy_count(),
-           runs, (double)sum_arena / (double)sum_naive, (double)sum_arena / (double)sum_lb);
+    printf("  %s: %d graphs x %d strategies = %d planned runs equal to unshared; best's arenas total %.3f of "
+           "unshared, %.3f of the lower bound\n", train ? "training" : "forward", n_seeds, (int)pbl_plan_strategy_count(),
+           runs, (double)sum_arena / (double)sum_unshared, (double)sum_arena / (double)sum_lb);
 }
 
 static void test_forward_graphs(void **state)

@@ -154,17 +154,17 @@ static void check_training(double dropout, float factor)
 /* 100 steps on the planned arena, for every strategy, with and without NaN poison, end with
  * the same parameter bits as 100 steps with every value in its own bytes. A plan that let two
  * live values share bytes would change the numbers; poison makes reading a dead value NaN. */
-static void test_planned_matches_naive(void **state)
+static void test_planned_matches_unshared(void **state)
 {
     (void)state;
     enum { N_STEPS = 100 };
     static float x[BATCHES][B * D];
     static int32_t y[BATCHES][B];
     make_batches(x, y);
-    pbl_exec_options naive = pbl_exec_options_default();
-    naive.storage = PBL_STORAGE_NAIVE;
+    pbl_exec_options unshared = pbl_exec_options_default();
+    unshared.storage = PBL_STORAGE_UNSHARED;
     mlp ref;
-    mlp_build_with(&ref, 0.2, &naive);
+    mlp_build_with(&ref, 0.2, &unshared);
     for (int s = 0; s < N_STEPS; s++) {
         pbl_exec_write(ref.e, ref.x, x[s % BATCHES], sizeof x[0]);
         pbl_exec_write(ref.e, ref.y, y[s % BATCHES], sizeof y[0]);
@@ -191,7 +191,7 @@ static void test_planned_matches_naive(void **state)
             pbl_exec_stats ps;
             pbl_exec_stats_get(m.e, &ps);
             if (!poison)
-                printf("  %-24s arena %7llu bytes (naive %llu, lower bound %llu, %d in place)\n", o.strategy,
+                printf("  %-24s arena %7llu bytes (unshared %llu, lower bound %llu, %d in place)\n", o.strategy,
                        (unsigned long long)ps.arena_bytes, (unsigned long long)ns.arena_bytes,
                        (unsigned long long)ps.lower_bound, ps.inplace);
             assert_true(ps.arena_bytes <= ns.arena_bytes);
@@ -215,7 +215,7 @@ static void test_planned_matches_naive(void **state)
             checked++;
         }
     }
-    printf("  %d planned runs match the naive run bit for bit\n", checked);
+    printf("  %d planned runs match the unshared run bit for bit\n", checked);
     mlp_free(&ref);
 }
 
@@ -400,7 +400,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_training_lowers_loss_and_repeats),
         cmocka_unit_test(test_training_with_dropout_repeats),
-        cmocka_unit_test(test_planned_matches_naive),
+        cmocka_unit_test(test_planned_matches_unshared),
         cmocka_unit_test(test_update_waits_for_readers),
         cmocka_unit_test(test_update_created_before_reader),
         cmocka_unit_test(test_flush_denormals),

@@ -78,7 +78,11 @@ typedef enum pbl_backend_kind {
 } pbl_backend_kind;
 
 typedef enum pbl_storage_mode {
-    PBL_STORAGE_NAIVE,   /* every node output its own bytes in the arena, no reuse */
+    PBL_STORAGE_UNSHARED, /* every node output its own bytes in the arena: no reuse and no
+                             in-place sharing, so every value stays readable after a run
+                             (the arena is pbl_exec_stats.unshared_bytes) */
+    PBL_STORAGE_NAIVE = PBL_STORAGE_UNSHARED, /* its former name: "naive" now means only the
+                             planner strategy (pebble/plan.h), which shares in place */
     PBL_STORAGE_PLANNED, /* liveness + in-place + a planner strategy: one small arena (default) */
     PBL_STORAGE_DYNAMIC, /* eager: each output allocated from a pool as its node runs and freed
                             after its last reader; with a `budget`, Dynamic Tensor
@@ -172,7 +176,13 @@ typedef struct pbl_exec_stats {
     uint64_t variable_bytes; /* executor storage for unbound variables */
     uint64_t host_bytes;     /* all host memory held through the allocator */
     uint64_t host_peak;
-    uint64_t naive_bytes;    /* the arena if every node output had its own bytes (64-aligned) */
+    uint64_t naive_bytes;    /* the `naive` strategy's arena for these records (pebble/plan.h):
+                                every record its own bytes, values sharing a record in place
+                                counted once; what `pebble plan --strategy naive` prints for
+                                the graph. (Before unshared_bytes existed, this field held
+                                what unshared_bytes holds.) */
+    uint64_t unshared_bytes; /* the arena if every node output had its own bytes (64-aligned),
+                                in place or not: the arena of PBL_STORAGE_UNSHARED */
     uint64_t lower_bound;    /* the most bytes live at one step: no plan of these records is smaller */
     int32_t  records;        /* usage records planned (values sharing in place count once) */
     int32_t  inplace;        /* in-place offers taken */
@@ -194,7 +204,8 @@ typedef struct pbl_exec_stats {
 } pbl_exec_stats;
 
 /* Writes the storage plan: one line per record (offset, bytes, live steps, the values in it),
- * sorted by offset, then the arena beside the naive size and the lower bound. */
+ * sorted by offset, then the arena beside the naive and unshared sizes and the lower bound
+ * ("arena 939072 bytes (best), naive 1344192, unshared 1737408, lower bound 939072; ..."). */
 pbl_status pbl_exec_dump_plan(const pbl_exec *e, FILE *f);
 
 pbl_status pbl_exec_stats_get(const pbl_exec *e, pbl_exec_stats *out);

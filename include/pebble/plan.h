@@ -20,6 +20,14 @@
  *
  *     arena 72, lower bound 72
  *
+ * The baseline is the `naive` strategy: every record its own bytes, one after another (each
+ * offset aligned), so no two records share and the arena is the sum of the sizes. A record is
+ * the planner's unit: for records made from a graph (pebble/liveness.h), values that liveness
+ * let share storage in place (a relu over its input) are one record and count once. The
+ * executor reports this figure as pbl_exec_stats.naive_bytes, beside the other baseline,
+ * unshared_bytes: every node output its own bytes, in place or not (pebble/exec.h). For the
+ * training step of zoo:mlp_train, naive is 1,344,192 bytes and unshared 1,737,408.
+ *
  * This part of pebble depends on nothing else in the tree: records in, offsets out.
  * Everything here is thread-safe on distinct data.
  */

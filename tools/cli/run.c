@@ -345,9 +345,9 @@ int cli_run(int argc, char **argv)
     if (json)
         printf("{\"model\": "), cli_json_string(stdout, model), printf(", \"outputs\": [");
     else
-        printf("model %s: %d nodes, arena %llu bytes (naive %llu, lower bound %llu)\n", model, (int)st.nodes,
-               (unsigned long long)st.arena_bytes, (unsigned long long)st.naive_bytes,
-               (unsigned long long)st.lower_bound);
+        printf("model %s: %d nodes, arena %llu bytes (naive %llu, unshared %llu, lower bound %llu)\n", model,
+               (int)st.nodes, (unsigned long long)st.arena_bytes, (unsigned long long)st.naive_bytes,
+               (unsigned long long)st.unshared_bytes, (unsigned long long)st.lower_bound);
     for (int32_t k = 0; k < pbl_graph_output_count(g); k++) {
         const char *name;
         pbl_value ov;
@@ -435,9 +435,10 @@ int cli_run(int argc, char **argv)
     if (json) {
         printf("], \"threads\": %lld, \"warmup\": %lld, \"repeat\": %lld, \"latency_ms\": {\"mean\": %.6f, \"median\": %.6f, "
                "\"min\": %.6f}, \"setup_ms\": %.3f, \"peak_rss_kib\": %ld, \"peak_rss_source\": \"%s\", \"arena_bytes\": %llu, "
-               "\"nodes\": %d}\n",
+               "\"naive_bytes\": %llu, \"unshared_bytes\": %llu, \"lower_bound\": %llu, \"nodes\": %d}\n",
                (long long)threads, (long long)warmup, (long long)repeat, mean, median, ms[0], t_load, rss, rss_source,
-               (unsigned long long)st.arena_bytes, (int)st.nodes);
+               (unsigned long long)st.arena_bytes, (unsigned long long)st.naive_bytes,
+               (unsigned long long)st.unshared_bytes, (unsigned long long)st.lower_bound, (int)st.nodes);
     } else {
         printf("latency per run over %lld runs (after %lld warm-up): mean %.4f ms, median %.4f ms, min %.4f ms\n",
                (long long)repeat, (long long)warmup, mean, median, ms[0]);
