@@ -138,11 +138,25 @@ static pbl_status conv_grad(pbl__grad_ctx *c)
     return c->status;
 }
 
+/* Every element of the big tensor t meets every weight of its output channel once, a
+ * multiply-add: 2·|t|·|w|/Cout, where t is y for conv2d and dy (input 0) for the gradients,
+ * w the weight (input 1 of conv2d and conv2d_grad_input, the output of conv2d_grad_weight). */
+static void conv_cost_of(const pbl__meta *t, const pbl__meta *w, pbl__cost *out)
+{
+    int64_t cout = w->shape.ndim >= 1 && w->shape.dim[0] > 0 ? w->shape.dim[0] : 1;
+    out->flops = 2 * pbl__cost_numel(t) * (pbl__cost_numel(w) / cout);
+}
+
+static void conv_cost(const pbl__cost_ctx *c, pbl__cost *out) { conv_cost_of(&c->out[0], &c->in[1], out); }
+static void conv_grad_input_cost(const pbl__cost_ctx *c, pbl__cost *out) { conv_cost_of(&c->in[0], &c->in[1], out); }
+static void conv_grad_weight_cost(const pbl__cost_ctx *c, pbl__cost *out) { conv_cost_of(&c->in[0], &c->out[0], out); }
+
 const pbl__op pbl__op_conv2d = {
     .name = "conv2d", .n_in_min = 2, .n_in_max = 3, .n_out = 1,
     .attrs = conv_attrs, .n_attrs = 4,
     .infer = conv_infer, .grad = conv_grad,
     .grad_reads_in = 0x3, /* w for dx, x for dw; b's data is never read */
+    .cost = conv_cost,
     .cpu = pbl__cpu_conv2d,
 };
 
@@ -150,6 +164,7 @@ const pbl__op pbl__op_conv2d_grad_input = {
     .name = "conv2d_grad_input", .n_in_min = 2, .n_in_max = 2, .n_out = 1,
     .attrs = conv_attrs, .n_attrs = 5,
     .infer = conv_grad_input_infer,
+    .cost = conv_grad_input_cost,
     .cpu = pbl__cpu_conv2d_grad_input,
 };
 
@@ -157,5 +172,6 @@ const pbl__op pbl__op_conv2d_grad_weight = {
     .name = "conv2d_grad_weight", .n_in_min = 2, .n_in_max = 2, .n_out = 1,
     .attrs = conv_attrs, .n_attrs = 5,
     .infer = conv_grad_weight_infer,
+    .cost = conv_grad_weight_cost,
     .cpu = pbl__cpu_conv2d_grad_weight,
 };

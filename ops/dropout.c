@@ -28,10 +28,15 @@ static pbl_status dropout_grad(pbl__grad_ctx *c)
     return c->status;
 }
 
+/* per element: the draw (splitmix64's finaliser: three xor-shifts and two multiplies, eight
+ * operations) and the two writes */
+static void dropout_cost(const pbl__cost_ctx *c, pbl__cost *out) { out->flops = 10 * pbl__cost_numel(&c->in[0]); }
+
 const pbl__op pbl__op_dropout = {
     .name = "dropout", .n_in_min = 1, .n_in_max = 1, .n_out = 2,
     .attrs = dropout_attrs, .n_attrs = 2,
     .infer = dropout_infer, .grad = dropout_grad,
     .grad_reads_out = 0x2, /* the mask */
+    .cost = dropout_cost,
     .cpu = pbl__cpu_dropout,
 };

@@ -161,10 +161,17 @@ static pbl_status add_n_grad(pbl__grad_ctx *c)
     return c->status;
 }
 
+/* n − 1 adds per element; with one input a copy, one per element like copy's */
+static void add_n_cost(const pbl__cost_ctx *c, pbl__cost *out)
+{
+    out->flops = pbl__cost_numel(&c->out[0]) * (c->n_in > 1 ? c->n_in - 1 : 1);
+}
+
 const pbl__op pbl__op_add_n = {
     .name = "add_n", .n_in_min = 1, .n_in_max = PBL__MAX_IN, .n_out = 1,
     .infer = add_n_infer, .grad = add_n_grad,
     .inplace = out0_over_in0, .n_inplace = 1,
+    .cost = add_n_cost,
     .cpu = pbl__cpu_add_n,
 };
 

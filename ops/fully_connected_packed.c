@@ -38,9 +38,17 @@ static pbl_status fcp_infer(pbl__infer_ctx *c)
     return PBL_OK;
 }
 
+/* 2·|y|·K: fully_connected's product, K the last dim of x */
+static void fcp_cost(const pbl__cost_ctx *c, pbl__cost *out)
+{
+    const pbl_shape *x = &c->in[0].shape;
+    out->flops = 2 * pbl__cost_numel(&c->out[0]) * (x->ndim >= 1 ? x->dim[x->ndim - 1] : 1);
+}
+
 const pbl__op pbl__op_fully_connected_packed = {
     .name = "fully_connected_packed", .n_in_min = 2, .n_in_max = 3, .n_out = 1,
     .attrs = fcp_attrs, .n_attrs = 1,
     .infer = fcp_infer,
+    .cost = fcp_cost,
     .cpu = pbl__cpu_fully_connected_packed,
 };

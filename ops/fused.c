@@ -61,10 +61,14 @@ static pbl_status fca_infer(pbl__infer_ctx *c)
     return pbl__op_fully_connected.infer(c);
 }
 
+/* fully_connected's product; the bias and the activation ride on its write */
+static void fca_cost(const pbl__cost_ctx *c, pbl__cost *out) { pbl__op_fully_connected.cost(c, out); }
+
 const pbl__op pbl__op_fully_connected_act = {
     .name = "fully_connected_act", .n_in_min = 2, .n_in_max = 3, .n_out = 1,
     .attrs = fca_attrs, .n_attrs = 2,
     .infer = fca_infer,
+    .cost = fca_cost,
     .cpu = pbl__cpu_fully_connected_act,
 };
 
@@ -88,9 +92,17 @@ static pbl_status wb_infer(pbl__infer_ctx *c)
     return PBL_OK;
 }
 
+/* dw = dyᵀ·x: 2·|dw|·N; db: one add per element of dy */
+static void wb_cost(const pbl__cost_ctx *c, pbl__cost *out)
+{
+    const pbl_shape *dy = &c->in[0].shape;
+    out->flops = 2 * pbl__cost_numel(&c->out[0]) * (dy->ndim >= 1 ? dy->dim[0] : 1) + pbl__cost_numel(&c->in[0]);
+}
+
 const pbl__op pbl__op_fully_connected_grad_wb = {
     .name = "fully_connected_grad_wb", .n_in_min = 2, .n_in_max = 2, .n_out = 2,
     .infer = wb_infer,
+    .cost = wb_cost,
     .cpu = pbl__cpu_fully_connected_grad_wb,
 };
 
@@ -124,10 +136,18 @@ static pbl_status mag_infer(pbl__infer_ctx *c)
     return s;
 }
 
+/* matmul's product (the same trans slots) and one operation per element for the gradient */
+static void mag_cost(const pbl__cost_ctx *c, pbl__cost *out)
+{
+    pbl__op_matmul.cost(c, out);
+    out->flops += pbl__cost_numel(&c->out[0]);
+}
+
 const pbl__op pbl__op_matmul_act_grad = {
     .name = "matmul_act_grad", .n_in_min = 3, .n_in_max = 3, .n_out = 1,
     .attrs = mag_attrs, .n_attrs = 3,
     .infer = mag_infer,
+    .cost = mag_cost,
     .cpu = pbl__cpu_matmul_act_grad,
 };
 
@@ -163,11 +183,18 @@ static pbl_status chain_infer(pbl__infer_ctx *c)
     return PBL_OK;
 }
 
+/* one operation per step per element: the unfused maps' sum */
+static void chain_cost(const pbl__cost_ctx *c, pbl__cost *out)
+{
+    out->flops = pbl__cost_numel(&c->out[0]) * (c->attr[0].n_ints > 0 ? c->attr[0].n_ints : 1);
+}
+
 const pbl__op pbl__op_elementwise_chain = {
     .name = "elementwise_chain", .n_in_min = 1, .n_in_max = PBL__MAX_IN, .n_out = 1,
     .attrs = chain_attrs, .n_attrs = 1,
     .infer = chain_infer,
     /* each element of y is written after every input element at its index was read */
     .inplace = out0_over_in0, .n_inplace = 1,
+    .cost = chain_cost,
     .cpu = pbl__cpu_elementwise_chain,
 };

@@ -40,10 +40,18 @@ static pbl_status fc_grad(pbl__grad_ctx *c)
     return c->status;
 }
 
+/* 2·|y|·in: every element of y is a dot product of length in (the bias add rides on it) */
+static void fc_cost(const pbl__cost_ctx *c, pbl__cost *out)
+{
+    const pbl_shape *w = &c->in[1].shape;
+    out->flops = 2 * pbl__cost_numel(&c->out[0]) * (w->ndim >= 2 ? w->dim[1] : 1);
+}
+
 const pbl__op pbl__op_fully_connected = {
     .name = "fully_connected", .n_in_min = 2, .n_in_max = 3, .n_out = 1,
     .infer = fc_infer, .grad = fc_grad,
     .grad_reads_in = 0x3, /* x for dw, w for dx; b's data is never read */
+    .cost = fc_cost,
     .cpu = pbl__cpu_fully_connected,
 };
 
@@ -109,10 +117,23 @@ static pbl_status mm_grad(pbl__grad_ctx *c)
     return c->status;
 }
 
+/* 2·|c|·k, k the inner dim of op(a) [..., m, k] */
+static void mm_cost(const pbl__cost_ctx *c, pbl__cost *out)
+{
+    const pbl_shape *a = &c->in[0].shape;
+    int64_t k = 1;
+    if (a->ndim >= 2)
+        k = c->attr[MM_TRANS_A].i ? a->dim[a->ndim - 2] : a->dim[a->ndim - 1];
+    else if (a->ndim == 1)
+        k = a->dim[0];
+    out->flops = 2 * pbl__cost_numel(&c->out[0]) * k;
+}
+
 const pbl__op pbl__op_matmul = {
     .name = "matmul", .n_in_min = 2, .n_in_max = 2, .n_out = 1,
     .attrs = mm_attrs, .n_attrs = 2,
     .infer = mm_infer, .grad = mm_grad,
     .grad_reads_in = 0x3,
+    .cost = mm_cost,
     .cpu = pbl__cpu_matmul,
 };

@@ -46,10 +46,17 @@ static pbl_status sce_grad(pbl__grad_ctx *c)
     return c->status;
 }
 
+/* softmax's three passes over the logits; picking each row's label is one more per row */
+static void sce_cost(const pbl__cost_ctx *c, pbl__cost *out)
+{
+    out->flops = 3 * pbl__cost_numel(&c->in[0]) + pbl__cost_numel(&c->in[1]);
+}
+
 const pbl__op pbl__op_softmax_cross_entropy = {
     .name = "softmax_cross_entropy", .n_in_min = 2, .n_in_max = 2, .n_out = 1,
     .infer = sce_infer, .grad = sce_grad,
     .grad_reads_in = 0x3, /* the softmax is recomputed from the logits */
+    .cost = sce_cost,
     .cpu = pbl__cpu_softmax_cross_entropy,
 };
 
@@ -107,6 +114,7 @@ static pbl_status mse_grad(pbl__grad_ctx *c)
 const pbl__op pbl__op_mse_loss = {
     .name = "mse_loss", .n_in_min = 2, .n_in_max = 2, .n_out = 1,
     .infer = mse_infer, .grad = mse_grad, .grad_reads_in = 0x3,
+    .cost = pbl__cost_reduce, /* one squared difference summed per element */
     .cpu = pbl__cpu_mse_loss,
 };
 

@@ -128,11 +128,15 @@ static pbl_status layer_norm_grad_infer(pbl__infer_ctx *c) { return norm_grad_in
 static pbl_status batch_norm_grad(pbl__grad_ctx *c) { return norm_grad(c, &batch_kind); }
 static pbl_status layer_norm_grad(pbl__grad_ctx *c) { return norm_grad(c, &layer_kind); }
 
+/* three passes over x: the mean, the variance, the normalised, scaled and shifted output */
+static void norm_cost(const pbl__cost_ctx *c, pbl__cost *out) { out->flops = 3 * pbl__cost_numel(&c->in[0]); }
+
 const pbl__op pbl__op_batch_norm = {
     .name = "batch_norm", .n_in_min = 3, .n_in_max = 3, .n_out = 3,
     .attrs = eps_attr, .n_attrs = 1,
     .infer = batch_norm_infer, .grad = batch_norm_grad,
     .grad_reads_in = 0x3, .grad_reads_out = 0x6, /* x, scale; mean, inv_std (not y, not bias) */
+    .cost = norm_cost,
     .cpu = pbl__cpu_batch_norm,
 };
 
@@ -147,6 +151,7 @@ const pbl__op pbl__op_layer_norm = {
     .attrs = eps_attr, .n_attrs = 1,
     .infer = layer_norm_infer, .grad = layer_norm_grad,
     .grad_reads_in = 0x3, .grad_reads_out = 0x6,
+    .cost = norm_cost,
     .cpu = pbl__cpu_layer_norm,
 };
 

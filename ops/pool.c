@@ -140,11 +140,22 @@ static pbl_status avg_pool_grad(pbl__grad_ctx *c)
     return c->status;
 }
 
+/* one operation per tap of each output's window */
+static void pool_cost(const pbl__cost_ctx *c, pbl__cost *out)
+{
+    const pbl__attr_val *k = &c->attr[PL_KERNEL];
+    int64_t taps = 1;
+    for (int32_t i = 0; i < k->n_ints; i++)
+        taps *= k->ints[i];
+    out->flops = pbl__cost_numel(&c->out[0]) * (k->n_ints == 1 ? taps * taps : taps);
+}
+
 const pbl__op pbl__op_max_pool2d = {
     .name = "max_pool2d", .n_in_min = 1, .n_in_max = 1, .n_out = 1,
     .attrs = pool_attrs, .n_attrs = 4,
     .infer = pool_infer, .grad = max_pool_grad,
     .grad_reads_in = 0x1, .grad_reads_out = 0x1, /* where the max was: x against y */
+    .cost = pool_cost,
     .cpu = pbl__cpu_max_pool2d,
 };
 
@@ -159,6 +170,7 @@ const pbl__op pbl__op_avg_pool2d = {
     .name = "avg_pool2d", .n_in_min = 1, .n_in_max = 1, .n_out = 1,
     .attrs = pool_attrs, .n_attrs = 4,
     .infer = pool_infer, .grad = avg_pool_grad,
+    .cost = pool_cost,
     .cpu = pbl__cpu_avg_pool2d,
 };
 
@@ -226,6 +238,7 @@ static pbl_status global_pool_grad(pbl__grad_ctx *c)
 const pbl__op pbl__op_global_avg_pool = {
     .name = "global_avg_pool", .n_in_min = 1, .n_in_max = 1, .n_out = 1,
     .infer = global_pool_infer, .grad = global_pool_grad,
+    .cost = pbl__cost_reduce,
     .cpu = pbl__cpu_global_avg_pool,
 };
 

@@ -99,6 +99,7 @@ const pbl__op pbl__op_sum = {
     .name = "sum", .n_in_min = 1, .n_in_max = 1, .n_out = 1,
     .attrs = reduce_attrs, .n_attrs = 2,
     .infer = reduce_infer, .grad = sum_grad,
+    .cost = pbl__cost_reduce,
     .cpu = pbl__cpu_sum,
 };
 
@@ -106,6 +107,7 @@ const pbl__op pbl__op_mean = {
     .name = "mean", .n_in_min = 1, .n_in_max = 1, .n_out = 1,
     .attrs = reduce_attrs, .n_attrs = 2,
     .infer = reduce_infer, .grad = mean_grad,
+    .cost = pbl__cost_reduce,
     .cpu = pbl__cpu_mean,
 };
 
@@ -168,6 +170,7 @@ const pbl__op pbl__op_sum_to = {
     .name = "sum_to", .n_in_min = 1, .n_in_max = 1, .n_out = 1,
     .attrs = shape_attr, .n_attrs = 1,
     .infer = sum_to_infer, .grad = sum_to_grad,
+    .cost = pbl__cost_reduce,
     .cpu = pbl__cpu_sum_to,
 };
 

@@ -23,10 +23,14 @@ static pbl_status log_softmax_grad(pbl__grad_ctx *c)
     return c->status;
 }
 
+/* three passes over x: its max, the sum of exponentials, the normalised output */
+static void softmax_cost(const pbl__cost_ctx *c, pbl__cost *out) { out->flops = 3 * pbl__cost_numel(&c->in[0]); }
+
 const pbl__op pbl__op_softmax = {
     .name = "softmax", .n_in_min = 1, .n_in_max = 1, .n_out = 1,
     .infer = softmax_infer, .grad = softmax_grad, .grad_reads_out = 0x1,
     .inplace = out0_over_in0, .n_inplace = 1,
+    .cost = softmax_cost,
     .cpu = pbl__cpu_softmax,
 };
 
@@ -34,6 +38,7 @@ const pbl__op pbl__op_log_softmax = {
     .name = "log_softmax", .n_in_min = 1, .n_in_max = 1, .n_out = 1,
     .infer = softmax_infer, .grad = log_softmax_grad, .grad_reads_out = 0x1,
     .inplace = out0_over_in0, .n_inplace = 1,
+    .cost = softmax_cost,
     .cpu = pbl__cpu_log_softmax,
 };
 

@@ -345,18 +345,19 @@ static void test_chain_1000(void **state)
 
 /* ---- the victim, by hand ----------------------------------------------------------------------
  * 64-float tensors (256 bytes: one pool chunk each) under a budget of four chunks, in this
- * schedule (cost from pbl__dtr_op_cost: elements read + written; the clock counts kernels):
- *   1 p = tanh(x1)        cost 128   clock 1
- *   2 q = p + x5          cost 192   clock 2 (p read: p last used at 2)
- *   3 s = x3 + x2         cost 192   clock 3
- *   4 t = x4 + x2         cost 192   clock 4
+ * schedule (cost from pbl__cost_time: the larger of FLOPs and bytes read + written, here the
+ * bytes; the clock counts kernels):
+ *   1 p = tanh(x1)        cost 512   clock 1
+ *   2 q = p + x5          cost 768   clock 2 (p read: p last used at 2)
+ *   3 s = x3 + x2         cost 768   clock 3
+ *   4 t = x4 + x2         cost 768   clock 4
  *   5 u = tanh(x6)        a fifth chunk, now = 4:
- *        h(p) = 128 / (256 * (4-2+1)) = 0.167   h(q) = 192 / (256 * 3) = 0.250
- *        h(s) = 192 / (256 * 2)       = 0.375   h(t) = 192 / (256 * 1) = 0.750   -> p
+ *        h(p) = 512 / (256 * (4-2+1)) = 0.667   h(q) = 768 / (256 * 3) = 1.000
+ *        h(s) = 768 / (256 * 2)       = 1.500   h(t) = 768 / (256 * 1) = 3.000   -> p
  *   6 v1 = p + q          p is evicted: recomputing it needs a chunk, now = 5:
- *        h(q) = (192 + 128 for its evicted neighbour p) / (256 * 4) = 0.3125
- *        h(s) = 192 / (256 * 3) = 0.250   h(t) = 192 / (256 * 2) = 0.375   h(u) = 0.500
- *        -> s. Without the neighbour term (plain h_DTR) q would go: 192 / 1024 = 0.1875.
+ *        h(q) = (768 + 512 for its evicted neighbour p) / (256 * 4) = 1.250
+ *        h(s) = 768 / (256 * 3) = 1.000   h(t) = 768 / (256 * 2) = 1.500   h(u) = 2.000
+ *        -> s. Without the neighbour term (plain h_DTR) q would go: 768 / 1024 = 0.750.
  * The trace's first two evictions must be p, then s. */
 static void test_victim(void **state)
 {
@@ -402,7 +403,7 @@ static void test_victim(void **state)
     assert_int_equal(pbl_graph_value_info(g, p, &pi), PBL_OK);
     assert_int_equal(pbl_graph_value_info(g, s, &si), PBL_OK);
     const char *want[2] = { pi.name, si.name };
-    const double want_h[2] = { 128.0 / (256 * 3), 192.0 / (256 * 3) };
+    const double want_h[2] = { 512.0 / (256 * 3), 768.0 / (256 * 3) };
     int seen = 0;
     for (char *line = strtok(buf, "\n"); line && seen < 2; line = strtok(NULL, "\n")) {
         if (strncmp(line, "evict,", 6) != 0)

@@ -1,6 +1,6 @@
 /*
  * The dynamic runtime: eager execution from a pool under a budget, with DTR eviction and
- * rematerialisation (see executor/dynamic/dtr.h for the rules; the heuristic is dtr_heuristic.c).
+ * rematerialisation (see executor/dynamic/dtr.h for the rules; the heuristic is heuristic.c).
  *
  * Every node runs in a frame on an explicit stack. A frame walks its node's inputs in order;
  * a resident input is pinned, an evicted one pushes a frame for its producer and the walk
@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "graph/ir/cost.h"
 #include "graph/ir/registry.h"
 
 /* A tensor is ABSENT until its node first runs, then RESIDENT or EVICTED, and DEAD once its
@@ -60,7 +61,10 @@ struct pbl__dtr {
     int32_t            *cons_start; /* per value: the scheduled nodes reading it, CSR */
     int32_t            *cons;
     int32_t             n_cons;
-    double             *node_cost;  /* per node of the graph */
+    double             *node_cost;  /* per node of the graph: pbl__cost_time. The paper and
+                                       MegEngine measure kernel times; an estimate from shapes
+                                       keeps every decision reproducible (dry runs, tests that
+                                       assert the victim) */
     /* per value, per run */
     uint8_t            *state;
     uint8_t            *held;       /* the pool holds bytes for it */
@@ -534,7 +538,8 @@ static pbl_status build_tables(pbl__dtr *d, char *err, size_t errlen)
     d->n_cons = 0;
     for (int32_t t = 0; t < n; t++) {
         const pbl__node *nd = &g->nodes[d->schedule[t]];
-        d->node_cost[d->schedule[t]] = pbl__dtr_op_cost(g, nd);
+        pbl__cost c = pbl__node_cost(g, d->schedule[t]);
+        d->node_cost[d->schedule[t]] = (double)pbl__cost_time(&c);
         for (int32_t k = 0; k < nd->n_in; k++)
             if (d->dyn[nd->in[k]]) {
                 d->uses[nd->in[k]]++;

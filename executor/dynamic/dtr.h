@@ -77,10 +77,6 @@ void pbl__dtr_stats_get(const pbl__dtr *d, pbl__dtr_stats *out);
 
 /* ---- the eviction heuristic (executor/dynamic/heuristic.c) ---------------------------------- */
 
-/* The estimated cost of running node nd: elements read and written, plus multiply-adds for
- * fully_connected (N·out·in) and matmul (batch·m·n·k). Deterministic, so dry runs agree. */
-double pbl__dtr_op_cost(const pbl_graph *g, const pbl__node *nd);
-
 /* Union-find over evicted tensors (h_DTR^eq): each eviction makes a set holding the evicted
  * tensor's cost, merged with the sets of its evicted neighbours. Sets never split, as in the
  * paper's and MegEngine's approximation: a rematerialised tensor just leaves its set. */

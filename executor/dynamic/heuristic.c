@@ -1,41 +1,9 @@
-/* DTR's eviction heuristic: the op-cost estimate, the union-find over evicted tensors and
- * h_DTR^eq. The runtime (executor/dynamic/dtr.c) decides what is a candidate; this file only scores. */
+/* DTR's eviction heuristic: the union-find over evicted tensors and h_DTR^eq. The runtime
+ * (executor/dynamic/dtr.c) decides what is a candidate and gives each node its cost
+ * (pbl__cost_time, graph/ir/cost.h); this file only scores. */
 #include <string.h>
 
 #include "executor/dynamic/dtr.h"
-#include "graph/ir/registry.h"
-
-static double numel(const pbl__meta *m)
-{
-    double n = 1;
-    for (int32_t i = 0; i < m->shape.ndim; i++)
-        n *= (double)m->shape.dim[i];
-    return n;
-}
-
-/* Measured kernel time is what the paper and MegEngine use; an estimate from shapes keeps
- * every decision reproducible (dry runs, tests that assert the victim) and ranks ops the same
- * way on a CPU: products dominate, element-wise ops cost their memory traffic. */
-double pbl__dtr_op_cost(const pbl_graph *g, const pbl__node *nd)
-{
-    double c = 0;
-    for (int32_t k = 0; k < nd->n_in; k++)
-        c += numel(&g->values[nd->in[k]].meta);
-    for (int32_t k = 0; k < nd->n_out; k++)
-        c += numel(&g->values[nd->out[k]].meta);
-    if (nd->n_in == 0 || nd->n_out == 0)
-        return c;
-    const pbl__meta *a = &g->values[nd->in[0]].meta;
-    const pbl__meta *y = &g->values[nd->out[0]].meta;
-    int32_t r = a->shape.ndim;
-    if (nd->op == PBL__OP_fully_connected && r >= 1) {
-        c += numel(y) * (double)a->shape.dim[r - 1]; /* y[N,out] += x[N,in]·w[out,in]ᵀ */
-    } else if (nd->op == PBL__OP_matmul && r >= 2) {
-        int64_t ta = nd->attr[0].i;
-        c += numel(y) * (double)a->shape.dim[r - 1 - (ta ? 1 : 0)]; /* k of op(a)[..., m, k] */
-    }
-    return c;
-}
 
 int32_t pbl__dtr_dsu_add(pbl__dtr_dsu *u, pbl__mem *m, double cost)
 {

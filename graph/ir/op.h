@@ -1,7 +1,7 @@
 /*
  * The op descriptor: everything pebble knows about one op, kept together — its inputs and
  * attributes, shape rule, gradient rule, which data the gradient reads (the rest may die
- * early), in-place offers, mandatory aliasing for updates, and its CPU kernel.
+ * early), in-place offers, mandatory aliasing for updates, its cost and its CPU kernel.
  */
 #ifndef PBL_OP_H
 #define PBL_OP_H
@@ -78,6 +78,36 @@ typedef struct pbl__kargs {
     const pbl__par      *par;       /* CPU: threads to split long loops over, or NULL (serial) */
 } pbl__kargs;
 
+/* A node's work, from its shapes alone: the one cost model of pebble. graph/ir/cost.h turns
+ * it into the number each consumer needs (stream colouring, DTR, static recomputation).
+ *
+ * flops counts arithmetic operations. A product counts its multiply-adds as two (2·m·n·k);
+ * every other op counts one operation per element per pass over its data: a map (relu, add,
+ * gelu, a copy) one per element written whatever its formula, a reduction one per element
+ * read, softmax and the norms three per element (two passes for their statistics, one for the
+ * output). Activations are thus one operation, as FLOP counters (fvcore, ptflops) count them:
+ * such ops are bound by their memory traffic, not by their arithmetic. Bytes are what the
+ * node's inputs and outputs hold: a kernel reads each input and writes each output once. */
+typedef struct pbl__cost {
+    int64_t flops;
+    int64_t bytes_read;
+    int64_t bytes_written;
+} pbl__cost;
+
+/* What a cost rule sees: the node's input and output metas and its attribute slots. */
+typedef struct pbl__cost_ctx {
+    const pbl__meta     *in;
+    int32_t              n_in;
+    const pbl__meta     *out;
+    int32_t              n_out;
+    const pbl__attr_val *attr;
+} pbl__cost_ctx;
+
+/* A cost rule is called with *out holding the default — bytes read and written, and one
+ * operation per element written (a map) — and corrects what its op does otherwise (the
+ * products' multiply-adds, a reduction's reads, a window's taps). */
+typedef void (*pbl__cost_fn)(const pbl__cost_ctx *c, pbl__cost *out);
+
 /* Kernels fail only on bad data (a label out of range); everything else was checked when the
  * node was built. */
 typedef pbl_status (*pbl__cpu_fn)(const pbl__kargs *a);
@@ -95,6 +125,7 @@ typedef struct pbl__op {
     int32_t               n_inplace;
     const int8_t        (*mutates)[2];      /* {out, in}: out IS in's storage (updates) */
     int32_t               n_mutates;
+    pbl__cost_fn          cost;             /* NULL: a map (the default of pbl__cost_fn) */
     pbl__cpu_fn           cpu;              /* NULL: shape-only, planned but never run */
 } pbl__op;
 
@@ -108,5 +139,9 @@ pbl_status pbl__infer_grad_pair(pbl__infer_ctx *c);
 pbl_status pbl__infer_shape_attr(pbl__infer_ctx *c, const pbl__attr_val *a, pbl_shape *out);
 pbl_status pbl__infer_fail(pbl__infer_ctx *c, pbl_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* Helpers shared by cost rules (graph/ir/cost.c). */
+int64_t pbl__cost_numel(const pbl__meta *m);                /* elements; 1 for a scalar */
+void    pbl__cost_reduce(const pbl__cost_ctx *c, pbl__cost *out); /* one per element of input 0 */
 
 #endif

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "graph/passes/recompute_internal.h"
+#include "graph/ir/cost.h"
 #include "graph/ir/registry.h"
 #include "pebble/liveness.h"
 #include "pebble/plan.h"
@@ -66,28 +67,17 @@ static uint64_t value_bytes(const pbl_graph *g, pbl_value v, int64_t align)
     return (b + al - 1) / al * al;
 }
 
-/* MXNet's mirror rule: outputs of cheap element-wise and activation ops are recomputed from
- * their inputs; products, convolutions, normalisation, pooling, softmax, losses, reductions
- * and dropout keep theirs (MXNet's need_mirror keeps Convolution, FullyConnected, Concat,
- * SoftmaxOutput, BatchNorm and Dropout). */
-static int is_cheap(int32_t op)
-{
-    switch (op) {
-    case PBL__OP_add: case PBL__OP_sub: case PBL__OP_mul: case PBL__OP_scale: case PBL__OP_copy:
-    case PBL__OP_relu: case PBL__OP_sigmoid: case PBL__OP_tanh: case PBL__OP_gelu:
-    case PBL__OP_reshape: case PBL__OP_flatten: case PBL__OP_broadcast_to: case PBL__OP_transpose:
-        return 1;
-    default:
-        return 0;
-    }
-}
-
+/* MXNet's mirror rule: outputs of cheap forward nodes (pbl__cost_cheap: maps, copies and
+ * layout changes) are recomputed from their inputs; products, convolutions, normalisation,
+ * pooling, softmax, losses, reductions and dropout keep theirs (MXNet's need_mirror keeps
+ * Convolution, FullyConnected, Concat, SoftmaxOutput, BatchNorm and Dropout). */
 static void choose_mirror(const pbl_graph *g, const pbl__rc_info *info, uint8_t *drop)
 {
     memset(drop, 0, (size_t)g->n_values);
     for (pbl_node i = 0; i < g->n_nodes; i++) {
         const pbl__node *n = &g->nodes[i];
-        if (!info->forward[i] || !is_cheap(n->op))
+        pbl__cost c = pbl__node_cost(g, i);
+        if (!info->forward[i] || !pbl__cost_cheap(&c))
             continue;
         for (int32_t k = 0; k < n->n_out; k++)
             drop[n->out[k]] = info->recomputable[n->out[k]];
@@ -256,7 +246,7 @@ static pbl_status fill_report(pass *p, const trial *t, pbl_recompute_report *r)
     r->plans_tried = p->plans_tried;
     r->forward_flops = r->step_flops = 0;
     for (pbl_node i = 0; i < g->n_nodes; i++) {
-        double f = pbl__rc_node_flops(g, i);
+        double f = (double)pbl__node_cost(g, i).flops;
         r->step_flops += f;
         if (p->info.forward[i])
             r->forward_flops += f;

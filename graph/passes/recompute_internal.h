@@ -18,10 +18,6 @@ typedef struct pbl__rc_info {
 pbl_status pbl__rc_info_build(const pbl_graph *g, pbl__mem *m, pbl__rc_info *info);
 void       pbl__rc_info_free(pbl__rc_info *info, pbl__mem *m);
 
-/* An estimate of node n's floating-point operations: 2·m·n·k for products and convolutions,
- * one per output element for everything else. */
-double pbl__rc_node_flops(const pbl_graph *g, pbl_node n);
-
 /* Builds into *out a copy of g in which every value with drop[v] set (recomputable values
  * only) is recomputed, where a backward node needs it, by a copy of its producer named
  * "<node>/recompute", inserted just before the first such backward node; the copy reads

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "graph/passes/recompute_internal.h"
+#include "graph/ir/cost.h"
 #include "graph/ir/registry.h"
 
 void pbl__rc_info_free(pbl__rc_info *info, pbl__mem *m)
@@ -50,34 +51,6 @@ pbl_status pbl__rc_info_build(const pbl_graph *g, pbl__mem *m, pbl__rc_info *inf
     for (pbl_value v = 0; v < g->n_values; v++)
         info->n_candidates += info->candidate[v];
     return PBL_OK;
-}
-
-double pbl__rc_node_flops(const pbl_graph *g, pbl_node id)
-{
-    const pbl__node *n = &g->nodes[id];
-    double out = 0;
-    for (int32_t k = 0; k < n->n_out; k++)
-        out += (double)pbl_shape_numel(&g->values[n->out[k]].meta.shape);
-    const pbl_shape *s0 = n->n_in > 0 ? &g->values[n->in[0]].meta.shape : NULL;
-    const pbl_shape *s1 = n->n_in > 1 ? &g->values[n->in[1]].meta.shape : NULL;
-    switch (n->op) {
-    case PBL__OP_fully_connected: /* x: [.., in], w: [out, in] */
-        return 2.0 * out * (double)s1->dim[s1->ndim - 1];
-    case PBL__OP_matmul: {        /* a: [.., m, k] or [.., k, m] when trans_a */
-        int64_t k = n->attr[0].i ? s0->dim[s0->ndim - 2] : s0->dim[s0->ndim - 1];
-        return 2.0 * out * (double)k;
-    }
-    case PBL__OP_conv2d:          /* w: [cout, cin/groups, kh, kw]: each output sums cin/groups·kh·kw */
-        return 2.0 * out * (double)pbl_shape_numel(s1) / (double)s1->dim[0];
-    case PBL__OP_conv2d_grad_input: /* (dy, w): the forward convolution's cost */
-        return 2.0 * (double)pbl_shape_numel(s0) * (double)pbl_shape_numel(s1) / (double)s1->dim[0];
-    case PBL__OP_conv2d_grad_weight: { /* (dy, x) -> dw: [cout, cin/groups, kh, kw] */
-        const pbl_shape *dw = &g->values[n->out[0]].meta.shape;
-        return 2.0 * (double)pbl_shape_numel(s0) * out / (double)dw->dim[0];
-    }
-    default:
-        return out;
-    }
 }
 
 /* The rewrite's state: the new graph and, per old value, its copy and its recomputation. */
@@ -168,7 +141,7 @@ static pbl_status recompute(rewrite *w, pbl_value v)
         for (int32_t k = 0; k < n->n_out; k++)
             w->again[n->out[k]] = out[k];
         w->recomputed++;
-        w->extra_flops += pbl__rc_node_flops(g, p);
+        w->extra_flops += (double)pbl__node_cost(g, p).flops;
     }
     return PBL_OK;
 }

@@ -23,10 +23,12 @@
  *
  * Methods (what is dropped):
  *   PBL_RECOMPUTE_MIRROR  MXNet's mirror rule (MXNET_BACKWARD_DO_MIRROR): the outputs of cheap
- *                         element-wise and activation ops are recomputed from their inputs,
- *                         which are kept; matrix products, convolutions, normalisation, loss
- *                         and softmax outputs are kept. A baseline: it removes little on an
- *                         MLP whose activation already runs in place.
+ *                         nodes are recomputed from their inputs, which are kept; cheap is at
+ *                         most one operation per element written, by pebble's cost model
+ *                         (element-wise ops, activations, copies, layout changes, gathers);
+ *                         products, convolutions, pooling, reductions, normalisation, loss,
+ *                         softmax and dropout outputs are kept. A baseline: it removes little
+ *                         on an MLP whose activation already runs in place.
  *   PBL_RECOMPUTE_SQRT    Chen et al. 2016, "Training Deep Nets with Sublinear Memory Cost",
  *                         section 4.1: the forward values, in order, are cut into k segments
  *                         of equal bytes (k = round(sqrt(n)) for n droppable values, or
@@ -92,8 +94,9 @@ typedef struct pbl_recompute_options {
 
 pbl_recompute_options pbl_recompute_options_default(void);
 
-/* What the rewrite chose and what it reaches. FLOPs are estimates (2·m·n·k for products and
- * convolutions, one per element for the rest). */
+/* What the rewrite chose and what it reaches. FLOPs are pebble's cost model's estimates
+ * (pbl_node_cost's: 2·m·n·k for products and convolutions, one per element per pass over
+ * the data for the rest). */
 typedef struct pbl_recompute_report {
     pbl_recompute_method method;
     int32_t    candidates;       /* droppable forward values in the input graph */

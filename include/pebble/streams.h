@@ -2,7 +2,8 @@
  * pebble/streams.h — running a graph on several streams, and planning its memory safely.
  *
  * Colouring. pbl_graph_streams schedules the graph (the executor's order), estimates each
- * node's cost (FLOPs for matmul-like ops, bytes moved otherwise; or the caller's function) and
+ * node's cost (pbl_node_cost: FLOPs for products, bytes moved otherwise; or the caller's
+ * function) and
  * colours the nodes the way NNVM does (nnvm/graph_algorithm.h, ColorNodeGroup): take the
  * heaviest path through the dependency DAG, give its nodes the next colour and zero their
  * weights, repeat; whatever is left gets the last colour. A colour is a stream. Each stream
@@ -61,8 +62,12 @@ extern "C" {
 /* A node's cost estimate (any unit, >= 0; only ratios matter). */
 typedef int64_t (*pbl_cost_fn)(void *user, const pbl_graph *g, pbl_node n);
 
-/* pebble's cost model: 2·M·N·K FLOPs for fully_connected and matmul, 2·|y|·|w|/C_out for the
- * conv2d family, bytes read plus bytes written for every other op; at least 1. */
+/* pebble's cost model, the one static recomputation and the dynamic mode's DTR use too: the
+ * larger of the node's FLOPs and the bytes it reads plus writes (a roofline with a balance of
+ * one FLOP per byte), at least 1. FLOPs are 2·M·N·K for the products (fully_connected, matmul
+ * and their fused forms), 2·|y|·|w|/C_out for the conv2d family, and one per element per pass
+ * over the data for the rest, which are therefore weighed by their bytes. Each op's rule is
+ * part of its descriptor (graph/ir/op.h). */
 int64_t pbl_node_cost(const pbl_graph *g, pbl_node n);
 
 typedef struct pbl_stream_options {
