@@ -492,6 +492,16 @@ static void save_keeps_the_files_mode(void **state)
     print_message("    mode after saving over a 0600 file: %04o\n", (unsigned)(st.st_mode & 07777));
     assert_int_equal(st.st_mode & 07777, 0600);
     expect_file_holds(path, 4);
+
+    /* a new file gets what the umask gives any new file, not a temporary's private 0600 */
+    char fresh[512];
+    path_in_tmp(fresh, sizeof fresh, "fresh.ckpt");
+    old_mask = umask(022);
+    s = save_values(fresh, 4, msg, sizeof msg);
+    umask(old_mask);
+    assert_int_equal(s, PBL_OK);
+    assert_int_equal(stat(fresh, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0644);
 }
 
 /* A save onto a FIFO writes the checkpoint into it (a reader gets exactly the bytes a save to
@@ -576,7 +586,39 @@ static void save_into_a_missing_folder_is_a_clean_error(void **state)
     assert_non_null(strstr(msg, path));
     assert_non_null(strstr(msg, strerror(ENOENT)));
     assert_null(strchr(msg, '\n'));
+    assert_null(strstr(msg, ".tmp.")); /* the temporary's random name would only confuse */
     assert_int_not_equal(access(dir, F_OK), 0);
+    assert_int_equal(temporaries_left(), 0);
+}
+
+/* The temporary beside the target is created exclusively under a name nobody can predict: a
+ * symbolic link planted at the old predictable name ("<path>.tmp.<pid>") toward another file
+ * is neither followed (the other file keeps its bytes) nor renamed over the target. */
+static void save_ignores_a_link_planted_at_a_temporary_name(void **state)
+{
+    char path[512], victim[512], planted[600], msg[512];
+    save_standard("planted.ckpt", path, sizeof path);
+    path_in_tmp(victim, sizeof victim, "victim.txt");
+    spill(victim, (const unsigned char *)"precious\n", 9);
+    snprintf(planted, sizeof planted, "%s.tmp.%ld", path, (long)getpid());
+    assert_int_equal(symlink(victim, planted), 0);
+
+    if (save_values(path, 7, msg, sizeof msg) != PBL_OK)
+        fail_msg("pbl_exec_save beside a planted link: %s", msg);
+    size_t n;
+    unsigned char *v = slurp(victim, &n);
+    assert_int_equal(n, 9);
+    assert_memory_equal(v, "precious\n", 9);
+    free(v);
+    struct stat st;
+    assert_int_equal(lstat(path, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+    expect_file_holds(path, 7);
+    assert_int_equal(lstat(planted, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    print_message("    a link planted at %s.tmp.<pid> toward victim.txt: victim.txt keeps its 9 "
+                  "bytes, the checkpoint is a regular file with the new values\n", "planted.ckpt");
+    assert_int_equal(unlink(planted), 0);
     assert_int_equal(temporaries_left(), 0);
 }
 
@@ -696,6 +738,7 @@ int main(void)
         cmocka_unit_test(save_onto_a_fifo_writes_into_it),
         cmocka_unit_test(save_onto_a_full_device_fails_and_keeps_it),
         cmocka_unit_test(save_into_a_missing_folder_is_a_clean_error),
+        cmocka_unit_test(save_ignores_a_link_planted_at_a_temporary_name),
         cmocka_unit_test(allocation_failures_are_clean),
     };
     return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);

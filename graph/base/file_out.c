@@ -1,16 +1,64 @@
 /* Whole-or-nothing file output (graph/base/file_out.h): one copy of the temporary-name, fsync
  * and rename dance that JSON graphs, assignment CSVs, tensors, checkpoints and the command
  * line's pictures share. */
-#define _XOPEN_SOURCE 700 /* fchmod, fsync, lstat, realpath */
+#define _XOPEN_SOURCE 700 /* fchmod, fdopen, fsync, lstat, realpath */
+#define _DEFAULT_SOURCE   /* getentropy, O_NOFOLLOW */
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "graph/base/errmsg.h"
 #include "graph/base/file_out.h"
+
+/* "<target>.tmp." and this many letters; 12 letters of 32 give 60 bits to guess */
+#define TMP_LETTERS 12
+#define TMP_EXTRA   (sizeof ".tmp." - 1 + TMP_LETTERS + 1)
+
+/* Fills tmp with "<target>.tmp.<12 random letters>". The letters come from getentropy; where
+ * that fails, from the clock, the process id and the attempt, which still differ from one
+ * attempt to the next (the exclusive open below is what makes it safe, the randomness makes
+ * a planted name unlikely to be hit at all). */
+static void temp_name(char *tmp, const char *target, unsigned attempt)
+{
+    static const char letters[] = "abcdefghijklmnopqrstuvwxyz012345";
+    unsigned char r[TMP_LETTERS];
+    if (getentropy(r, sizeof r) != 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t x = (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 30 ^ (uint64_t)getpid() << 20 ^ attempt;
+        for (size_t i = 0; i < sizeof r; i++) {
+            x = x * 6364136223846793005u + 1442695040888963407u; /* an LCG step to spread the bits */
+            r[i] = (unsigned char)(x >> 56);
+        }
+    }
+    size_t n = strlen(target);
+    memcpy(tmp, target, n);
+    memcpy(tmp + n, ".tmp.", 5);
+    for (size_t i = 0; i < TMP_LETTERS; i++)
+        tmp[n + 5 + i] = letters[r[i] % 32];
+    tmp[n + 5 + TMP_LETTERS] = '\0';
+}
+
+/* Creates tmp exclusively: O_EXCL refuses any name that exists, a symbolic link planted there
+ * included (O_NOFOLLOW says so twice), so nothing but a new file of ours is ever written.
+ * Returns the descriptor or -1 with errno. */
+static int create_temp(char *tmp, const char *target)
+{
+    for (unsigned attempt = 0; attempt < 100; attempt++) {
+        temp_name(tmp, target, attempt);
+        /* 0666: the umask then gives a new file the mode any other new file would get */
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+        if (fd >= 0 || errno != EEXIST)
+            return fd;
+    }
+    return -1; /* errno is EEXIST: a hundred names taken, someone is guessing */
+}
 
 pbl_status pbl__file_out_open(pbl__file_out *o, const char *path, const pbl_allocator *a, char *err,
                               size_t errlen)
@@ -41,39 +89,45 @@ pbl_status pbl__file_out_open(pbl__file_out *o, const char *path, const pbl_allo
     const char *target = real ? real : path;
     size_t target_len = strlen(target);
     o->target = pbl__mem_alloc(&o->mem, target_len + 1);
-    o->tmp = pbl__mem_alloc(&o->mem, target_len + 32);
+    o->tmp = pbl__mem_alloc(&o->mem, target_len + TMP_EXTRA);
     if (o->target)
         memcpy(o->target, target, target_len + 1);
     free(real);
     if (!o->target || !o->tmp) {
         pbl__mem_free(&o->mem, o->target, target_len + 1);
-        pbl__mem_free(&o->mem, o->tmp, target_len + 32);
+        pbl__mem_free(&o->mem, o->tmp, target_len + TMP_EXTRA);
         o->target = o->tmp = NULL;
         return pbl__errf(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", path);
     }
-    snprintf(o->tmp, target_len + 32, "%s.tmp.%ld", o->target, (long)getpid());
     errno = 0;
-    o->f = fopen(o->tmp, "wb");
+    int fd = create_temp(o->tmp, o->target);
     /* the replacement keeps the permission bits of the file it replaces: a private 0600
      * file must not come back as 0644 */
-    if (o->f && exists && fchmod(fileno(o->f), st.st_mode & 07777) != 0) {
+    if (fd >= 0 && exists && fchmod(fd, st.st_mode & 07777) != 0) {
         int e = errno;
-        fclose(o->f);
-        o->f = NULL;
+        close(fd);
         remove(o->tmp);
+        fd = -1;
         errno = e;
     }
-    if (!o->f) {
-        pbl_status s = pbl__errf(err, errlen, PBL_ERR_IO, "%s: cannot create '%s': %s", path, o->tmp,
+    if (fd >= 0 && !(o->f = fdopen(fd, "wb"))) {
+        int e = errno;
+        close(fd);
+        remove(o->tmp);
+        fd = -1;
+        errno = e;
+    }
+    if (fd < 0) {
+        /* the temporary's name is random: the message names the folder's problem, not it */
+        pbl_status s = pbl__errf(err, errlen, PBL_ERR_IO, "%s: cannot create a temporary file beside it: %s", path,
                                  strerror(errno ? errno : EIO));
         pbl__mem_free(&o->mem, o->target, target_len + 1);
-        pbl__mem_free(&o->mem, o->tmp, target_len + 32);
+        pbl__mem_free(&o->mem, o->tmp, target_len + TMP_EXTRA);
         o->target = o->tmp = NULL;
         return s;
     }
     return PBL_OK;
 }
-
 pbl_status pbl__file_out_close(pbl__file_out *o, int keep, char *err, size_t errlen)
 {
     pbl_status s = PBL_OK;
@@ -97,7 +151,7 @@ pbl_status pbl__file_out_close(pbl__file_out *o, int keep, char *err, size_t err
         if (!keep || s != PBL_OK)
             remove(o->tmp);
         size_t target_len = strlen(o->target);
-        pbl__mem_free(&o->mem, o->tmp, target_len + 32);
+        pbl__mem_free(&o->mem, o->tmp, target_len + TMP_EXTRA);
         pbl__mem_free(&o->mem, o->target, target_len + 1);
         o->tmp = o->target = NULL;
     }

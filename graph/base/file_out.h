@@ -1,7 +1,10 @@
 /* Writing a file whole or not at all. A regular file (or a new one) is written under a
  * temporary name beside it, flushed to disk and renamed over it, so a reader never sees half
- * a file and a failure leaves the old content. A symbolic link is followed: its target is
- * replaced and the link stays. The replacement keeps the replaced file's permission bits.
+ * a file and a failure leaves the old content. The temporary, "<target>.tmp.<12 random
+ * letters>", is created with O_EXCL|O_NOFOLLOW: a name planted in a shared folder (a link
+ * toward someone's file) is never opened. A symbolic link is followed: its target is
+ * replaced and the link stays. The replacement keeps the replaced file's permission bits
+ * (a new file gets 0666 less the umask).
  * Anything else that exists (a FIFO, a terminal, /dev/stdout) cannot be replaced and is
  * written in place; a directory is refused.
  *
@@ -28,8 +31,9 @@ typedef struct pbl__file_out {
     pbl__mem    mem;
 } pbl__file_out;
 
-/* Opens o->f. PBL_OK, PBL_ERR_IO (err: "PATH: cannot create 'TMP': reason", "PATH: is a
- * directory"), PBL_ERR_NOMEM; on failure nothing is left to close. a may be NULL. */
+/* Opens o->f. PBL_OK, PBL_ERR_IO (err: "PATH: cannot create a temporary file beside it:
+ * reason", "PATH: is a directory"), PBL_ERR_NOMEM; on failure nothing is left to close.
+ * a may be NULL. */
 pbl_status pbl__file_out_open(pbl__file_out *o, const char *path, const pbl_allocator *a, char *err,
                               size_t errlen);
 
