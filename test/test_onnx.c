@@ -601,8 +601,26 @@ static void test_tensor_file_round_trip(void **state)
     assert_true(pbl_shape_equal(&r.shape, &t.shape));
     assert_memory_equal(r.data, data, sizeof data);
     pbl_onnx_tensor_free(&r);
+    /* the file's bytes parsed from memory (standard input): the same tensor */
+    static unsigned char bytes[4096];
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    size_t len = fread(bytes, 1, sizeof bytes, f);
+    fclose(f);
+    assert_true(len > sizeof data && len < sizeof bytes);
+    assert_int_equal(pbl_onnx_tensor_parse(bytes, len, "<stdin>", &r, err, sizeof err), PBL_OK);
+    assert_string_equal(r.name, "t");
+    assert_int_equal(r.dtype, PBL_F32);
+    assert_true(pbl_shape_equal(&r.shape, &t.shape));
+    assert_memory_equal(r.data, data, sizeof data);
+    pbl_onnx_tensor_free(&r);
+    /* cut short: refused, named as asked */
+    assert_int_equal(pbl_onnx_tensor_parse(bytes, len - 5, "<stdin>", &r, err, sizeof err), PBL_ERR_FORMAT);
+    assert_true(strncmp(err, "<stdin>: ", 9) == 0);
+    assert_null(r.data);
+    assert_int_equal(pbl_onnx_tensor_parse(NULL, 3, "<stdin>", &r, err, sizeof err), PBL_ERR_INVALID_ARG);
     /* a file that is not a tensor */
-    FILE *f = fopen(path, "wb");
+    f = fopen(path, "wb");
     fputs("\xff\xff\xff\xff", f);
     fclose(f);
     assert_int_equal(pbl_onnx_tensor_read(path, &r, err, sizeof err), PBL_ERR_FORMAT);

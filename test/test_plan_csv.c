@@ -1,7 +1,9 @@
 /* pbl_records_read_csv / pbl_assignment_write_csv: good files read exactly; every kind of
  * malformed file is refused with PBL_ERR_FORMAT and "PATH:LINE: message"; assignments
  * round-trip; a failed write leaves the old file as it was and no temporary file behind;
- * failed allocations are clean; random damage to a file never crashes the reader. */
+ * failed allocations are clean; random damage to a file never crashes the reader. The text
+ * forms (pbl_records_parse_csv, pbl_assignment_print_csv: standard input and output) give
+ * what the file forms give. */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp, setrlimit */
 
 #include <dirent.h>
@@ -268,7 +270,67 @@ static void test_malformed(void **state)
         assert_null(f.records); /* zeroed on failure */
         assert_int_equal(f.n, 0);
         pbl_records_file_free(&f);
+
+        /* the same text parsed from memory (standard input): the same status and message,
+         * naming "<stdin>" instead of the path */
+        char want_text[sizeof err + 8] = "<stdin>";
+        strcat(want_text, err + strlen(p));
+        memset(&f, 0x5a, sizeof f);
+        s = pbl_records_parse_csv(c->text, c->len ? c->len : strlen(c->text), "<stdin>", NULL, &f, err, sizeof err);
+        assert_int_equal(s, PBL_ERR_FORMAT);
+        if (strcmp(err, want_text) != 0)
+            fail_msg("%s: parsed from memory: '%s', from the file: '%s'", c->what, err, want_text);
+        assert_null(f.records);
+        pbl_records_file_free(&f);
     }
+}
+
+/* pbl_records_parse_csv reads exactly len bytes (no NUL needed), names its text as asked, and
+ * gives what reading the same bytes from a file gives. */
+static void test_parse_text(void **state)
+{
+    (void)state;
+    static const char text[] = "id,lower,upper,size\nb1,0,3,4\nb2,3,9,4\nb3,0,9,4\nGARBAGE";
+    size_t len = sizeof text - 1 - strlen("GARBAGE"); /* the bytes after len must not be read */
+    pbl_records_file f, g;
+    assert_int_equal(pbl_records_parse_csv(text, len, "<stdin>", NULL, &f, err, sizeof err), PBL_OK);
+    assert_string_equal(err, "");
+    assert_int_equal(f.n, 3);
+    const char *p = put("parsed.csv", text, len);
+    assert_int_equal(pbl_records_read_csv(p, NULL, &g, err, sizeof err), PBL_OK);
+    assert_int_equal(g.n, f.n);
+    for (int32_t i = 0; i < f.n; i++) {
+        assert_string_equal(f.ids[i], g.ids[i]);
+        assert_memory_equal(&f.records[i], &g.records[i], sizeof f.records[i]);
+        assert_int_equal(f.lines[i], g.lines[i]);
+    }
+    pbl_records_file_free(&f);
+    pbl_records_file_free(&g);
+
+    /* a line past len: the cut falls inside it, so the record is short */
+    assert_int_equal(pbl_records_parse_csv(text, len - 3, "<stdin>", NULL, &f, err, sizeof err), PBL_ERR_FORMAT);
+    assert_string_equal(err, "<stdin>:4: expected 4 fields (id,lower,upper,size), found 3");
+    assert_int_equal(pbl_records_parse_csv("", 0, NULL, NULL, &f, err, sizeof err), PBL_ERR_FORMAT);
+    assert_string_equal(err, "<text>:1: empty file (expected a header: id,lower,upper,size)");
+    assert_int_equal(pbl_records_parse_csv(NULL, 0, "x", NULL, &f, err, sizeof err), PBL_ERR_FORMAT);
+    assert_int_equal(pbl_records_parse_csv(NULL, 5, "x", NULL, &f, err, sizeof err), PBL_ERR_INVALID_ARG);
+    assert_int_equal(pbl_records_parse_csv(text, len, "x", NULL, NULL, err, sizeof err), PBL_ERR_INVALID_ARG);
+
+    /* more than one 16 KiB chunk of text, so the reader refills from memory */
+    size_t cap = 1 << 20, n = 0;
+    char *big = malloc(cap);
+    assert_non_null(big);
+    n += (size_t)snprintf(big, cap, "id,lower,upper,size\n");
+    for (int i = 0; i < 5000; i++)
+        n += (size_t)snprintf(big + n, cap - n, "r%d,%d,%d,%d\n", i, i, i + 3, 8 + i % 5);
+    assert_int_equal(pbl_records_parse_csv(big, n, "<stdin>", NULL, &f, err, sizeof err), PBL_OK);
+    assert_int_equal(f.n, 5000);
+    assert_string_equal(f.ids[4999], "r4999");
+    assert_int_equal(f.records[4999].size, 8 + 4999 % 5);
+    assert_int_equal(f.lines[4999], 5001);
+    pbl_records_file_free(&f);
+    printf("parse: 3 records as from a file, bytes past len unread, %zu bytes (5000 records) across chunks\n", n);
+    free(big);
 }
 
 static void test_long_lines(void **state)
@@ -357,6 +419,18 @@ static void test_round_trip(void **state)
             assert_string_equal(text, "id,lower,upper,size,offset\nb1,0,3,4,0\nb2,3,9,4,4\nb3,0,9,4,8\n"
                                       "b4,9,21,4,12\nb5,0,21,4,16\n");
         }
+        /* printed to a stream (standard output): the file's bytes */
+        size_t file_len, printed_len;
+        static char file_text[1 << 16];
+        memcpy(file_text, slurp(out, &file_len), sizeof file_text);
+        char printed[512];
+        in_tmp(printed, sizeof printed, "printed.csv");
+        FILE *pf = fopen(printed, "wb");
+        assert_non_null(pf);
+        assert_int_equal(pbl_assignment_print_csv(&f, &a, pf, err, sizeof err), PBL_OK);
+        assert_int_equal(fclose(pf), 0);
+        assert_string_equal(slurp(printed, &printed_len), file_text);
+        assert_int_equal(printed_len, file_len);
         pbl_records_file_free(&g);
         pbl_assignment_free(&a);
     }
@@ -557,6 +631,22 @@ static void test_allocation_failures(void **state)
     }
     printf("read with each of its %ld allocations failing in turn: PBL_ERR_NOMEM, nothing leaked\n", n_calls);
     assert_true(n_calls > 5);
+    for (long fail = 0;; fail++) { /* and parsing the same text from memory */
+        counting c = { 0, fail, 0 };
+        pbl_allocator al = { count_alloc, count_free, &c };
+        pbl_records_file f;
+        pbl_status s = pbl_records_parse_csv(text, (size_t)k, "<stdin>", &al, &f, err, sizeof err);
+        if (s == PBL_OK) {
+            assert_int_equal(f.n, 300);
+            pbl_records_file_free(&f);
+            assert_int_equal(c.live, 0);
+            assert_int_equal(fail, n_calls);
+            break;
+        }
+        assert_int_equal(s, PBL_ERR_NOMEM);
+        assert_true(strncmp(err, "<stdin>", 7) == 0 && strstr(err, "out of memory"));
+        assert_int_equal(c.live, 0);
+    }
 }
 
 /* ---- random damage ------------------------------------------------------------------------ */
@@ -589,8 +679,22 @@ static void test_random_damage(void **state)
         if (round % 7 == 0)
             len = (size_t)rand_r(&seed) % (len + 1); /* truncated */
         const char *p = put("damaged.csv", buf, len);
-        pbl_records_file f;
+        pbl_records_file f, m;
         pbl_status s = pbl_records_read_csv(p, NULL, &f, err, sizeof err);
+        /* from memory: the same outcome, the same records or the same message */
+        char merr[1024];
+        pbl_status ms = pbl_records_parse_csv(buf, len, p, NULL, &m, merr, sizeof merr);
+        assert_int_equal(ms, s);
+        assert_string_equal(merr, err);
+        assert_int_equal(m.n, f.n);
+        for (int32_t i = 0; i < f.n; i++) {
+            assert_string_equal(m.ids[i], f.ids[i]);
+            assert_memory_equal(&m.records[i], &f.records[i], sizeof f.records[i]);
+            assert_true((m.offsets == NULL) == (f.offsets == NULL));
+            if (f.offsets)
+                assert_int_equal(m.offsets[i], f.offsets[i]);
+        }
+        pbl_records_file_free(&m);
         if (s == PBL_OK) {
             ok++;
             for (int32_t i = 0; i < f.n; i++) {
@@ -608,7 +712,7 @@ static void test_random_damage(void **state)
         }
         pbl_records_file_free(&f);
     }
-    printf("4000 damaged files: %d read, %d refused with PATH:LINE, no crash\n", ok, bad);
+    printf("4000 damaged files: %d read, %d refused with PATH:LINE, no crash; parsed from memory alike\n", ok, bad);
     assert_true(ok > 0 && bad > 0);
 }
 
@@ -635,6 +739,7 @@ int main(void)
         cmocka_unit_test(test_accepted_variations),
         cmocka_unit_test(test_line_limit),
         cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_parse_text),
         cmocka_unit_test(test_long_lines),
         cmocka_unit_test(test_unreadable),
         cmocka_unit_test(test_round_trip),

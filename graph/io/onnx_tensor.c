@@ -201,21 +201,13 @@ fail_free:
 
 /* ---- tensor files ---------------------------------------------------------------------------- */
 
-PBL__API pbl_status pbl_onnx_tensor_read(const char *path, pbl_onnx_tensor *out, char *err, size_t errlen)
+/* Decodes the TensorProto in bytes[0..len) into *out (zeroed on entry); messages start with
+ * path, the file's name or what the caller calls the bytes. */
+static pbl_status tensor_parse(const uint8_t *bytes, size_t len, const char *path, pbl__mem *m,
+                               pbl_onnx_tensor *out, char *err, size_t errlen)
 {
-    if (!out)
-        return PBL_ERR_INVALID_ARG;
-    memset(out, 0, sizeof *out);
-    if (!path)
-        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "no path given");
-    pbl__mem m;
-    pbl__mem_init(&m, NULL);
-    uint8_t *bytes;
-    size_t len;
-    pbl_status s = pbl__onnx_read_file(path, &m, &bytes, &len, err, errlen);
-    if (s != PBL_OK)
-        return s;
-    pbl__onnx_pb pb = { .m = &m };
+    pbl_status s = PBL_OK;
+    pbl__onnx_pb pb = { .m = m };
     ProtobufCAllocator pa = pbl__onnx_pb_allocator(&pb);
     Onnx__TensorProto *t = onnx__tensor_proto__unpack(&pa, len, bytes);
     pbl__onnx_data d = { 0 };
@@ -228,7 +220,7 @@ PBL__API pbl_status pbl_onnx_tensor_read(const char *path, pbl_onnx_tensor *out,
     snprintf(what, sizeof what, "%s", path);
     pbl__mem heap;
     pbl__mem_init(&heap, NULL);
-    s = pbl__onnx_data_decode(t, &heap, &m, &d, what, err, errlen);
+    s = pbl__onnx_data_decode(t, &heap, m, &d, what, err, errlen);
     if (s != PBL_OK)
         goto done;
     out->shape = d.shape;
@@ -264,11 +256,43 @@ PBL__API pbl_status pbl_onnx_tensor_read(const char *path, pbl_onnx_tensor *out,
 done:
     if (d.f)
         free(d.f);
-    pbl__mem_free(&m, d.ints, d.ints ? (size_t)d.numel * sizeof *d.ints : 0);
+    pbl__mem_free(m, d.ints, d.ints ? (size_t)d.numel * sizeof *d.ints : 0);
     if (t)
         onnx__tensor_proto__free_unpacked(t, &pa);
+    return s;
+}
+
+PBL__API pbl_status pbl_onnx_tensor_read(const char *path, pbl_onnx_tensor *out, char *err, size_t errlen)
+{
+    if (!out)
+        return PBL_ERR_INVALID_ARG;
+    memset(out, 0, sizeof *out);
+    if (!path)
+        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "no path given");
+    pbl__mem m;
+    pbl__mem_init(&m, NULL);
+    uint8_t *bytes;
+    size_t len;
+    pbl_status s = pbl__onnx_read_file(path, &m, &bytes, &len, err, errlen);
+    if (s != PBL_OK)
+        return s;
+    s = tensor_parse(bytes, len, path, &m, out, err, errlen);
     pbl__mem_free(&m, bytes, len ? len : 1);
     return s;
+}
+
+PBL__API pbl_status pbl_onnx_tensor_parse(const void *data, size_t len, const char *name, pbl_onnx_tensor *out,
+                                          char *err, size_t errlen)
+{
+    if (!out)
+        return PBL_ERR_INVALID_ARG;
+    memset(out, 0, sizeof *out);
+    if (!data && len)
+        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "no data given");
+    pbl__mem m;
+    pbl__mem_init(&m, NULL);
+    return tensor_parse(data ? (const uint8_t *)data : (const uint8_t *)"", len, name ? name : "<bytes>", &m, out, err,
+                        errlen);
 }
 
 PBL__API pbl_status pbl_onnx_tensor_write(const char *path, const pbl_onnx_tensor *t, char *err, size_t errlen)

@@ -127,8 +127,10 @@ typedef struct reader {
     char                *err;
     size_t               errlen;
 
-    FILE         *f;
-    unsigned char chunk[16384];
+    FILE                *f;       /* the file read, or NULL: */
+    const unsigned char *mem;     /* the text parsed (pbl_records_parse_csv) */
+    size_t               mem_len, mem_pos;
+    unsigned char        chunk[16384];
     size_t        pos, len;
     int           at_eof;
     int32_t       line;                      /* the line last read, from 1 */
@@ -178,9 +180,16 @@ static pbl_status read_line(reader *r, int *got, size_t *len)
             if (r->at_eof)
                 break;
             r->pos = 0;
-            r->len = fread(r->chunk, 1, sizeof r->chunk, r->f);
+            if (r->f) {
+                r->len = fread(r->chunk, 1, sizeof r->chunk, r->f);
+            } else {
+                r->len = r->mem_len - r->mem_pos < sizeof r->chunk ? r->mem_len - r->mem_pos : sizeof r->chunk;
+                if (r->len)
+                    memcpy(r->chunk, r->mem + r->mem_pos, r->len);
+                r->mem_pos += r->len;
+            }
             if (r->len == 0) {
-                if (ferror(r->f))
+                if (r->f && ferror(r->f))
                     return pbl__errf(r->err, r->errlen, PBL_ERR_IO, "%s: cannot read: %s", r->path,
                                strerror(errno ? errno : EIO));
                 r->at_eof = 1;
@@ -507,41 +516,17 @@ static pbl_status reader_finish(reader *r, pbl_records_file *out)
     return PBL_OK;
 }
 
-PBL__API pbl_status pbl_records_read_csv(const char *path, const pbl_allocator *al, pbl_records_file *out,
-                                         char *err, size_t errlen)
+/* Reads r's lines (from r->f or r->mem) into *out. */
+static pbl_status read_records(reader *r, pbl_records_file *out)
 {
-    pbl__errclear(err, errlen);
-    if (out)
-        memset(out, 0, sizeof *out);
-    if (!path || !out)
-        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "read records: NULL path or result");
-
-    reader *r = pbl__plan_alloc(al, sizeof *r);
-    if (!r)
-        return pbl__errf(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", path);
-    memset(r, 0, sizeof *r);
-    r->path = path;
-    r->al = al;
-    r->ids.al = al;
-    r->err = err;
-    r->errlen = errlen;
-
-    pbl_status s;
-    errno = 0;
-    r->f = fopen(path, "rb");
-    if (!r->f) {
-        s = pbl__errf(err, errlen, PBL_ERR_IO, "%s: cannot open: %s", path, strerror(errno ? errno : EIO));
-        goto fail_free_reader;
-    }
     int got;
     size_t len;
-    s = read_line(r, &got, &len);
+    pbl_status s = read_line(r, &got, &len);
     if (s != PBL_OK)
-        goto fail_close;
+        return s;
     if (!got) {
         r->line = 1;
-        s = fail_at(r, "empty file (expected a header: id,lower,upper,size)");
-        goto fail_close;
+        return fail_at(r, "empty file (expected a header: id,lower,upper,size)");
     }
     s = read_header(r, len);
     while (s == PBL_OK) {
@@ -555,20 +540,78 @@ PBL__API pbl_status pbl_records_read_csv(const char *path, const pbl_allocator *
             s = read_record(r, len);
     }
     if (s != PBL_OK)
-        goto fail_close;
-    fclose(r->f);
-    r->f = NULL;
-    s = reader_finish(r, out);
-    reader_free(r);
-    pbl__plan_free(al, r, sizeof *r);
-    return s;
+        return s;
+    return reader_finish(r, out);
+}
 
-fail_close:
+/* A reader for `name` (messages start with it), or NULL after PBL_ERR_NOMEM in err. */
+static reader *reader_new(const char *name, const pbl_allocator *al, char *err, size_t errlen)
+{
+    reader *r = pbl__plan_alloc(al, sizeof *r);
+    if (!r) {
+        pbl__errf(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", name);
+        return NULL;
+    }
+    memset(r, 0, sizeof *r);
+    r->path = name;
+    r->al = al;
+    r->ids.al = al;
+    r->err = err;
+    r->errlen = errlen;
+    return r;
+}
+
+static void reader_destroy(reader *r)
+{
+    reader_free(r);
+    pbl__plan_free(r->al, r, sizeof *r);
+}
+
+PBL__API pbl_status pbl_records_read_csv(const char *path, const pbl_allocator *al, pbl_records_file *out,
+                                         char *err, size_t errlen)
+{
+    pbl__errclear(err, errlen);
+    if (out)
+        memset(out, 0, sizeof *out);
+    if (!path || !out)
+        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "read records: NULL path or result");
+
+    reader *r = reader_new(path, al, err, errlen);
+    if (!r)
+        return PBL_ERR_NOMEM;
+    pbl_status s;
+    errno = 0;
+    r->f = fopen(path, "rb");
+    if (!r->f) {
+        s = pbl__errf(err, errlen, PBL_ERR_IO, "%s: cannot open: %s", path, strerror(errno ? errno : EIO));
+        goto fail_free_reader;
+    }
+    s = read_records(r, out);
     fclose(r->f);
 fail_free_reader:
-    reader_free(r);
-    pbl__plan_free(al, r, sizeof *r);
-    memset(out, 0, sizeof *out);
+    reader_destroy(r);
+    if (s != PBL_OK)
+        memset(out, 0, sizeof *out);
+    return s;
+}
+
+PBL__API pbl_status pbl_records_parse_csv(const char *text, size_t len, const char *name, const pbl_allocator *al,
+                                          pbl_records_file *out, char *err, size_t errlen)
+{
+    pbl__errclear(err, errlen);
+    if (out)
+        memset(out, 0, sizeof *out);
+    if ((!text && len) || !out)
+        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "parse records: NULL text or result");
+    reader *r = reader_new(name ? name : "<text>", al, err, errlen);
+    if (!r)
+        return PBL_ERR_NOMEM;
+    r->mem = (const unsigned char *)text;
+    r->mem_len = len;
+    pbl_status s = read_records(r, out);
+    reader_destroy(r);
+    if (s != PBL_OK)
+        memset(out, 0, sizeof *out);
     return s;
 }
 
@@ -654,16 +697,41 @@ static pbl_status check_writable(const pbl_records_file *in, const pbl_assignmen
     return s;
 }
 
-PBL__API pbl_status pbl_assignment_write_csv(const char *path, const pbl_records_file *in, const pbl_assignment *a,
-                                             char *err, size_t errlen)
+/* The checks both writers make before writing anything. */
+static pbl_status check_args(const pbl_records_file *in, const pbl_assignment *a, char *err, size_t errlen)
 {
-    pbl__errclear(err, errlen);
-    if (!path || !in || !a || in->n < 0 || (in->n > 0 && (!in->records || !a->offset)))
+    if (!in || !a || in->n < 0 || (in->n > 0 && (!in->records || !a->offset)))
         return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "write assignment: NULL or negative arguments");
     if (a->n_records != in->n)
         return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "write assignment: %d records but %d offsets", (int)in->n,
                    (int)a->n_records);
-    pbl_status s = check_writable(in, a, err, errlen);
+    return check_writable(in, a, err, errlen);
+}
+
+/* The header and one line per record; 0, or -1 when a write failed (errno says why). */
+static int write_rows(FILE *f, const pbl_records_file *in, const pbl_assignment *a)
+{
+    errno = 0;
+    int bad = fputs("id,lower,upper,size,offset\n", f) < 0;
+    for (int32_t i = 0; i < in->n && !bad; i++) {
+        const pbl_usage_record *r = &in->records[i];
+        if (in->ids)
+            bad = fprintf(f, "%s,%lld,%lld,%lld,%lld\n", in->ids[i], (long long)r->first, (long long)r->last,
+                          (long long)r->size, (long long)a->offset[i]) < 0;
+        else
+            bad = fprintf(f, "%d,%lld,%lld,%lld,%lld\n", (int)i, (long long)r->first, (long long)r->last,
+                          (long long)r->size, (long long)a->offset[i]) < 0;
+    }
+    return bad ? -1 : 0;
+}
+
+PBL__API pbl_status pbl_assignment_write_csv(const char *path, const pbl_records_file *in, const pbl_assignment *a,
+                                             char *err, size_t errlen)
+{
+    pbl__errclear(err, errlen);
+    if (!path)
+        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "write assignment: NULL or negative arguments");
+    pbl_status s = check_args(in, a, err, errlen);
     if (s != PBL_OK)
         return s;
 
@@ -671,19 +739,23 @@ PBL__API pbl_status pbl_assignment_write_csv(const char *path, const pbl_records
     s = pbl__file_out_open(&o, path, a->allocator, err, errlen);
     if (s != PBL_OK)
         return s;
-    errno = 0;
-    int bad = fputs("id,lower,upper,size,offset\n", o.f) < 0;
-    for (int32_t i = 0; i < in->n && !bad; i++) {
-        const pbl_usage_record *r = &in->records[i];
-        if (in->ids)
-            bad = fprintf(o.f, "%s,%lld,%lld,%lld,%lld\n", in->ids[i], (long long)r->first, (long long)r->last,
-                          (long long)r->size, (long long)a->offset[i]) < 0;
-        else
-            bad = fprintf(o.f, "%d,%lld,%lld,%lld,%lld\n", (int)i, (long long)r->first, (long long)r->last,
-                          (long long)r->size, (long long)a->offset[i]) < 0;
-    }
+    int bad = write_rows(o.f, in, a) != 0;
     if (bad)
         s = pbl__errf(err, errlen, PBL_ERR_IO, "%s: writing: %s", path, strerror(errno ? errno : EIO));
     pbl_status c = pbl__file_out_close(&o, !bad, err, errlen);
     return s != PBL_OK ? s : c;
+}
+
+PBL__API pbl_status pbl_assignment_print_csv(const pbl_records_file *in, const pbl_assignment *a, FILE *f,
+                                             char *err, size_t errlen)
+{
+    pbl__errclear(err, errlen);
+    if (!f)
+        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "write assignment: NULL or negative arguments");
+    pbl_status s = check_args(in, a, err, errlen);
+    if (s != PBL_OK)
+        return s;
+    if (write_rows(f, in, a) != 0 || fflush(f) != 0 || ferror(f))
+        return pbl__errf(err, errlen, PBL_ERR_IO, "writing the assignment: %s", strerror(errno ? errno : EIO));
+    return PBL_OK;
 }

@@ -114,6 +114,10 @@ typedef struct pbl_onnx_tensor {
  * matching the dims, rank above PBL_MAX_DIMS), PBL_ERR_UNSUPPORTED (another element type),
  * PBL_ERR_NOMEM. On failure *out is zeroed. */
 pbl_status pbl_onnx_tensor_read(const char *path, pbl_onnx_tensor *out, char *err, size_t errlen);
+/* The same from the serialized TensorProto in data[0..len) (standard input, a buffer);
+ * messages start with name (NULL: "<bytes>"). No PBL_ERR_IO. */
+pbl_status pbl_onnx_tensor_parse(const void *data, size_t len, const char *name, pbl_onnx_tensor *out,
+                                 char *err, size_t errlen);
 /* Writes t as a TensorProto file, whole or not at all (a temporary file beside it, renamed
  * over it; a symbolic link's target is replaced and the link kept; a FIFO or device is written
  * in place; a directory is refused with PBL_ERR_IO). */

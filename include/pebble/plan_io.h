@@ -60,6 +60,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "pebble/alloc.h"
 #include "pebble/plan.h"
@@ -76,7 +77,8 @@ extern "C" {
 
 /* Records as read from a CSV file, in file order. A caller may also fill records, ids (or
  * leave ids NULL) and n itself to write an assignment with pbl_assignment_write_csv; only
- * pbl_records_read_csv's results may be passed to pbl_records_file_free. */
+ * pbl_records_read_csv's and pbl_records_parse_csv's results may be passed to
+ * pbl_records_file_free. */
 typedef struct pbl_records_file {
     pbl_usage_record    *records;   /* n: size, first = lower, last = upper */
     char               **ids;       /* n NUL-terminated ids; NULL means "0", "1", ... (writer) */
@@ -94,8 +96,14 @@ typedef struct pbl_records_file {
 pbl_status pbl_records_read_csv(const char *path, const pbl_allocator *al, pbl_records_file *out,
                                 char *err, size_t errlen);
 
-/* Frees what pbl_records_read_csv allocated and zeroes *f. Accepts NULL and a zeroed or
- * freed struct. */
+/* The same from len bytes of CSV text (standard input, a buffer; no NUL needed): messages
+ * name it `name` ("<stdin>:4: size must be positive (got 0)"; NULL: "<text>"). Returns what
+ * pbl_records_read_csv does, without PBL_ERR_IO. */
+pbl_status pbl_records_parse_csv(const char *text, size_t len, const char *name, const pbl_allocator *al,
+                                 pbl_records_file *out, char *err, size_t errlen);
+
+/* Frees what pbl_records_read_csv or pbl_records_parse_csv allocated and zeroes *f.
+ * Accepts NULL and a zeroed or freed struct. */
 void       pbl_records_file_free(pbl_records_file *f);
 
 /* Writes in's records with a's offsets to path as `id,lower,upper,size,offset` (one line
@@ -109,6 +117,12 @@ void       pbl_records_file_free(pbl_records_file *f);
  * PBL_RECORDS_CSV_LINE_MAX),
  * PBL_ERR_IO (err: "PATH: message"), PBL_ERR_NOMEM. Offsets come from a, not in->offsets. */
 pbl_status pbl_assignment_write_csv(const char *path, const pbl_records_file *in, const pbl_assignment *a,
+                                    char *err, size_t errlen);
+
+/* Writes the same lines to the open stream f (standard output, a pipe) as they come, and
+ * flushes it: nothing is renamed, so a failure part-way leaves part of the text written.
+ * Returns what pbl_assignment_write_csv does (PBL_ERR_IO: "writing the assignment: reason"). */
+pbl_status pbl_assignment_print_csv(const pbl_records_file *in, const pbl_assignment *a, FILE *f,
                                     char *err, size_t errlen);
 
 #ifdef __cplusplus
