@@ -74,8 +74,14 @@ pass "plan --help: exit 0, $n_strategies strategies: $strategies"
 run --help
 [ "$rc" -eq 0 ] && grep -q "plan" "$tmp/out" && grep -q "check" "$tmp/out" || fail "--help: exit $rc or no commands listed"
 pass "--help: exit 0, lists plan and check"
+# --version: include/pebble/version.h's version (CMake's project version is read from it) and
+# the commit
+want=$(sed -n 's/^#define PBL_VERSION_\(MAJOR\|MINOR\|PATCH\) \+\([0-9]\+\).*/\2/p' \
+    "$(dirname "$0")/../include/pebble/version.h" | paste -sd.)
+[ -n "$want" ] || fail "no PBL_VERSION_* in include/pebble/version.h"
 run --version
-[ "$rc" -eq 0 ] && grep -Eq '^pebble [0-9]+\.[0-9]+\.[0-9]+$' "$tmp/out" || fail "--version: exit $rc, '$(cat "$tmp/out")'"
+[ "$rc" -eq 0 ] && [ ! -s "$tmp/err" ] && grep -Eq "^pebble ${want//./\\.} \(commit [0-9A-Za-z._+-]+\)$" "$tmp/out" ||
+    fail "--version: exit $rc, '$(cat "$tmp/out")', expected 'pebble $want (commit ...)'"
 pass "--version: $(cat "$tmp/out")"
 run check --help
 [ "$rc" -eq 0 ] && grep -q -- "--capacity" "$tmp/out" || fail "check --help: exit $rc or no usage"

@@ -1,6 +1,7 @@
 /*
  * pebble/pebble.h — everything: build a graph, differentiate it, run it.
  *
+ *   version.h   the version: PBL_VERSION_MAJOR/MINOR/PATCH, pbl_version() with the commit
  *   status.h    status codes, pbl_status_str
  *   alloc.h     the optional host allocator hook
  *   graph.h     the graph: variables, op nodes, outputs, validation, dump
@@ -25,10 +26,7 @@
 #ifndef PEBBLE_PEBBLE_H
 #define PEBBLE_PEBBLE_H
 
-#define PEBBLE_VERSION_MAJOR 0
-#define PEBBLE_VERSION_MINOR 1
-#define PEBBLE_VERSION_PATCH 0
-
+#include "pebble/version.h"
 #include "pebble/status.h"
 #include "pebble/alloc.h"
 #include "pebble/graph.h"

@@ -43,7 +43,7 @@ static void print_usage(FILE *f)
     fprintf(f, "\n"
                "options:\n"
                "  -h, --help  this text\n"
-               "  --version   the program's version\n"
+               "  --version   the program's version and commit\n"
                "\n"
                "Records files are CSV with the header id,lower,upper,size (MiniMalloc's format):\n"
                "each record needs size bytes during the steps [lower, upper).\n"
@@ -73,7 +73,7 @@ static int dispatch(int argc, char **argv)
         return CLI_OK;
     }
     if (strcmp(cmd, "--version") == 0) {
-        printf("pebble %d.%d.%d\n", PEBBLE_VERSION_MAJOR, PEBBLE_VERSION_MINOR, PEBBLE_VERSION_PATCH);
+        printf("pebble %s\n", pbl_version());
         return CLI_OK;
     }
     for (int i = 0; i < N_SUBCOMMANDS; i++)
