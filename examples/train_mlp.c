@@ -2,7 +2,8 @@
  * train_mlp — trains a multi-layer perceptron on Fashion-MNIST with pebble, in plain C.
  *
  *     train_mlp [--hidden 256,128] [--epochs 10] [--batch 128] [--lr 0.001] [--seed 1]
- *               [--data DIR] [--save FILE] [--load FILE] [--threads T]
+ *               [--data DIR] [--save FILE] [--load FILE] [--threads T] [--plan]
+ *     train_mlp --help | --version
  *
  * The whole training step — forward, explicit backward nodes, Adam update — is one graph run.
  * Parameters live in this program's own float arrays, bound zero-copy to the training
@@ -11,7 +12,8 @@
  * Output: one line about the model, one summary line per epoch on stdout (plus a progress bar
  * on stderr when it is a terminal), and last `test accuracy: 0.8873`. Errors are one line
  * `train_mlp: <message>` on stderr; exit status 2 for a bad command line, 1 for anything
- * else that went wrong.
+ * else that went wrong. The command line follows tools/args/args.h, as the pebble tool's:
+ * --flag VALUE or --flag=VALUE, --help and --version on stdout with exit status 0.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, isatty, fileno */
 
@@ -28,6 +30,7 @@
 
 #include <pebble/pebble.h>
 
+#include "args.h" /* tools/args: the command-line convention the pebble tool shares */
 #include "idx.h"
 
 #define N_PIXELS     784 /* 28 x 28, what the first layer expects */
@@ -42,19 +45,14 @@ enum { EXIT_USAGE = 2 };
 /* ---- messages -------------------------------------------------------------------------- */
 
 /* Prints `train_mlp: <message>` as exactly one line: library messages are quoted verbatim,
- * so any newline in them is flattened rather than trusted not to be there. */
+ * so any newline in them is flattened rather than trusted not to be there (tools/args). */
 static void complain(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void complain(const char *fmt, ...)
 {
-    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    args_verror("train_mlp", fmt, ap);
     va_end(ap);
-    for (char *c = msg; *c; c++)
-        if (*c == '\n' || *c == '\r')
-            *c = ' ';
-    fprintf(stderr, "train_mlp: %s\n", msg);
 }
 
 static void print_usage(FILE *f)
@@ -71,7 +69,11 @@ static void print_usage(FILE *f)
             "  --load FILE     before training, load a checkpoint saved with --save\n"
             "  --threads T     BLAS threads (default 0: the BLAS library's own choice)\n"
             "  --plan          print the training step's memory plan before training\n"
-            "  --help          this text\n");
+            "  -h, --help      this text\n"
+            "  --version       pebble's version and commit\n"
+            "\n"
+            "Options take --flag VALUE or --flag=VALUE, as the pebble tool's do. Exit status: 0\n"
+            "trained, 1 a failure (data, checkpoint), 2 a bad command line.\n");
 }
 
 /* ---- command line ---------------------------------------------------------------------- */
@@ -92,18 +94,10 @@ typedef struct options {
 
 static int parse_long(const char *flag, const char *s, long lo, long hi, long *out)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (end == s || *end != '\0') {
-        complain("%s: '%s' is not an integer", flag, s);
+    int64_t v;
+    if (args_int("train_mlp", flag, s, lo, hi, &v) != 0)
         return -1;
-    }
-    if (errno == ERANGE || v < lo || v > hi) {
-        complain("%s: %s is out of range (%ld..%ld)", flag, s, lo, hi);
-        return -1;
-    }
-    *out = v;
+    *out = (long)v;
     return 0;
 }
 
@@ -134,85 +128,85 @@ static int parse_hidden(const char *s, options *o)
     }
 }
 
-/* Returns 0 to go on, or the exit status to stop with (0 after --help). */
-static int parse_args(int argc, char **argv, options *o, int *stop)
+static const args_flag flags[] = { { "--hidden", 1 }, { "--epochs", 1 }, { "--batch", 1 }, { "--lr", 1 },
+                                   { "--seed", 1 },   { "--data", 1 },   { "--save", 1 },  { "--load", 1 },
+                                   { "--threads", 1 }, { "--plan", 0 } };
+enum { F_HIDDEN, F_EPOCHS, F_BATCH, F_LR, F_SEED, F_DATA, F_SAVE, F_LOAD, F_THREADS, F_PLAN, N_FLAGS };
+
+/* One argument (tools/args calls this for each): 0 to go on, else EXIT_USAGE after a message. */
+static int take_arg(void *ctx, int which, const char *val)
 {
-    *stop = 0;
-    *o = (options){ .hidden = { 256, 128 }, .n_hidden = 2, .epochs = 10, .batch = 128,
-                    .lr = 1e-3, .seed = 1, .data = DEFAULT_DATA };
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        if (strcmp(arg, "--plan") == 0) {
-            o->show_plan = 1;
-            continue;
+    options *o = ctx;
+    if (which == ARGS_POSITIONAL) {
+        complain("unexpected argument '%s': train_mlp takes options only (see train_mlp --help)", val);
+        return EXIT_USAGE;
+    }
+    const char *flag = flags[which].name;
+    int bad = 0;
+    switch (which) {
+    case F_PLAN:
+        o->show_plan = 1;
+        break;
+    case F_HIDDEN:
+        bad = parse_hidden(val, o);
+        break;
+    case F_EPOCHS:
+        bad = parse_long(flag, val, 0, 100000, &o->epochs);
+        break;
+    case F_BATCH:
+        bad = parse_long(flag, val, 1, 1 << 20, &o->batch);
+        break;
+    case F_THREADS:
+        bad = parse_long(flag, val, 0, 1024, &o->threads);
+        break;
+    case F_LR:
+        bad = args_double("train_mlp", flag, val, 0, 10, &o->lr);
+        if (!bad && o->lr == 0) {
+            complain("--lr: %s is out of range (greater than 0, at most 10)", val);
+            bad = -1;
         }
-        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-            print_usage(stdout);
-            *stop = 1;
-            return 0;
+        break;
+    case F_SEED: {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(val, &end, 10);
+        if (end == val || *end != '\0' || val[0] == '-' || val[0] == '+' || val[0] == ' ') {
+            complain("--seed: '%s' is not a non-negative integer", val);
+            bad = -1;
+        } else if (errno == ERANGE) {
+            complain("--seed: %s is out of range (0..%llu)", val, ULLONG_MAX);
+            bad = -1;
         }
-        static const char *const with_value[] = { "--hidden", "--epochs", "--batch", "--lr",
-                                                  "--seed", "--data", "--save", "--load",
-                                                  "--threads" };
-        const char *flag = NULL;
-        for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
-            if (strcmp(arg, with_value[k]) == 0)
-                flag = with_value[k];
-        if (!flag) {
-            complain("unknown option '%s' (try --help)", arg);
-            return EXIT_USAGE;
-        }
-        if (i + 1 >= argc) {
-            complain("%s needs a value", flag);
-            return EXIT_USAGE;
-        }
-        const char *val = argv[++i];
-        int bad = 0;
-        if (strcmp(flag, "--hidden") == 0) {
-            bad = parse_hidden(val, o);
-        } else if (strcmp(flag, "--epochs") == 0) {
-            bad = parse_long(flag, val, 0, 100000, &o->epochs);
-        } else if (strcmp(flag, "--batch") == 0) {
-            bad = parse_long(flag, val, 1, 1 << 20, &o->batch);
-        } else if (strcmp(flag, "--threads") == 0) {
-            bad = parse_long(flag, val, 0, 1024, &o->threads);
-        } else if (strcmp(flag, "--lr") == 0) {
-            char *end;
-            errno = 0;
-            o->lr = strtod(val, &end);
-            if (end == val || *end != '\0') {
-                complain("--lr: '%s' is not a number", val);
-                bad = -1;
-            } else if (errno == ERANGE || !isfinite(o->lr) || o->lr <= 0 || o->lr > 10) {
-                complain("--lr: %s is out of range (greater than 0, at most 10)", val);
-                bad = -1;
-            }
-        } else if (strcmp(flag, "--seed") == 0) {
-            char *end;
-            errno = 0;
-            unsigned long long v = strtoull(val, &end, 10);
-            if (end == val || *end != '\0' || val[0] == '-' || val[0] == '+' || val[0] == ' ') {
-                complain("--seed: '%s' is not a non-negative integer", val);
-                bad = -1;
-            } else if (errno == ERANGE) {
-                complain("--seed: %s is out of range (0..%llu)", val, ULLONG_MAX);
-                bad = -1;
-            }
-            o->seed = v;
-        } else if (val[0] == '\0') {
+        o->seed = v;
+        break;
+    }
+    default: /* --data, --save, --load: names */
+        if (val[0] == '\0') {
             complain("%s needs a non-empty value", flag);
             bad = -1;
-        } else if (strcmp(flag, "--data") == 0) {
-            o->data = val;
-        } else if (strcmp(flag, "--save") == 0) {
-            o->save = val;
+        } else if (strcmp(val, "-") == 0) {
+            /* "-" is standard input or output elsewhere; here neither fits, so it is refused
+             * rather than taken as a file named "-" */
+            complain("%s -: %s", flag,
+                     which == F_DATA ? "the data set is a directory of files, not standard input"
+                     : which == F_SAVE ? "standard output carries the training report; give a file name"
+                                       : "a checkpoint is read from a file (its size is checked first), not standard input");
+            bad = -1;
         } else {
-            o->load = val;
+            *(which == F_DATA ? &o->data : which == F_SAVE ? &o->save : &o->load) = val;
         }
-        if (bad)
-            return EXIT_USAGE;
+        break;
     }
-    return 0;
+    return bad ? EXIT_USAGE : 0;
+}
+
+/* Returns -1 to go on, or the exit status to stop with (0 after --help or --version). */
+static int parse_args(int argc, char **argv, options *o)
+{
+    *o = (options){ .hidden = { 256, 128 }, .n_hidden = 2, .epochs = 10, .batch = 128,
+                    .lr = 1e-3, .seed = 1, .data = DEFAULT_DATA };
+    args_spec spec = { "train_mlp", NULL, pbl_version(), flags, N_FLAGS, take_arg, print_usage };
+    return args_parse(&spec, argc, argv, o);
 }
 
 /* ---- random numbers -------------------------------------------------------------------- */
@@ -611,9 +605,8 @@ static int evaluate_chunk(net *n, const dataset *d, int64_t first, float *x, int
 int main(int argc, char **argv)
 {
     options o;
-    int stop;
-    int rc = parse_args(argc, argv, &o, &stop);
-    if (rc != 0 || stop)
+    int rc = parse_args(argc, argv, &o);
+    if (rc != ARGS_GO_ON)
         return rc;
 
     rc = 1;

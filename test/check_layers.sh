@@ -22,7 +22,7 @@ graph/io/               pebble/ graph/base/ graph/ir/ graph/planner/ graph/strea
 ops/                    pebble/ graph/base/ graph/ir/ ops/
 executor/               pebble/ graph/ ops/ executor/
 tools/                  pebble/ tools/ graph/base/file_out.h
-examples/               pebble/ examples/
+examples/               pebble/ examples/ tools/args/
 bench/                  pebble/ tools/zoo/ bench/
 '
 # the graph layer never reaches up to the executor, even through its public header

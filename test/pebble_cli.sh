@@ -75,14 +75,26 @@ run --help
 [ "$rc" -eq 0 ] && grep -q "plan" "$tmp/out" && grep -q "check" "$tmp/out" || fail "--help: exit $rc or no commands listed"
 pass "--help: exit 0, lists plan and check"
 # --version: include/pebble/version.h's version (CMake's project version is read from it) and
-# the commit
+# the commit; every subcommand says the same
 want=$(sed -n 's/^#define PBL_VERSION_\(MAJOR\|MINOR\|PATCH\) \+\([0-9]\+\).*/\2/p' \
     "$(dirname "$0")/../include/pebble/version.h" | paste -sd.)
 [ -n "$want" ] || fail "no PBL_VERSION_* in include/pebble/version.h"
 run --version
 [ "$rc" -eq 0 ] && [ ! -s "$tmp/err" ] && grep -Eq "^pebble ${want//./\\.} \(commit [0-9A-Za-z._+-]+\)$" "$tmp/out" ||
     fail "--version: exit $rc, '$(cat "$tmp/out")', expected 'pebble $want (commit ...)'"
-pass "--version: $(cat "$tmp/out")"
+version=$(cat "$tmp/out")
+pass "--version: $version"
+for cmd in plan check export viz run; do
+    run "$cmd" --version
+    [ "$rc" -eq 0 ] && [ "$(cat "$tmp/out")" = "$version" ] && [ ! -s "$tmp/err" ] || fail "$cmd --version: exit $rc, '$(cat "$tmp/out")'"
+    run "$cmd" --help
+    [ "$rc" -eq 0 ] && head -1 "$tmp/out" | grep -q "^usage: pebble $cmd" && [ ! -s "$tmp/err" ] ||
+        fail "$cmd --help: exit $rc or no usage on stdout"
+    cp "$tmp/out" "$tmp/help"
+    run "$cmd" -h
+    [ "$rc" -eq 0 ] && cmp -s "$tmp/out" "$tmp/help" || fail "$cmd -h: exit $rc or not --help's text"
+done
+pass "plan, check, export, viz, run: --version prints '$version', --help and -h the usage on stdout, exit 0"
 run check --help
 [ "$rc" -eq 0 ] && grep -q -- "--capacity" "$tmp/out" || fail "check --help: exit $rc or no usage"
 pass "check --help: exit 0"
@@ -108,9 +120,25 @@ expect_error 2 "--time-limit: 0 is out of range" "--time-limit 0" plan "$example
 expect_error 2 "--strategy: unknown strategy 'nope'" "unknown strategy" plan "$example" --strategy nope
 expect_error 2 "--format: 'xml' is not one of" "unknown format" plan "$example" --format xml
 expect_error 2 "--help takes no value" "--help=x" plan --help=x
+expect_error 2 "--version takes no value" "--version=x" check --version=x
+expect_error 2 "--align: 'x' is not an integer" "--align=x" plan "$example" --align=x
 expect_error 2 "plan: unexpected argument" "two files" plan "$example" "$example"
 expect_error 2 "plan: no FILE given" "plan without a file" plan --strategy all
 expect_error 2 "check: no FILE given" "check without a file" check
+
+# --flag=value is --flag value; after --, an argument is a FILE even if it starts with '-'
+run plan "$example" --strategy all --format csv --align 4 --capacity 64
+[ "$rc" -eq 0 ] || fail "plan --flag value: exit $rc"
+cut -d, -f1-6 "$tmp/out" >"$tmp/spaced"
+run plan "$example" --strategy=all --format=csv --align=4 --capacity=64
+[ "$rc" -eq 0 ] && cut -d, -f1-6 "$tmp/out" | cmp -s - "$tmp/spaced" || fail "plan --flag=value: exit $rc or another result"
+pass "plan --strategy=all --format=csv --align=4 --capacity=64: the result of the spaced forms"
+cp "$example" "$tmp/-example.csv"
+(cd "$tmp" && "$bin" plan -example.csv >/dev/null 2>"$tmp/err"; [ $? -eq 2 ] && grep -q "unknown option '-example.csv'" "$tmp/err") ||
+    fail "plan -example.csv: not refused as an unknown option"
+(cd "$tmp" && "$bin" plan -- -example.csv >"$tmp/out" 2>"$tmp/err") && grep -q "^records: -example.csv (5 records" "$tmp/out" ||
+    fail "plan -- -example.csv: not taken as a file"
+pass "-- ends the options: 'plan -- -example.csv' plans the file, without -- it is an unknown option"
 
 # ---- plan on the 5-record example -----------------------------------------------------------
 

@@ -5,8 +5,10 @@ pebble_test(test_checkpoint test_checkpoint.c)
 
 # The script makes its own tiny IDX data sets, so it needs no installed data set.
 if(TARGET train_mlp)
+  # with the pebble program, whose command-line convention train_mlp's must match
   add_test(NAME train_mlp_cli
-           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/train_mlp_cli.sh $<TARGET_FILE:train_mlp>)
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/train_mlp_cli.sh $<TARGET_FILE:train_mlp>
+                   $<$<TARGET_EXISTS:pebble_cli>:$<TARGET_FILE:pebble_cli>>)
   set_tests_properties(train_mlp_cli PROPERTIES
                        ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 300)
 endif()

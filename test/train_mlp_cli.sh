@@ -3,13 +3,18 @@
 # stderr and a clean exit status (1, or 2 for a bad command line), never a crash; and
 # checkpoints round-trip, while a failed save leaves the previous file as it was.
 #
-# usage: train_mlp_cli.sh PATH/TO/train_mlp
+# Its command line follows the pebble tool's convention (tools/args): --flag=value, --help and
+# --version on stdout with exit 0, exit 2 and the same words for the same mistakes; "-" is
+# refused where it names no stream train_mlp can use.
+#
+# usage: train_mlp_cli.sh PATH/TO/train_mlp [PATH/TO/pebble]
 #
 # The data sets are tiny IDX files made here with bash, printf and gzip (no Python), so the
 # test runs anywhere the program builds.
 set -u
 
-bin=${1:?usage: train_mlp_cli.sh PATH/TO/train_mlp}
+bin=${1:?usage: train_mlp_cli.sh PATH/TO/train_mlp [PATH/TO/pebble]}
+pebble=${2:-}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/train_mlp_cli.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
@@ -119,7 +124,7 @@ broken() {
 # ---- the command line -----------------------------------------------------------------------
 
 expect_error 2 "unknown option" "nonsense flag" --frobnicate
-expect_error 2 "unknown option" "stray argument" extra
+expect_error 2 "unexpected argument 'extra'" "stray argument" extra
 expect_error 2 "out of range" "--batch 0" --batch 0
 expect_error 2 "not an integer" "--batch 12x" --batch 12x
 expect_error 2 "not an integer" "--hidden abc" --hidden abc
@@ -135,8 +140,58 @@ expect_error 2 "larger than the training set" "--batch over the training set siz
     --data "$good" --batch 1000
 
 run --help
-[ "$rc" -eq 0 ] && grep -q -- '--hidden' "$tmp/out" || fail "--help: exit $rc or no usage text"
-pass "--help: exit 0 and usage text on stdout"
+[ "$rc" -eq 0 ] && grep -q -- '--hidden' "$tmp/out" && [ ! -s "$tmp/err" ] || fail "--help: exit $rc or no usage text"
+cp "$tmp/out" "$tmp/help"
+run -h
+[ "$rc" -eq 0 ] && cmp -s "$tmp/out" "$tmp/help" || fail "-h: exit $rc or not --help's text"
+pass "--help and -h: exit 0 and usage text on stdout, nothing on stderr"
+
+# ---- the command-line convention (tools/args), shared with the pebble tool ------------------
+
+run --version
+[ "$rc" -eq 0 ] && [ ! -s "$tmp/err" ] && grep -Eq '^train_mlp [0-9]+\.[0-9]+\.[0-9]+ \(commit [0-9A-Za-z._+-]+\)$' "$tmp/out" ||
+    fail "--version: exit $rc, '$(cat "$tmp/out")'"
+pass "--version: exit 0, $(cat "$tmp/out")"
+version=$(sed 's/^train_mlp //' "$tmp/out")
+
+expect_error 2 "--epochs: 'abc' is not an integer" "--epochs=abc" --epochs=abc
+expect_error 2 "--lr: 'x' is not a number" "--lr=x" --lr=x
+expect_error 2 "--plan takes no value" "--plan=yes" --plan=yes
+expect_error 2 "--version takes no value" "--version=1" --version=1
+expect_error 2 "--batch: ' 12' is not an integer" "--batch ' 12' (a leading blank)" --batch " 12"
+expect_error 2 "--hidden: '' is not a comma-separated" "--hidden= (empty)" --hidden=
+expect_error 2 "unexpected argument '-x'" "-x after --" -- -x
+for flag in --data --save --load; do
+    expect_error 2 "$flag -: " "$flag - (no standard stream fits)" --data "$good" --epochs 0 "$flag" -
+    [ ! -e ./- ] && [ ! -e "$tmp/-" ] || fail "$flag -: a file named '-' was created"
+done
+
+if [ -n "$pebble" ]; then
+    # the same version, and the same words for the same mistakes (after the program's name)
+    [ "$("$pebble" --version)" = "pebble $version" ] || fail "pebble --version '$("$pebble" --version)' is not 'pebble $version'"
+    pass "pebble --version and train_mlp --version report the same: $version"
+    # same_words DESCRIPTION 'TRAIN_MLP ARGS' 'PEBBLE ARGS' [FLAG OTHER_FLAG]: stderr and exit
+    # status alike, the programs' names (and pebble's FLAG for train_mlp's) set aside
+    same_words() {
+        local t p
+        t=$("$bin" $2 2>&1 >/dev/null; echo "exit $?")
+        p=$("$pebble" $3 2>&1 >/dev/null; echo "exit $?")
+        t=${t//train_mlp/PROGRAM}
+        p=${p//pebble/PROGRAM}
+        [ $# -lt 5 ] || p=${p//$5/$4}
+        [ "$t" = "$p" ] || fail "$1: train_mlp says '$t', pebble says '$p'"
+        pass "$1: both say '${t//$'\n'/ }'"
+    }
+    same_words "unknown option" "--frobnicate" "--frobnicate"
+    same_words "a missing value" "--threads" "run x.onnx --threads"
+    same_words "a value to a flag that takes none" "--help=x" "plan --help=x"
+    same_words "--version=x" "--version=x" "run --version=x"
+    same_words "not an integer (--flag=value)" "--threads=x" "run x.onnx --threads=x"
+    same_words "out of range" "--batch=0" "plan x.csv --batch=0"
+    same_words "not a number" "--lr=abc" "run x.onnx --rtol=abc" --lr --rtol
+else
+    echo "# no pebble program given: the comparison with its convention is skipped"
+fi
 
 # ---- bad data -------------------------------------------------------------------------------
 
@@ -181,6 +236,9 @@ expect_ok "train 1 epoch and save" "${small[@]}" --epochs 1 --save "$ck"
 [ -s "$ck" ] || fail "train 1 epoch and save: no checkpoint at $ck"
 trained=$(tail -n 1 "$tmp/out")
 pass "train 1 epoch, --batch 64 --hidden 16 --save: exit 0, '$trained', checkpoint of $(stat -c %s "$ck") bytes"
+expect_ok "train with --flag=value" --data="$good" --hidden=16 --batch=64 --epochs=1 --save="$tmp/ck.eq"
+[ "$(tail -n 1 "$tmp/out")" = "$trained" ] && cmp -s "$tmp/ck.eq" "$ck" || fail "--flag=value: another result than --flag value"
+pass "--data=D --hidden=16 --batch=64 --epochs=1 --save=F: '$trained' and the same checkpoint bytes as the spaced forms"
 
 cp "$ck" "$tmp/ck.orig"
 expect_ok "load and evaluate" "${small[@]}" --epochs 0 --load "$ck"

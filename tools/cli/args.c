@@ -1,9 +1,9 @@
-/* The command line's plumbing: one-line messages, option scanning, numbers, quoting for JSON
- * and CSV output, the clock. */
+/* The command line's plumbing: one-line messages, the option loop and numbers (both through
+ * tools/args, which train_mlp shares), quoting for JSON and CSV output, the clock, outputs
+ * that must not overwrite the input. */
 #define _XOPEN_SOURCE 700 /* clock_gettime, realpath */
 
 #include <errno.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,59 +29,18 @@ int cli_flush_stdout(void)
 
 void cli_error(const char *fmt, ...)
 {
-    char msg[2048];
+    cli_flush_stdout(); /* what was printed so far comes first; a failure to write it is kept */
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    args_verror("pebble", fmt, ap);
     va_end(ap);
-    for (char *c = msg; *c; c++)
-        if (*c == '\n' || *c == '\r')
-            *c = ' ';
-    cli_flush_stdout(); /* what was printed so far comes first when both go to one terminal */
-    fprintf(stderr, "pebble: %s\n", msg);
 }
 
-int cli_next_arg(cli_args *a, const cli_flag *flags, int n_flags, int *which, const char **value)
+int cli_parse(const char *command, const args_flag *flags, int n_flags, int (*take)(void *ctx, int which, const char *v),
+              void (*usage)(FILE *f), int argc, char **argv, void *ctx)
 {
-    *which = -1;
-    *value = NULL;
-    if (a->i >= a->argc)
-        return CLI_ARG_END;
-    const char *arg = a->argv[a->i++];
-    if (a->only_files || arg[0] != '-' || strcmp(arg, "-") == 0) {
-        *value = arg;
-        return CLI_ARG_FILE;
-    }
-    if (strcmp(arg, "--") == 0) {
-        a->only_files = 1;
-        return cli_next_arg(a, flags, n_flags, which, value);
-    }
-    const char *eq = strchr(arg, '=');
-    size_t name_len = eq ? (size_t)(eq - arg) : strlen(arg);
-    for (int k = 0; k < n_flags; k++) {
-        const char *name = flags[k].name;
-        if (strlen(name) != name_len || strncmp(arg, name, name_len) != 0)
-            continue;
-        *which = k;
-        if (!flags[k].has_value) {
-            if (eq) {
-                cli_error("%s takes no value", name);
-                return CLI_ARG_BAD;
-            }
-            return CLI_ARG_FLAG;
-        }
-        if (eq) {
-            *value = eq + 1;
-        } else if (a->i < a->argc) {
-            *value = a->argv[a->i++];
-        } else {
-            cli_error("%s needs a value", name);
-            return CLI_ARG_BAD;
-        }
-        return CLI_ARG_FLAG;
-    }
-    cli_error("unknown option '%s' for 'pebble %s' (see pebble %s --help)", arg, a->command, a->command);
-    return CLI_ARG_BAD;
+    args_spec spec = { "pebble", command, pbl_version(), flags, n_flags, take, usage };
+    return args_parse(&spec, argc, argv, ctx);
 }
 
 int cli_take_file(const char *command, const char *what, const char **slot, const char *v)
@@ -90,42 +49,22 @@ int cli_take_file(const char *command, const char *what, const char **slot, cons
         cli_error("%s: unexpected argument '%s' (one %s only)", command, v, what);
         return -1;
     }
+    char claim[64];
+    snprintf(claim, sizeof claim, "%s -", what);
+    if (cli_is_stdio(v) && cli_stdin_claim(claim) != CLI_OK)
+        return -1;
     *slot = v;
     return 0;
 }
 
 int cli_parse_int(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out)
 {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (end == s || *end != '\0' || s[0] == ' ' || s[0] == '\t') {
-        cli_error("%s: '%s' is not an integer", flag, s);
-        return -1;
-    }
-    if (errno == ERANGE || v < lo || v > hi) {
-        cli_error("%s: %s is out of range (%lld..%lld)", flag, s, (long long)lo, (long long)hi);
-        return -1;
-    }
-    *out = v;
-    return 0;
+    return args_int("pebble", flag, s, lo, hi, out);
 }
 
 int cli_parse_double(const char *flag, const char *s, double lo, double hi, double *out)
 {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || *end != '\0' || s[0] == ' ' || s[0] == '\t' || !isfinite(v)) {
-        cli_error("%s: '%s' is not a number", flag, s);
-        return -1;
-    }
-    if (errno == ERANGE || v < lo || v > hi) {
-        cli_error("%s: %s is out of range (%g..%g)", flag, s, lo, hi);
-        return -1;
-    }
-    *out = v;
-    return 0;
+    return args_double("pebble", flag, s, lo, hi, out);
 }
 
 /* The length of the valid UTF-8 sequence at c (1..4), or 0 if it is not one. */
@@ -234,12 +173,20 @@ int cli_check_outputs(const char *input, const char *const *flag, const char *co
     for (int i = 0; i < n; i++) {
         if (!out[i])
             continue;
-        if (input && cli_same_file(input, out[i])) {
+        if (cli_is_stdio(out[i])) { /* standard output: never the input, even when that is "-" */
+            for (int j = 0; j < i; j++)
+                if (out[j] && cli_is_stdio(out[j])) {
+                    cli_error("%s -: %s already writes to standard output; only one output can", flag[i], flag[j]);
+                    return CLI_USAGE;
+                }
+            continue;
+        }
+        if (input && !cli_is_stdio(input) && cli_same_file(input, out[i])) {
             cli_error("%s %s: that is the input FILE; it would be overwritten", flag[i], out[i]);
             return CLI_USAGE;
         }
         for (int j = 0; j < i; j++)
-            if (out[j] && cli_same_file(out[j], out[i])) {
+            if (out[j] && !cli_is_stdio(out[j]) && cli_same_file(out[j], out[i])) {
                 cli_error("%s %s: the same file as %s; give each output its own name", flag[i], out[i], flag[j]);
                 return CLI_USAGE;
             }

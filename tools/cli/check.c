@@ -16,6 +16,7 @@ static void print_usage(FILE *f)
                "Prints 'ok' with the arena bytes and the lower bound, or what is wrong.\n"
                "FILE may also be a graph (zoo:NAME or a graph file: %s): it is loaded and\n"
                "validated (ops, attributes, shapes, no cycle), and its counts are printed.\n"
+               "FILE - reads standard input (an assignment CSV or a graph, told from its content).\n"
                "\n"
                "options:\n"
                "  --capacity C  the arena must fit in C bytes (default: no limit)\n"
@@ -45,7 +46,8 @@ static int check_graph(const char *file)
         if (pbl_graph_node_info(g, n, &ni) == PBL_OK && ni.is_backward)
             backward++;
     }
-    printf("%s: ok: a valid graph: %d variables, %d nodes (%d backward), %d values, %d outputs\n", file, (int)vars,
+    printf("%s: ok: a valid graph: %d variables, %d nodes (%d backward), %d values, %d outputs\n",
+           cli_display_name(file), (int)vars,
            (int)pbl_graph_node_count(g), (int)backward, (int)pbl_graph_value_count(g), (int)pbl_graph_output_count(g));
     pbl_graph_destroy(g);
     return CLI_OK;
@@ -86,61 +88,72 @@ static void with_ids(const char *msg, const pbl_records_file *f, char *out, size
     out[k] = '\0';
 }
 
+typedef struct check_opts {
+    const char *file;
+    int64_t     capacity, align;
+    int         capacity_given, align_given;
+} check_opts;
+
+static const args_flag check_flags[] = { { "--capacity", 1 }, { "--align", 1 } };
+enum { F_CAPACITY, F_ALIGN };
+
+static int take_arg(void *ctx, int which, const char *v)
+{
+    check_opts *o = ctx;
+    if (which == ARGS_POSITIONAL)
+        return cli_take_file("check", "FILE", &o->file, v) ? CLI_USAGE : 0;
+    if (which == F_CAPACITY) {
+        o->capacity_given = 1;
+        return cli_parse_int("--capacity", v, 0, PBL_RECORDS_CSV_VALUE_MAX, &o->capacity) ? CLI_USAGE : 0;
+    }
+    o->align_given = 1;
+    return cli_parse_int("--align", v, 1, INT64_C(1) << 30, &o->align) ? CLI_USAGE : 0;
+}
+
 int cli_check(int argc, char **argv)
 {
-    static const cli_flag flags[] = { { "--capacity", 1 }, { "--align", 1 }, { "--help", 0 }, { "-h", 0 } };
-    enum { F_CAPACITY, F_ALIGN };
-    cli_args args = { .argc = argc, .argv = argv, .i = 1, .command = "check" };
-    const char *file = NULL;
-    int64_t capacity = 0, align = 1;
-    int capacity_given = 0, align_given = 0;
-    int which;
-    const char *v;
-    for (;;) {
-        int k = cli_next_arg(&args, flags, (int)(sizeof flags / sizeof flags[0]), &which, &v);
-        if (k == CLI_ARG_END)
-            break;
-        if (k == CLI_ARG_BAD)
-            return CLI_USAGE;
-        if (k == CLI_ARG_FILE) {
-            if (cli_take_file("check", "FILE", &file, v))
-                return CLI_USAGE;
-        } else if (which == F_CAPACITY) {
-            if (cli_parse_int("--capacity", v, 0, PBL_RECORDS_CSV_VALUE_MAX, &capacity))
-                return CLI_USAGE;
-            capacity_given = 1;
-        } else if (which == F_ALIGN) {
-            if (cli_parse_int("--align", v, 1, INT64_C(1) << 30, &align))
-                return CLI_USAGE;
-            align_given = 1;
-        } else {
-            print_usage(stdout);
-            return CLI_OK;
-        }
-    }
+    check_opts o = { .align = 1 };
+    int rc = cli_parse("check", check_flags, (int)(sizeof check_flags / sizeof check_flags[0]), take_arg, print_usage,
+                       argc, argv, &o);
+    if (rc != ARGS_GO_ON)
+        return rc;
+    const char *file = o.file, *name = cli_display_name(o.file);
+    int64_t capacity = o.capacity, align = o.align;
     if (!file) {
         cli_error("check: no FILE given (see pebble check --help)");
         return CLI_USAGE;
     }
 
-    if (cli_model_is_graph(file)) {
-        if (capacity_given || align_given) {
+    int is_graph;
+    if ((rc = cli_source_is_graph(file, &is_graph)) != CLI_OK)
+        return rc;
+    if (is_graph) {
+        if (o.capacity_given || o.align_given) {
             cli_error("%s: --capacity and --align check an assignment file; a graph has no offsets"
-                      " (plan it: pebble plan %s --capacity C)", file, file);
+                      " (plan it: pebble plan %s --capacity C)", name, file);
             return CLI_USAGE;
         }
         return check_graph(file);
     }
     pbl_records_file f;
     char err[2048];
-    pbl_status s = pbl_records_read_csv(file, NULL, &f, err, sizeof err);
+    pbl_status s;
+    if (cli_is_stdio(file)) {
+        const unsigned char *data;
+        size_t len;
+        if ((rc = cli_stdin_read(&data, &len)) != CLI_OK)
+            return rc;
+        s = pbl_records_parse_csv((const char *)data, len, CLI_STDIN_NAME, NULL, &f, err, sizeof err);
+    } else {
+        s = pbl_records_read_csv(file, NULL, &f, err, sizeof err);
+    }
     if (s != PBL_OK) {
         cli_error("%s", err);
         return s == PBL_ERR_FORMAT ? CLI_USAGE : CLI_FAIL;
     }
     if (!f.offsets) {
         cli_error("%s:1: no offset column: check needs an assignment (id,lower,upper,size,offset),"
-                  " as written by pebble plan --out", file);
+                  " as written by pebble plan --out", name);
         pbl_records_file_free(&f);
         return CLI_USAGE;
     }
@@ -150,17 +163,17 @@ int cli_check(int argc, char **argv)
         if (f.offsets[i] + f.records[i].size > a.arena)
             a.arena = f.offsets[i] + f.records[i].size;
     int64_t lower_bound = pbl_records_lower_bound(f.records, f.n);
-    int rc = CLI_OK;
+    rc = CLI_OK;
     if (lower_bound < 0) {
         cli_error("out of memory");
         rc = CLI_FAIL;
     } else if ((s = pbl_plan_verify(f.records, f.n, &a, align, capacity, err, sizeof err)) != PBL_OK) {
         char msg[4096];
         with_ids(err, &f, msg, sizeof msg);
-        cli_error("%s: invalid: %s", file, msg);
+        cli_error("%s: invalid: %s", name, msg);
         rc = CLI_FAIL;
     } else {
-        printf("%s: ok: %d records, arena %lld bytes, lower bound %lld bytes (ratio %.4f)\n", file, (int)f.n,
+        printf("%s: ok: %d records, arena %lld bytes, lower bound %lld bytes (ratio %.4f)\n", name, (int)f.n,
                (long long)a.arena, (long long)lower_bound,
                lower_bound > 0 ? (double)a.arena / (double)lower_bound : 1.0);
     }

@@ -7,12 +7,13 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "args.h" /* tools/args: the command-line convention pebble and train_mlp share */
 #include "pebble/pebble.h"
 #include "pebble/plan_io.h"
 
 /* Exit statuses: 0 success, 1 a failure (a plan that does not verify, a file that cannot be
  * written), 2 a bad command line or malformed input file. */
-enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
+enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = ARGS_USAGE };
 
 /* Prints `pebble: <message>` as exactly one line on stderr (newlines in the message, which
  * may quote a library or file, are flattened). */
@@ -22,42 +23,55 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * that a later call still reports it). */
 int cli_flush_stdout(void);
 
-/* One option a subcommand takes: "--align" with a value, "--help" without. */
-typedef struct cli_flag {
-    const char *name;
-    int         has_value;
-} cli_flag;
-
-typedef struct cli_args {
-    int          argc;
-    char       **argv;
-    int          i;           /* next argument to look at */
-    int          only_files;  /* after "--" */
-    const char  *command;     /* "plan", for messages */
-} cli_args;
-
-enum { CLI_ARG_END, CLI_ARG_FLAG, CLI_ARG_FILE, CLI_ARG_BAD };
-
-/* The next argument: CLI_ARG_FLAG (*which indexes flags, *value is its value or NULL; both
- * "--flag value" and "--flag=value" work), CLI_ARG_FILE (*value is a positional argument),
- * CLI_ARG_END, or CLI_ARG_BAD (an unknown flag or a missing value; already reported). */
-int cli_next_arg(cli_args *a, const cli_flag *flags, int n_flags, int *which, const char **value);
+/* Parses the arguments of subcommand `command` (argv[0] is its name) through the one loop
+ * every pebble command and train_mlp share (tools/args/args.h): take gets each flag of flags
+ * and each positional argument (which == ARGS_POSITIONAL); --help prints usage on stdout,
+ * --version the version. Returns ARGS_GO_ON (-1) to go on, or the exit status to stop with. */
+int cli_parse(const char *command, const args_flag *flags, int n_flags, int (*take)(void *ctx, int which, const char *v),
+              void (*usage)(FILE *f), int argc, char **argv, void *ctx);
 
 /* Parse a flag's value; on failure report `FLAG: 'S' is not ...` and return -1. */
 int cli_parse_int(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
 int cli_parse_double(const char *flag, const char *s, double lo, double hi, double *out);
 
 /* Store positional argument v in *slot, the command's only WHAT (FILE, MODEL, ...); a second
- * one reports `COMMAND: unexpected argument 'V' (one WHAT only)` and returns -1. */
+ * one reports `COMMAND: unexpected argument 'V' (one WHAT only)` and returns -1. "-" claims
+ * standard input for WHAT (cli_stdin_claim). */
 int cli_take_file(const char *command, const char *what, const char **slot, const char *v);
+
+/* ---- "-": standard input and output (tools/cli/stdin.c) ---------------------------------- */
+
+/* What messages call standard input and output. */
+#define CLI_STDIN_NAME  "<stdin>"
+#define CLI_STDOUT_NAME "<stdout>"
+
+/* Whether path is "-": standard input where a file is read, standard output where one is
+ * written. */
+int         cli_is_stdio(const char *path);
+/* path for messages and reports: CLI_STDIN_NAME for "-", else path itself. */
+const char *cli_display_name(const char *path);
+/* Reserves standard input for the argument `what` ("FILE -", "--input x=-"), while parsing:
+ * a second claim reports `WHAT: standard input is already read by FIRST; it can be read
+ * once` and returns CLI_USAGE. Returns CLI_OK otherwise. */
+int         cli_stdin_claim(const char *what);
+/* Standard input's bytes, read whole on the first call (later calls return the same bytes):
+ * CLI_OK, or CLI_USAGE beyond the limit (1 GiB, or PEBBLE_STDIN_MAX bytes), CLI_FAIL when it
+ * cannot be read, after one message. The bytes live until cli_stdin_release. */
+int         cli_stdin_read(const unsigned char **data, size_t *len);
+void        cli_stdin_release(void);
+/* What bytes hold, told from their content: a JSON graph (the first non-blank byte is '{'),
+ * a records CSV (a first line of text) or else an ONNX model (binary protobuf). */
+enum { CLI_CONTENT_RECORDS, CLI_CONTENT_JSON, CLI_CONTENT_ONNX };
+int         cli_content_of(const unsigned char *data, size_t len);
 
 /* Whether paths a and b name one file: the same string, or two names of one existing file
  * (same device and inode: a link, "./x" beside "x"). */
 int cli_same_file(const char *a, const char *b);
 
 /* Refuses outputs that would overwrite the input or each other: out[i] (given by option
- * flag[i]; NULL when not given) must name neither `input` nor another out[j]. Returns CLI_OK,
- * or CLI_USAGE after one message. Checked before any work, so nothing is written. */
+ * flag[i]; NULL when not given) must name neither `input` nor another out[j]; at most one
+ * may be "-" (standard output), which is never the input. Returns CLI_OK, or CLI_USAGE after
+ * one message. Checked before any work, so nothing is written. */
 int cli_check_outputs(const char *input, const char *const *flag, const char *const *out, int n);
 
 /* CLI_OK when name is a planner strategy ("best" is one), or "all" when allow_all; else
@@ -76,18 +90,24 @@ int cli_run(int argc, char **argv);
 int cli_tensor_read(const char *path, pbl_onnx_tensor *t);
 int cli_tensor_write(const char *path, const pbl_onnx_tensor *t); /* .pb, else .npy */
 
-/* Model graphs (tools/cli/model.c): SOURCE is "zoo:NAME" or a file whose extension names its
- * format (see cli_model_extensions; a format is one row of model.c's table, whose loader
- * writes messages that start with the file's name).
+/* Model graphs (tools/cli/model.c): SOURCE is "zoo:NAME", "-" (standard input: a JSON graph
+ * or an ONNX model, told from its content) or a file whose extension names its format (see
+ * cli_model_extensions; a format is one row of model.c's table, whose loader writes messages
+ * that start with the file's name; standard input's start with "<stdin>").
  *
  * cli_model_load builds the graph into *out (the caller destroys it with pbl_graph_destroy):
  * a zoo graph for `batch` samples (0: the model's default; a file takes no batch). Returns
  * CLI_OK, or an exit status after printing one line (`pebble: FILE: $.nodes[3]: ...`):
  * CLI_USAGE for an unknown model or extension or a malformed file, CLI_FAIL for a file that
- * cannot be read or out of memory; *out is then NULL. */
+ * cannot be read or out of memory; *out is then NULL. An ONNX model's initializers are
+ * dropped (planning); cli_model_load_with passes onnx (may be NULL) to the ONNX loader, e.g.
+ * to keep them (onnx->weights). */
 int         cli_model_load(const char *source, int64_t batch, pbl_graph **out);
-/* Whether SOURCE names a graph (zoo: or a known extension) rather than a records CSV. */
-int         cli_model_is_graph(const char *source);
+int         cli_model_load_with(const char *source, int64_t batch, const pbl_onnx_options *onnx, pbl_graph **out);
+/* Whether SOURCE names a graph (zoo:, a known extension, or "-" holding one: standard input
+ * is read to tell) rather than a records CSV, in *is_graph. CLI_OK, or an exit status after
+ * a message (standard input could not be read). */
+int         cli_source_is_graph(const char *source, int *is_graph);
 /* The known extensions, ".json" (", .onnx" ...), for messages and help. */
 const char *cli_model_extensions(void);
 
@@ -104,7 +124,7 @@ typedef struct cli_records {
     pbl_graph_records graph_records;
 } cli_records;
 
-/* Loads what `source` names. For graphs, batch (0: the model's default) sizes a zoo model
+/* Loads what `source` names ("-": standard input, a records CSV or a graph). For graphs, batch (0: the model's default) sizes a zoo model
  * and liveness rounds record sizes up to align (0: 64). Returns CLI_OK, or an exit status
  * after reporting the problem (CLI_USAGE for a malformed file or unknown model, CLI_FAIL
  * otherwise). */

@@ -1,5 +1,4 @@
 /* `pebble export`: write a graph (a zoo model, or a graph file in another format) as JSON. */
-#include <string.h>
 
 #include "cli.h"
 
@@ -11,7 +10,8 @@ static void print_usage(FILE *f)
             "Writes SOURCE's graph as a JSON graph file (format: include/pebble/json.h): every\n"
             "variable, node (forward, backward and optimizer updates, with their attributes) and\n"
             "output, so `pebble plan OUT` plans exactly what `pebble plan SOURCE` does.\n"
-            "SOURCE is zoo:NAME (a model of tools/zoo, e.g. zoo:mlp_train) or a graph file (%s).\n"
+            "SOURCE is zoo:NAME (a model of tools/zoo, e.g. zoo:mlp_train), a graph file (%s)\n"
+            "or - for standard input (a JSON graph or an ONNX model, told from its content).\n"
             "\n"
             "options:\n"
             "  --json OUT   the file to write ('-': standard output); replaced whole or not at all\n"
@@ -23,38 +23,39 @@ static void print_usage(FILE *f)
             cli_model_extensions());
 }
 
+typedef struct export_opts {
+    const char *source, *json;
+    int64_t     batch;
+} export_opts;
+
+static const args_flag export_flags[] = { { "--json", 1 }, { "--batch", 1 } };
+enum { F_JSON, F_BATCH };
+
+static int take_arg(void *ctx, int which, const char *v)
+{
+    export_opts *o = ctx;
+    if (which == ARGS_POSITIONAL)
+        return cli_take_file("export", "SOURCE", &o->source, v) ? CLI_USAGE : 0;
+    if (which == F_JSON) {
+        if (!v[0]) {
+            cli_error("--json: empty file name");
+            return CLI_USAGE;
+        }
+        o->json = v;
+        return 0;
+    }
+    return cli_parse_int("--batch", v, 1, INT64_C(1) << 20, &o->batch) ? CLI_USAGE : 0;
+}
+
 int cli_export(int argc, char **argv)
 {
-    static const cli_flag flags[] = { { "--json", 1 }, { "--batch", 1 }, { "--help", 0 }, { "-h", 0 } };
-    enum { F_JSON, F_BATCH };
-    cli_args args = { .argc = argc, .argv = argv, .i = 1, .command = "export" };
-    const char *source = NULL, *json = NULL;
-    int64_t batch = 0;
-    int which;
-    const char *v;
-    for (;;) {
-        int k = cli_next_arg(&args, flags, (int)(sizeof flags / sizeof flags[0]), &which, &v);
-        if (k == CLI_ARG_END)
-            break;
-        if (k == CLI_ARG_BAD)
-            return CLI_USAGE;
-        if (k == CLI_ARG_FILE) {
-            if (cli_take_file("export", "SOURCE", &source, v))
-                return CLI_USAGE;
-        } else if (which == F_JSON) {
-            if (!v[0]) {
-                cli_error("--json: empty file name");
-                return CLI_USAGE;
-            }
-            json = v;
-        } else if (which == F_BATCH) {
-            if (cli_parse_int("--batch", v, 1, INT64_C(1) << 20, &batch))
-                return CLI_USAGE;
-        } else {
-            print_usage(stdout);
-            return CLI_OK;
-        }
-    }
+    export_opts o = { 0 };
+    int rc = cli_parse("export", export_flags, (int)(sizeof export_flags / sizeof export_flags[0]), take_arg,
+                       print_usage, argc, argv, &o);
+    if (rc != ARGS_GO_ON)
+        return rc;
+    const char *source = o.source, *json = o.json;
+    int64_t batch = o.batch;
     if (!source) {
         cli_error("export: no SOURCE given (see pebble export --help)");
         return CLI_USAGE;
@@ -65,15 +66,15 @@ int cli_export(int argc, char **argv)
     }
     const char *const flag[] = { "--json" };
     const char *const out[] = { json };
-    if (strcmp(json, "-") != 0 && cli_check_outputs(source, flag, out, 1) != CLI_OK)
+    if (cli_check_outputs(source, flag, out, 1) != CLI_OK)
         return CLI_USAGE;
     pbl_graph *g;
-    int rc = cli_model_load(source, batch, &g);
+    rc = cli_model_load(source, batch, &g);
     if (rc != CLI_OK)
         return rc;
     char err[2048];
     pbl_status s;
-    if (strcmp(json, "-") == 0) {
+    if (cli_is_stdio(json)) {
         char *text;
         size_t len;
         s = pbl_graph_to_json(g, &text, &len, err, sizeof err);

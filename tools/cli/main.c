@@ -9,9 +9,16 @@
  *     pebble viz FILE [--html OUT] [--svg OUT] [--dot OUT] [--strategy NAME] [--align N]
  *     pebble run MODEL [--input NAME=FILE ...] [--repeat N] [--output-dir D] [--expect NAME=FILE]
  *
+ * Every command takes --flag VALUE or --flag=VALUE, --help (usage on stdout, exit 0) and
+ * --version (tools/args/args.h: the convention train_mlp shares). A FILE, MODEL or SOURCE of
+ * "-" is standard input (its format told from its content: a JSON graph starts with '{', a
+ * records CSV with its header line, else an ONNX model); an output of "-" (plan --out,
+ * export --json, viz --html/--svg/--dot) is standard output, written as it comes.
+ *
  * Errors are one line, `pebble: <message>` (`pebble: FILE:LINE: <message>` for a malformed
- * file), on stderr. Exit status: 0 success, 1 a failure (a plan that does not verify, a file
- * that cannot be read or written), 2 a bad command line or a malformed input file.
+ * file; standard input is named <stdin>), on stderr. Exit status: 0 success, 1 a failure (a
+ * plan that does not verify, a file that cannot be read or written), 2 a bad command line or
+ * a malformed input file.
  */
 #include <string.h>
 
@@ -45,6 +52,9 @@ static void print_usage(FILE *f)
                "  -h, --help  this text\n"
                "  --version   the program's version and commit\n"
                "\n"
+               "Options take --flag VALUE or --flag=VALUE. A file named - is standard input (its\n"
+               "format told from its content) or, for an output, standard output.\n"
+               "\n"
                "Records files are CSV with the header id,lower,upper,size (MiniMalloc's format):\n"
                "each record needs size bytes during the steps [lower, upper).\n"
                "Graphs are zoo:NAME (a model of tools/zoo, e.g. zoo:mlp_train) or graph files (%s);\n"
@@ -72,7 +82,7 @@ static int dispatch(int argc, char **argv)
         print_usage(stdout);
         return CLI_OK;
     }
-    if (strcmp(cmd, "--version") == 0) {
+    if (strcmp(cmd, "--version") == 0) { /* as tools/args prints it for a subcommand */
         printf("pebble %s\n", pbl_version());
         return CLI_OK;
     }
@@ -89,11 +99,13 @@ static int dispatch(int argc, char **argv)
 int main(int argc, char **argv)
 {
     int rc = dispatch(argc, argv);
-    /* a full disk or a closed pipe: the output did not arrive, so the run did not succeed */
+    cli_stdin_release();
+    /* a full disk or a closed pipe: the output did not arrive, so the run did not succeed
+     * (said once: a command that failed has said why already, perhaps this very write) */
     int e = cli_flush_stdout();
-    if (e) {
+    if (e && rc == CLI_OK) {
         cli_error("writing the output: %s", strerror(e));
-        return rc == CLI_OK ? CLI_FAIL : rc;
+        return CLI_FAIL;
     }
     return rc;
 }

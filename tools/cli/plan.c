@@ -18,7 +18,8 @@ static void print_usage(FILE *f)
 #ifndef PEBBLE_HAVE_ZOO
             " (not in this build)"
 #endif
-            ";\na graph's records come from liveness, named after its values.\n"
+            ";\na graph's records come from liveness, named after its values. FILE - reads standard\n"
+            "input, whose format is told from its content.\n"
             "\n"
             "options:\n"
             "  --strategy NAME|all  a strategy, or all of them (default: best)\n"
@@ -28,7 +29,8 @@ static void print_usage(FILE *f)
             "  --time-limit S       seconds for searching strategies (default: their own)\n"
             "  --batch N            zoo graphs: the batch size (default: the model's)\n"
             "  --out FILE           write the assignment (id,lower,upper,size,offset); with\n"
-            "                       --strategy all, the smallest valid one\n"
+            "                       --strategy all, the smallest valid one; - for standard output\n"
+            "                       (the report then goes to standard error)\n"
             "  --format F           table (default), csv or json\n"
             "  -h, --help           this text\n"
             "\n"
@@ -49,71 +51,58 @@ typedef struct plan_opts {
     int         format;
 } plan_opts;
 
+static const args_flag plan_flags[] = { { "--strategy", 1 }, { "--align", 1 },  { "--capacity", 1 },
+                                        { "--time-limit", 1 }, { "--out", 1 }, { "--format", 1 },
+                                        { "--batch", 1 } };
+enum { F_STRATEGY, F_ALIGN, F_CAPACITY, F_TIME, F_OUT, F_FORMAT, F_BATCH };
+
+static int take_arg(void *ctx, int which, const char *v)
+{
+    plan_opts *o = ctx;
+    switch (which) {
+    case ARGS_POSITIONAL:
+        return cli_take_file("plan", "FILE", &o->file, v) ? CLI_USAGE : 0;
+    case F_STRATEGY:
+        o->strategy = v;
+        return 0;
+    case F_ALIGN:
+        return cli_parse_int("--align", v, 1, INT64_C(1) << 30, &o->align) ? CLI_USAGE : 0;
+    case F_CAPACITY:
+        return cli_parse_int("--capacity", v, 0, PBL_RECORDS_CSV_VALUE_MAX, &o->capacity) ? CLI_USAGE : 0;
+    case F_TIME:
+        return cli_parse_double("--time-limit", v, 1e-6, 1e6, &o->time_limit) ? CLI_USAGE : 0;
+    case F_OUT:
+        if (!v[0]) {
+            cli_error("--out: empty file name");
+            return CLI_USAGE;
+        }
+        o->out = v;
+        return 0;
+    case F_FORMAT:
+        if (strcmp(v, "table") == 0)
+            o->format = FORMAT_TABLE;
+        else if (strcmp(v, "csv") == 0)
+            o->format = FORMAT_CSV;
+        else if (strcmp(v, "json") == 0)
+            o->format = FORMAT_JSON;
+        else {
+            cli_error("--format: '%s' is not one of table, csv, json", v);
+            return CLI_USAGE;
+        }
+        return 0;
+    default: /* F_BATCH */
+        return cli_parse_int("--batch", v, 1, INT64_C(1) << 20, &o->batch) ? CLI_USAGE : 0;
+    }
+}
+
 /* Returns -1 to go on, or the exit status to stop with. */
 static int parse_args(int argc, char **argv, plan_opts *o)
 {
-    static const cli_flag flags[] = { { "--strategy", 1 }, { "--align", 1 }, { "--capacity", 1 },
-                                      { "--time-limit", 1 }, { "--out", 1 }, { "--format", 1 },
-                                      { "--batch", 1 }, { "--help", 0 }, { "-h", 0 } };
-    enum { F_STRATEGY, F_ALIGN, F_CAPACITY, F_TIME, F_OUT, F_FORMAT, F_BATCH, F_HELP, F_H };
     *o = (plan_opts){ .strategy = "best", .format = FORMAT_TABLE };
-    cli_args a = { .argc = argc, .argv = argv, .i = 1, .command = "plan" };
-    int which;
-    const char *v;
-    for (;;) {
-        int k = cli_next_arg(&a, flags, (int)(sizeof flags / sizeof flags[0]), &which, &v);
-        if (k == CLI_ARG_END)
-            break;
-        if (k == CLI_ARG_BAD)
-            return CLI_USAGE;
-        if (k == CLI_ARG_FILE) {
-            if (cli_take_file("plan", "FILE", &o->file, v))
-                return CLI_USAGE;
-            continue;
-        }
-        int bad = 0;
-        switch (which) {
-        case F_STRATEGY:
-            o->strategy = v;
-            break;
-        case F_ALIGN:
-            bad = cli_parse_int("--align", v, 1, INT64_C(1) << 30, &o->align);
-            break;
-        case F_CAPACITY:
-            bad = cli_parse_int("--capacity", v, 0, PBL_RECORDS_CSV_VALUE_MAX, &o->capacity);
-            break;
-        case F_TIME:
-            bad = cli_parse_double("--time-limit", v, 1e-6, 1e6, &o->time_limit);
-            break;
-        case F_OUT:
-            if (!v[0]) {
-                cli_error("--out: empty file name");
-                return CLI_USAGE;
-            }
-            o->out = v;
-            break;
-        case F_FORMAT:
-            if (strcmp(v, "table") == 0)
-                o->format = FORMAT_TABLE;
-            else if (strcmp(v, "csv") == 0)
-                o->format = FORMAT_CSV;
-            else if (strcmp(v, "json") == 0)
-                o->format = FORMAT_JSON;
-            else {
-                cli_error("--format: '%s' is not one of table, csv, json", v);
-                return CLI_USAGE;
-            }
-            break;
-        case F_BATCH:
-            bad = cli_parse_int("--batch", v, 1, INT64_C(1) << 20, &o->batch);
-            break;
-        default:
-            print_usage(stdout);
-            return CLI_OK;
-        }
-        if (bad)
-            return CLI_USAGE;
-    }
+    int rc = cli_parse("plan", plan_flags, (int)(sizeof plan_flags / sizeof plan_flags[0]), take_arg, print_usage,
+                       argc, argv, o);
+    if (rc != ARGS_GO_ON)
+        return rc;
     if (!o->file) {
         cli_error("plan: no FILE given (see pebble plan --help)");
         return CLI_USAGE;
@@ -151,71 +140,71 @@ static double ratio(int64_t bytes, int64_t lower_bound)
     return lower_bound > 0 ? (double)bytes / (double)lower_bound : 1.0;
 }
 
-static void print_table(const plan_report *r)
+static void print_table(FILE *f, const plan_report *r)
 {
-    printf("records: %s (%d records, align %lld, capacity ", r->source, (int)r->n_records, (long long)r->align);
+    fprintf(f, "records: %s (%d records, align %lld, capacity ", r->source, (int)r->n_records, (long long)r->align);
     if (r->capacity)
-        printf("%lld)\n", (long long)r->capacity);
+        fprintf(f, "%lld)\n", (long long)r->capacity);
     else
-        printf("none)\n");
-    printf("lower bound: %lld bytes\n\n", (long long)r->lower_bound);
+        fprintf(f, "none)\n");
+    fprintf(f, "lower bound: %lld bytes\n\n", (long long)r->lower_bound);
     int w = 8;
     for (int i = 0; i < r->n_rows; i++)
         if ((int)strlen(r->rows[i].name) > w)
             w = (int)strlen(r->rows[i].name);
-    printf("%-*s  %15s  %7s  %5s  %10s\n", w, "strategy", "bytes", "ratio", "valid", "ms");
+    fprintf(f, "%-*s  %15s  %7s  %5s  %10s\n", w, "strategy", "bytes", "ratio", "valid", "ms");
     for (int i = 0; i < r->n_rows; i++) {
         const plan_row *p = &r->rows[i];
-        printf("%-*s  ", w, p->name);
+        fprintf(f, "%-*s  ", w, p->name);
         if (p->planned)
-            printf("%15lld  %7.4f", (long long)p->bytes, ratio(p->bytes, r->lower_bound));
+            fprintf(f, "%15lld  %7.4f", (long long)p->bytes, ratio(p->bytes, r->lower_bound));
         else
-            printf("%15s  %7s", "-", "-");
-        printf("  %5s  %10.3f", p->valid ? "yes" : "no", p->ms);
+            fprintf(f, "%15s  %7s", "-", "-");
+        fprintf(f, "  %5s  %10.3f", p->valid ? "yes" : "no", p->ms);
         if (p->error[0])
-            printf("  %s", p->error);
+            fprintf(f, "  %s", p->error);
         else if (p->optimal)
-            printf("  optimal");
-        printf("\n");
+            fprintf(f, "  optimal");
+        fprintf(f, "\n");
     }
 }
 
-static void print_csv(const plan_report *r)
+static void print_csv(FILE *f, const plan_report *r)
 {
-    printf("strategy,bytes,lower_bound,ratio,valid,optimal,ms,error\n");
+    fprintf(f, "strategy,bytes,lower_bound,ratio,valid,optimal,ms,error\n");
     for (int i = 0; i < r->n_rows; i++) {
         const plan_row *p = &r->rows[i];
-        cli_csv_field(stdout, p->name);
+        cli_csv_field(f, p->name);
         if (p->planned)
-            printf(",%lld,%lld,%.6f", (long long)p->bytes, (long long)r->lower_bound, ratio(p->bytes, r->lower_bound));
+            fprintf(f, ",%lld,%lld,%.6f", (long long)p->bytes, (long long)r->lower_bound, ratio(p->bytes, r->lower_bound));
         else
-            printf(",,%lld,", (long long)r->lower_bound);
-        printf(",%s,%s,%.3f,", p->valid ? "true" : "false", p->optimal ? "true" : "false", p->ms);
-        cli_csv_field(stdout, p->error);
-        printf("\n");
+            fprintf(f, ",,%lld,", (long long)r->lower_bound);
+        fprintf(f, ",%s,%s,%.3f,", p->valid ? "true" : "false", p->optimal ? "true" : "false", p->ms);
+        cli_csv_field(f, p->error);
+        fprintf(f, "\n");
     }
 }
 
-static void print_json(const plan_report *r)
+static void print_json(FILE *f, const plan_report *r)
 {
-    printf("{\"lower_bound\": %lld, \"strategies\": [", (long long)r->lower_bound);
+    fprintf(f, "{\"lower_bound\": %lld, \"strategies\": [", (long long)r->lower_bound);
     for (int i = 0; i < r->n_rows; i++) {
         const plan_row *p = &r->rows[i];
-        printf("%s\n  {\"name\": ", i ? "," : "");
-        cli_json_string(stdout, p->name);
+        fprintf(f, "%s\n  {\"name\": ", i ? "," : "");
+        cli_json_string(f, p->name);
         if (p->planned)
-            printf(", \"bytes\": %lld, \"ratio\": %.6f", (long long)p->bytes, ratio(p->bytes, r->lower_bound));
+            fprintf(f, ", \"bytes\": %lld, \"ratio\": %.6f", (long long)p->bytes, ratio(p->bytes, r->lower_bound));
         else
-            printf(", \"bytes\": null, \"ratio\": null");
-        printf(", \"valid\": %s, \"ms\": %.3f, \"optimal\": %s", p->valid ? "true" : "false", p->ms,
+            fprintf(f, ", \"bytes\": null, \"ratio\": null");
+        fprintf(f, ", \"valid\": %s, \"ms\": %.3f, \"optimal\": %s", p->valid ? "true" : "false", p->ms,
                p->optimal ? "true" : "false");
         if (p->error[0]) {
-            printf(", \"error\": ");
-            cli_json_string(stdout, p->error);
+            fprintf(f, ", \"error\": ");
+            cli_json_string(f, p->error);
         }
-        printf("}");
+        fprintf(f, "}");
     }
-    printf("\n]}\n");
+    fprintf(f, "\n]}\n");
 }
 
 int cli_plan(int argc, char **argv)
@@ -280,13 +269,15 @@ int cli_plan(int argc, char **argv)
         }
     }
 
-    plan_report report = { o.file, f->n, lower_bound, align, o.capacity, rows, n_rows };
+    /* with --out -, the assignment is standard output, so the report goes to stderr */
+    FILE *rf = o.out && cli_is_stdio(o.out) ? stderr : stdout;
+    plan_report report = { cli_display_name(o.file), f->n, lower_bound, align, o.capacity, rows, n_rows };
     if (o.format == FORMAT_JSON)
-        print_json(&report);
+        print_json(rf, &report);
     else if (o.format == FORMAT_CSV)
-        print_csv(&report);
+        print_csv(rf, &report);
     else
-        print_table(&report);
+        print_table(rf, &report);
     cli_flush_stdout();
 
     rc = CLI_OK;
@@ -299,7 +290,12 @@ int cli_plan(int argc, char **argv)
     }
     if (o.out && rc == CLI_OK) {
         char err[2048];
-        if (pbl_assignment_write_csv(o.out, f, &kept, err, sizeof err) != PBL_OK) {
+        pbl_status s = cli_is_stdio(o.out) ? pbl_assignment_print_csv(f, &kept, stdout, err, sizeof err)
+                                           : pbl_assignment_write_csv(o.out, f, &kept, err, sizeof err);
+        if (s != PBL_OK && cli_is_stdio(o.out)) {
+            cli_error("%s: %s", CLI_STDOUT_NAME, err);
+            rc = CLI_FAIL;
+        } else if (s != PBL_OK) {
             cli_error("%s", err);
             rc = CLI_FAIL;
         }

@@ -1,5 +1,6 @@
 /* Where `pebble plan` gets its records: a records CSV file, or a graph (a zoo model or a graph
- * file, see model.c) run through liveness, with the values' names as ids. */
+ * file, see model.c) run through liveness, with the values' names as ids; "-" is standard
+ * input holding either. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,7 +40,7 @@ static int load_graph(const char *name, int64_t batch, int64_t align, cli_record
     lo.align = align ? align : 64; /* sizes rounded as the plan will align them: an exact bound */
     pbl_status s = pbl_graph_liveness(g, &lo, &gr, err, sizeof err);
     if (s != PBL_OK) {
-        cli_error("%s: liveness: %s", name, err);
+        cli_error("%s: liveness: %s", cli_display_name(name), err);
         pbl_graph_destroy(g);
         return CLI_FAIL;
     }
@@ -49,7 +50,7 @@ static int load_graph(const char *name, int64_t batch, int64_t align, cli_record
     out->own_ids = malloc((n ? n : 1) * sizeof *out->own_ids);
     out->own_id_text = malloc((n ? n : 1) * ID_MAX);
     if (!out->own_ids || !out->own_id_text) {
-        cli_error("%s: out of memory", name);
+        cli_error("%s: out of memory", cli_display_name(name));
         rc = CLI_FAIL;
         goto done;
     }
@@ -73,14 +74,26 @@ done:
 int cli_records_load(const char *source, int64_t batch, int64_t align, cli_records *out)
 {
     memset(out, 0, sizeof *out);
-    if (cli_model_is_graph(source))
+    int is_graph, rc = cli_source_is_graph(source, &is_graph);
+    if (rc != CLI_OK)
+        return rc;
+    if (is_graph)
         return load_graph(source, batch, align, out);
     if (batch) {
-        cli_error("%s: --batch applies to zoo graphs only (a records CSV's sizes are fixed)", source);
+        cli_error("%s: --batch applies to zoo graphs only (a records CSV's sizes are fixed)", cli_display_name(source));
         return CLI_USAGE;
     }
     char err[2048];
-    pbl_status s = pbl_records_read_csv(source, NULL, &out->file, err, sizeof err);
+    pbl_status s;
+    if (cli_is_stdio(source)) {
+        const unsigned char *data;
+        size_t len;
+        if ((rc = cli_stdin_read(&data, &len)) != CLI_OK)
+            return rc;
+        s = pbl_records_parse_csv((const char *)data, len, CLI_STDIN_NAME, NULL, &out->file, err, sizeof err);
+    } else {
+        s = pbl_records_read_csv(source, NULL, &out->file, err, sizeof err);
+    }
     if (s != PBL_OK) {
         cli_error("%s", err);
         return s == PBL_ERR_FORMAT ? CLI_USAGE : CLI_FAIL;

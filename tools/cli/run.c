@@ -18,6 +18,10 @@
  * writes each output as D/<name>.npy (or .pb). --expect compares output NAME with FILE
  * (|got − want| ≤ atol + rtol·|want|, default rtol 1e-3, atol 1e-7: ONNX's test defaults) and
  * makes the exit status 1 when any element is outside.
+ *
+ * "-" is standard input for one of MODEL (an ONNX model or a JSON graph, told from its
+ * content), an --input FILE or an --expect FILE (a .npy or TensorProto, told likewise): two
+ * cannot both read it. --output-dir takes no "-": it is a directory of files.
  */
 #include <errno.h>
 #include <math.h>
@@ -25,7 +29,6 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <strings.h>
 
 #include "cli.h"
 
@@ -39,6 +42,7 @@ static void print_usage(FILE *f)
                "\n"
                "Runs MODEL (FILE.onnx, a JSON graph, or zoo:NAME) on the given inputs and prints\n"
                "each output's shape and first values, the latency per run and the peak RSS.\n"
+               "One of MODEL, an --input FILE or an --expect FILE may be - (standard input).\n"
                "  --input NAME=FILE   graph input NAME from FILE (.pb TensorProto or .npy)\n"
                "  --threads N         BLAS threads (default: the BLAS library's setting)\n"
                "  --repeat N          timed runs (default 1); --warmup N untimed runs first (default 1)\n"
@@ -78,12 +82,6 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static int ends_with(const char *s, const char *ext)
-{
-    size_t n = strlen(s), e = strlen(ext);
-    return n > e && strcasecmp(s + n - e, ext) == 0;
-}
-
 /* An output's name as a file name: '/' and other awkward characters become '_'. */
 static void file_name(const char *name, char *out, size_t n)
 {
@@ -95,98 +93,110 @@ static void file_name(const char *name, char *out, size_t n)
     out[k] = '\0';
 }
 
+typedef struct run_opts {
+    const char *model, *outdir, *strategy, *inputs[MAX_INPUTS], *expects[MAX_INPUTS];
+    int         n_inputs, n_expects, zero, json, pb_out;
+    double      rtol, atol;
+    int64_t     threads, repeat, warmup, dim;
+} run_opts;
+
+static const args_flag run_flags[] = { { "--input", 1 }, { "--threads", 1 }, { "--repeat", 1 }, { "--warmup", 1 },
+                                       { "--output-dir", 1 }, { "--output-format", 1 }, { "--dim", 1 },
+                                       { "--strategy", 1 }, { "--zero-unbound", 0 }, { "--format", 1 },
+                                       { "--expect", 1 }, { "--rtol", 1 }, { "--atol", 1 } };
+enum { F_INPUT, F_THREADS, F_REPEAT, F_WARMUP, F_OUTDIR, F_OUTFMT, F_DIM, F_STRATEGY, F_ZERO, F_FORMAT,
+       F_EXPECT, F_RTOL, F_ATOL };
+
+/* --input or --expect NAME=FILE into list (n of them so far), refusing a doubled NAME and a
+ * second reader of standard input. */
+static int take_named(const char *flag, const char *v, const char **list, int *n)
+{
+    if (*n == MAX_INPUTS || !strchr(v, '=')) {
+        cli_error("%s: '%s' is not NAME=FILE%s", flag, v, *n == MAX_INPUTS ? " (or too many)" : "");
+        return CLI_USAGE;
+    }
+    size_t nl = (size_t)(strchr(v, '=') - v);
+    for (int i = 0; i < *n; i++)
+        if (strncmp(list[i], v, nl + 1) == 0) {
+            cli_error("%s: '%.*s' is given twice", flag, (int)nl, v);
+            return CLI_USAGE;
+        }
+    char what[160];
+    snprintf(what, sizeof what, "%s %.*s=-", flag, (int)(nl < 100 ? nl : 100), v);
+    if (cli_is_stdio(v + nl + 1) && cli_stdin_claim(what) != CLI_OK)
+        return CLI_USAGE;
+    list[(*n)++] = v;
+    return 0;
+}
+
+static int take_arg(void *ctx, int which, const char *v)
+{
+    run_opts *o = ctx;
+    switch (which) {
+    case ARGS_POSITIONAL:
+        return cli_take_file("run", "MODEL", &o->model, v) ? CLI_USAGE : 0;
+    case F_INPUT:
+        return take_named("--input", v, o->inputs, &o->n_inputs);
+    case F_EXPECT:
+        return take_named("--expect", v, o->expects, &o->n_expects);
+    case F_RTOL:
+        return cli_parse_double("--rtol", v, 0, 1e9, &o->rtol) ? CLI_USAGE : 0;
+    case F_ATOL:
+        return cli_parse_double("--atol", v, 0, 1e9, &o->atol) ? CLI_USAGE : 0;
+    case F_THREADS:
+        return cli_parse_int("--threads", v, 1, 1024, &o->threads) ? CLI_USAGE : 0;
+    case F_REPEAT:
+        return cli_parse_int("--repeat", v, 1, 100000000, &o->repeat) ? CLI_USAGE : 0;
+    case F_WARMUP:
+        return cli_parse_int("--warmup", v, 0, 100000000, &o->warmup) ? CLI_USAGE : 0;
+    case F_DIM:
+        return cli_parse_int("--dim", v, 1, INT64_C(1) << 30, &o->dim) ? CLI_USAGE : 0;
+    case F_OUTDIR:
+        if (cli_is_stdio(v)) {
+            cli_error("--output-dir -: a directory of output files cannot be standard output"
+                      " (the outputs' first values are printed there; give a directory)");
+            return CLI_USAGE;
+        }
+        o->outdir = v;
+        return 0;
+    case F_OUTFMT:
+        if (strcmp(v, "npy") != 0 && strcmp(v, "pb") != 0) {
+            cli_error("--output-format: '%s' is not npy or pb", v);
+            return CLI_USAGE;
+        }
+        o->pb_out = strcmp(v, "pb") == 0;
+        return 0;
+    case F_STRATEGY:
+        if (cli_check_strategy(v, 0) != CLI_OK) /* before loading, not after */
+            return CLI_USAGE;
+        o->strategy = v;
+        return 0;
+    case F_ZERO:
+        o->zero = 1;
+        return 0;
+    default: /* F_FORMAT */
+        if (strcmp(v, "table") != 0 && strcmp(v, "json") != 0) {
+            cli_error("--format: '%s' is not table or json", v);
+            return CLI_USAGE;
+        }
+        o->json = strcmp(v, "json") == 0;
+        return 0;
+    }
+}
+
 int cli_run(int argc, char **argv)
 {
-    static const cli_flag flags[] = { { "--input", 1 }, { "--threads", 1 }, { "--repeat", 1 }, { "--warmup", 1 },
-                                      { "--output-dir", 1 }, { "--output-format", 1 }, { "--dim", 1 },
-                                      { "--strategy", 1 }, { "--zero-unbound", 0 }, { "--format", 1 },
-                                      { "--expect", 1 }, { "--rtol", 1 }, { "--atol", 1 },
-                                      { "--help", 0 }, { "-h", 0 } };
-    enum { F_INPUT, F_THREADS, F_REPEAT, F_WARMUP, F_OUTDIR, F_OUTFMT, F_DIM, F_STRATEGY, F_ZERO, F_FORMAT,
-           F_EXPECT, F_RTOL, F_ATOL };
-    cli_args args = { .argc = argc, .argv = argv, .i = 1, .command = "run" };
-    const char *model = NULL, *outdir = NULL, *strategy = NULL, *inputs[MAX_INPUTS], *expects[MAX_INPUTS];
-    int n_inputs = 0, n_expects = 0, zero = 0, json = 0, pb_out = 0, mismatches = 0, shape_mismatches = 0;
-    double rtol = 1e-3, atol = 1e-7;
-    int64_t threads = 0, repeat = 1, warmup = 1, dim = 1;
-    int which;
-    const char *v;
-    for (;;) {
-        int k = cli_next_arg(&args, flags, (int)(sizeof flags / sizeof flags[0]), &which, &v);
-        if (k == CLI_ARG_END)
-            break;
-        if (k == CLI_ARG_BAD)
-            return CLI_USAGE;
-        if (k == CLI_ARG_FILE) {
-            if (cli_take_file("run", "MODEL", &model, v))
-                return CLI_USAGE;
-        } else if (which == F_INPUT) {
-            if (n_inputs == MAX_INPUTS || !strchr(v, '=')) {
-                cli_error("--input: '%s' is not NAME=FILE%s", v, n_inputs == MAX_INPUTS ? " (or too many inputs)" : "");
-                return CLI_USAGE;
-            }
-            size_t nl = (size_t)(strchr(v, '=') - v);
-            for (int i = 0; i < n_inputs; i++)
-                if (strncmp(inputs[i], v, nl + 1) == 0) {
-                    cli_error("--input: '%.*s' is given twice", (int)nl, v);
-                    return CLI_USAGE;
-                }
-            inputs[n_inputs++] = v;
-        } else if (which == F_EXPECT) {
-            if (n_expects == MAX_INPUTS || !strchr(v, '=')) {
-                cli_error("--expect: '%s' is not NAME=FILE%s", v, n_expects == MAX_INPUTS ? " (or too many)" : "");
-                return CLI_USAGE;
-            }
-            size_t nl = (size_t)(strchr(v, '=') - v);
-            for (int i = 0; i < n_expects; i++)
-                if (strncmp(expects[i], v, nl + 1) == 0) {
-                    cli_error("--expect: '%.*s' is given twice", (int)nl, v);
-                    return CLI_USAGE;
-                }
-            expects[n_expects++] = v;
-        } else if (which == F_RTOL) {
-            if (cli_parse_double("--rtol", v, 0, 1e9, &rtol))
-                return CLI_USAGE;
-        } else if (which == F_ATOL) {
-            if (cli_parse_double("--atol", v, 0, 1e9, &atol))
-                return CLI_USAGE;
-        } else if (which == F_THREADS) {
-            if (cli_parse_int("--threads", v, 1, 1024, &threads))
-                return CLI_USAGE;
-        } else if (which == F_REPEAT) {
-            if (cli_parse_int("--repeat", v, 1, 100000000, &repeat))
-                return CLI_USAGE;
-        } else if (which == F_WARMUP) {
-            if (cli_parse_int("--warmup", v, 0, 100000000, &warmup))
-                return CLI_USAGE;
-        } else if (which == F_DIM) {
-            if (cli_parse_int("--dim", v, 1, INT64_C(1) << 30, &dim))
-                return CLI_USAGE;
-        } else if (which == F_OUTDIR) {
-            outdir = v;
-        } else if (which == F_OUTFMT) {
-            if (strcmp(v, "npy") != 0 && strcmp(v, "pb") != 0) {
-                cli_error("--output-format: '%s' is not npy or pb", v);
-                return CLI_USAGE;
-            }
-            pb_out = strcmp(v, "pb") == 0;
-        } else if (which == F_STRATEGY) {
-            if (cli_check_strategy(v, 0) != CLI_OK) /* before loading, not after */
-                return CLI_USAGE;
-            strategy = v;
-        } else if (which == F_ZERO) {
-            zero = 1;
-        } else if (which == F_FORMAT) {
-            if (strcmp(v, "table") != 0 && strcmp(v, "json") != 0) {
-                cli_error("--format: '%s' is not table or json", v);
-                return CLI_USAGE;
-            }
-            json = strcmp(v, "json") == 0;
-        } else {
-            print_usage(stdout);
-            return CLI_OK;
-        }
-    }
+    run_opts o = { .rtol = 1e-3, .atol = 1e-7, .repeat = 1, .warmup = 1, .dim = 1 };
+    int parsed = cli_parse("run", run_flags, (int)(sizeof run_flags / sizeof run_flags[0]), take_arg, print_usage,
+                           argc, argv, &o);
+    if (parsed != ARGS_GO_ON)
+        return parsed;
+    const char *model = o.model, *outdir = o.outdir, *strategy = o.strategy, *model_name = cli_display_name(o.model);
+    const char *const *inputs = o.inputs, *const *expects = o.expects;
+    int n_inputs = o.n_inputs, n_expects = o.n_expects, zero = o.zero, json = o.json, pb_out = o.pb_out;
+    int mismatches = 0, shape_mismatches = 0;
+    double rtol = o.rtol, atol = o.atol;
+    int64_t threads = o.threads, repeat = o.repeat, warmup = o.warmup, dim = o.dim;
     if (!model) {
         cli_error("run: no MODEL given (see pebble run --help)");
         return CLI_USAGE;
@@ -216,19 +226,11 @@ int cli_run(int argc, char **argv)
         goto done;
     }
     double t_load = cli_now_ms();
-    if (ends_with(model, ".onnx")) {
-        pbl_onnx_options o = pbl_onnx_options_default();
-        o.weights = &w;
-        o.dim_value = dim;
-        pbl_status s = pbl_graph_load_onnx(&g, model, &o, err, sizeof err);
-        if (s != PBL_OK) {
-            cli_error("%s", err);
-            rc = s == PBL_ERR_IO || s == PBL_ERR_NOMEM ? CLI_FAIL : CLI_USAGE;
-            goto done;
-        }
-    } else if ((rc = cli_model_load(model, 0, &g)) != CLI_OK) {
+    pbl_onnx_options onnx = pbl_onnx_options_default();
+    onnx.weights = &w; /* the initializers are the parameters' data */
+    onnx.dim_value = dim;
+    if ((rc = cli_model_load_with(model, 0, &onnx, &g)) != CLI_OK)
         goto done;
-    }
     /* every --expect names an output */
     for (int i = 0; i < n_expects; i++) {
         const char *eq = strchr(expects[i], '=');
@@ -246,7 +248,7 @@ int cli_run(int argc, char **argv)
                 pbl_graph_output_at(g, k, &name, NULL);
                 len += (size_t)snprintf(err + len, sizeof err - len, "%s%s", k ? ", " : "", name);
             }
-            cli_error("--expect %.*s: not an output of %s (outputs: %s)", (int)(eq - expects[i]), expects[i], model, err);
+            cli_error("--expect %.*s: not an output of %s (outputs: %s)", (int)(eq - expects[i]), expects[i], model_name, err);
             rc = CLI_USAGE;
             goto done;
         }
@@ -256,12 +258,12 @@ int cli_run(int argc, char **argv)
     eo.strategy = strategy;
     pbl_status s = pbl_exec_create(&e, g, &eo, err, sizeof err);
     if (s != PBL_OK) {
-        cli_error("%s: %s", model, err);
+        cli_error("%s: %s", model_name, err);
         rc = s == PBL_ERR_UNSUPPORTED ? CLI_USAGE : CLI_FAIL;
         goto done;
     }
     if (w && (s = pbl_onnx_weights_bind(w, e, err, sizeof err)) != PBL_OK) {
-        cli_error("%s: %s", model, err);
+        cli_error("%s: %s", model_name, err);
         rc = CLI_FAIL;
         goto done;
     }
@@ -273,7 +275,7 @@ int cli_run(int argc, char **argv)
         pbl_value iv = pbl_graph_find_value(g, name);
         pbl_value_info vi;
         if (iv == PBL_NONE || pbl_graph_value_info(g, iv, &vi) != PBL_OK || vi.kind != PBL_VALUE_INPUT) {
-            cli_error("--input: '%s' is not an input of %s", name, model);
+            cli_error("--input: '%s' is not an input of %s", name, model_name);
             rc = CLI_USAGE;
             goto done;
         }
@@ -281,7 +283,8 @@ int cli_run(int argc, char **argv)
             goto done;
         char s1[96], s2[96];
         if (data[i].dtype != vi.dtype || pbl_shape_numel(&data[i].shape) != pbl_shape_numel(&vi.shape)) {
-            cli_error("--input %s: %s holds %s %s but the input is %s %s", name, eq + 1, pbl_dtype_name(data[i].dtype),
+            cli_error("--input %s: %s holds %s %s but the input is %s %s", name, cli_display_name(eq + 1),
+                      pbl_dtype_name(data[i].dtype),
                       pbl_shape_str(&data[i].shape, s1, sizeof s1), pbl_dtype_name(vi.dtype),
                       pbl_shape_str(&vi.shape, s2, sizeof s2));
             rc = CLI_USAGE;
@@ -328,7 +331,7 @@ int cli_run(int argc, char **argv)
     for (int64_t r = 0; r < warmup + repeat; r++) {
         double t0 = cli_now_ms();
         if ((s = pbl_exec_run(e)) != PBL_OK) {
-            cli_error("%s: run: %s", model, pbl_exec_errmsg(e));
+            cli_error("%s: run: %s", model_name, pbl_exec_errmsg(e));
             rc = CLI_FAIL;
             goto done;
         }
@@ -343,9 +346,9 @@ int cli_run(int argc, char **argv)
     pbl_exec_stats st;
     pbl_exec_stats_get(e, &st);
     if (json)
-        printf("{\"model\": "), cli_json_string(stdout, model), printf(", \"outputs\": [");
+        printf("{\"model\": "), cli_json_string(stdout, model_name), printf(", \"outputs\": [");
     else
-        printf("model %s: %d nodes, arena %llu bytes (naive %llu, unshared %llu, lower bound %llu)\n", model,
+        printf("model %s: %d nodes, arena %llu bytes (naive %llu, unshared %llu, lower bound %llu)\n", model_name,
                (int)st.nodes, (unsigned long long)st.arena_bytes, (unsigned long long)st.naive_bytes,
                (unsigned long long)st.unshared_bytes, (unsigned long long)st.lower_bound);
     for (int32_t k = 0; k < pbl_graph_output_count(g); k++) {
@@ -398,7 +401,8 @@ int cli_run(int argc, char **argv)
             if (want.dtype != vi.dtype || !pbl_shape_equal(&want.shape, &vi.shape)) {
                 /* one line, and the exit status 1; not counted again in the summary below */
                 char s1[96], s2[96];
-                cli_error("--expect %s: %s is %s %s, the output %s %s", name, expects[i] + nl + 1, pbl_dtype_name(want.dtype),
+                cli_error("--expect %s: %s is %s %s, the output %s %s", name, cli_display_name(expects[i] + nl + 1),
+                          pbl_dtype_name(want.dtype),
                           pbl_shape_str(&want.shape, s1, sizeof s1), pbl_dtype_name(vi.dtype),
                           pbl_shape_str(&vi.shape, s2, sizeof s2));
                 shape_mismatches++;
@@ -445,7 +449,7 @@ int cli_run(int argc, char **argv)
         printf("load + plan + bind: %.2f ms; peak RSS %ld KiB (%s)\n", t_load, rss, rss_source);
     }
     if (rc == CLI_OK && mismatches) {
-        cli_error("%s: %d output(s) differ from --expect", model, mismatches);
+        cli_error("%s: %d output(s) differ from --expect", model_name, mismatches);
         rc = CLI_FAIL;
     }
     if (rc == CLI_OK && shape_mismatches)

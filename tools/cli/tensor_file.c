@@ -1,6 +1,8 @@
 /* Tensors in files for `pebble run`: ONNX TensorProto (.pb, through pebble/onnx.h) and NumPy
  * .npy (format 1.0-3.0, little-endian f4/f8/i4/i8, C order; read here, since it is four
- * lines of header and raw data). */
+ * lines of header and raw data); "-" reads standard input, either format, told by content. */
+#define _POSIX_C_SOURCE 200809L /* fmemopen */
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,14 +31,10 @@ static const char *dict_value(const char *h, const char *key)
     return p;
 }
 
-static int npy_read(const char *path, pbl_onnx_tensor *t)
+/* Reads the .npy file open as f; messages start with path. Closes f. */
+static int npy_read(FILE *f, const char *path, pbl_onnx_tensor *t)
 {
     memset(t, 0, sizeof *t);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        cli_error("%s: %s", path, strerror(errno));
-        return CLI_FAIL;
-    }
     int rc = CLI_USAGE;
     unsigned char pre[12];
     char *h = NULL;
@@ -147,10 +145,45 @@ done:
     return rc;
 }
 
+/* A tensor from standard input: .npy when it starts with NumPy's magic, else a TensorProto. */
+static int stdin_tensor_read(pbl_onnx_tensor *t)
+{
+    memset(t, 0, sizeof *t);
+    const unsigned char *data;
+    size_t len;
+    int rc = cli_stdin_read(&data, &len);
+    if (rc != CLI_OK)
+        return rc;
+    if (len >= 6 && memcmp(data, "\x93NUMPY", 6) == 0) {
+        FILE *f = fmemopen((void *)data, len, "rb");
+        if (!f) {
+            cli_error("%s: %s", CLI_STDIN_NAME, strerror(errno));
+            return CLI_FAIL;
+        }
+        return npy_read(f, CLI_STDIN_NAME, t);
+    }
+    char err[2048];
+    pbl_status s = pbl_onnx_tensor_parse(data, len, CLI_STDIN_NAME, t, err, sizeof err);
+    if (s != PBL_OK) {
+        cli_error("%s", err);
+        return s == PBL_ERR_NOMEM ? CLI_FAIL : CLI_USAGE;
+    }
+    return CLI_OK;
+}
+
 int cli_tensor_read(const char *path, pbl_onnx_tensor *t)
 {
-    if (ends_with(path, ".npy"))
-        return npy_read(path, t);
+    if (cli_is_stdio(path))
+        return stdin_tensor_read(t);
+    if (ends_with(path, ".npy")) {
+        FILE *f = fopen(path, "rb");
+        if (!f) {
+            memset(t, 0, sizeof *t);
+            cli_error("%s: %s", path, strerror(errno));
+            return CLI_FAIL;
+        }
+        return npy_read(f, path, t);
+    }
     if (!ends_with(path, ".pb")) {
         cli_error("%s: unknown tensor file type (.pb or .npy)", path);
         return CLI_USAGE;

@@ -28,7 +28,8 @@ static void print_usage(FILE *f)
             " (not in this build)"
 #endif
             ". For graphs, hovering a tensor shows its values, shape,\n"
-            "producer and consumers.\n"
+            "producer and consumers. FILE - reads standard input (its format told from its\n"
+            "content); OUT - writes standard output (one of --html, --svg, --dot at most).\n"
             "\n"
             "options:\n"
             "  --html OUT         one self-contained page: every strategy's plan, the live-bytes\n"
@@ -57,71 +58,51 @@ typedef struct viz_opts {
     double      time_limit;
 } viz_opts;
 
+static const args_flag viz_flags[] = { { "--html", 1 },  { "--svg", 1 },   { "--strategy", 1 },
+                                       { "--align", 1 }, { "--batch", 1 }, { "--time-limit", 1 },
+                                       { "--dot", 1 },   { "--streams", 1 }, { "--stream-strategy", 1 } };
+enum { F_HTML, F_SVG, F_STRATEGY, F_ALIGN, F_BATCH, F_TIME, F_DOT, F_STREAMS, F_STREAM_STRATEGY };
+
+static int take_arg(void *ctx, int which, const char *v)
+{
+    viz_opts *o = ctx;
+    switch (which) {
+    case ARGS_POSITIONAL:
+        return cli_take_file("viz", "FILE", &o->file, v) ? CLI_USAGE : 0;
+    case F_HTML:
+    case F_SVG:
+    case F_DOT:
+        if (!v[0]) {
+            cli_error("%s: empty file name", viz_flags[which].name);
+            return CLI_USAGE;
+        }
+        *(which == F_HTML ? &o->html : which == F_SVG ? &o->svg : &o->dot) = v;
+        return 0;
+    case F_STRATEGY:
+        o->strategy = v;
+        return 0;
+    case F_STREAMS:
+        return cli_parse_int("--streams", v, 1, PBL_MAX_STREAMS, &o->streams) ? CLI_USAGE : 0;
+    case F_STREAM_STRATEGY:
+        o->stream_strategy = v;
+        return 0;
+    case F_ALIGN:
+        return cli_parse_int("--align", v, 1, INT64_C(1) << 30, &o->align) ? CLI_USAGE : 0;
+    case F_BATCH:
+        return cli_parse_int("--batch", v, 1, INT64_C(1) << 20, &o->batch) ? CLI_USAGE : 0;
+    default: /* F_TIME */
+        return cli_parse_double("--time-limit", v, 1e-6, 1e6, &o->time_limit) ? CLI_USAGE : 0;
+    }
+}
+
 /* Returns -1 to go on, or the exit status to stop with. */
 static int parse_args(int argc, char **argv, viz_opts *o)
 {
-    static const cli_flag flags[] = { { "--html", 1 },  { "--svg", 1 },   { "--strategy", 1 },
-                                      { "--align", 1 }, { "--batch", 1 }, { "--time-limit", 1 },
-                                      { "--help", 0 },  { "-h", 0 },      { "--dot", 1 },
-                                      { "--streams", 1 }, { "--stream-strategy", 1 } };
-    enum { F_HTML, F_SVG, F_STRATEGY, F_ALIGN, F_BATCH, F_TIME, F_HELP, F_H, F_DOT, F_STREAMS, F_STREAM_STRATEGY };
     *o = (viz_opts){ .strategy = "best", .streams = 1, .stream_strategy = "hb" };
-    cli_args a = { .argc = argc, .argv = argv, .i = 1, .command = "viz" };
-    int which;
-    const char *v;
-    for (;;) {
-        int k = cli_next_arg(&a, flags, (int)(sizeof flags / sizeof flags[0]), &which, &v);
-        if (k == CLI_ARG_END)
-            break;
-        if (k == CLI_ARG_BAD)
-            return CLI_USAGE;
-        if (k == CLI_ARG_FILE) {
-            if (cli_take_file("viz", "FILE", &o->file, v))
-                return CLI_USAGE;
-            continue;
-        }
-        int bad = 0;
-        switch (which) {
-        case F_HTML:
-        case F_SVG:
-            if (!v[0]) {
-                cli_error("%s: empty file name", which == F_HTML ? "--html" : "--svg");
-                return CLI_USAGE;
-            }
-            *(which == F_HTML ? &o->html : &o->svg) = v;
-            break;
-        case F_STRATEGY:
-            o->strategy = v;
-            break;
-        case F_DOT:
-            if (!v[0]) {
-                cli_error("--dot: empty file name");
-                return CLI_USAGE;
-            }
-            o->dot = v;
-            break;
-        case F_STREAMS:
-            bad = cli_parse_int("--streams", v, 1, PBL_MAX_STREAMS, &o->streams);
-            break;
-        case F_STREAM_STRATEGY:
-            o->stream_strategy = v;
-            break;
-        case F_ALIGN:
-            bad = cli_parse_int("--align", v, 1, INT64_C(1) << 30, &o->align);
-            break;
-        case F_BATCH:
-            bad = cli_parse_int("--batch", v, 1, INT64_C(1) << 20, &o->batch);
-            break;
-        case F_TIME:
-            bad = cli_parse_double("--time-limit", v, 1e-6, 1e6, &o->time_limit);
-            break;
-        default:
-            print_usage(stdout);
-            return CLI_OK;
-        }
-        if (bad)
-            return CLI_USAGE;
-    }
+    int rc = cli_parse("viz", viz_flags, (int)(sizeof viz_flags / sizeof viz_flags[0]), take_arg, print_usage, argc,
+                       argv, o);
+    if (rc != ARGS_GO_ON)
+        return rc;
     if (!o->file) {
         cli_error("viz: no FILE given (see pebble viz --help)");
         return CLI_USAGE;
@@ -214,12 +195,16 @@ static int viz_dot(const viz_opts *o)
         cli_error("--stream-strategy: unknown strategy '%s' (one of: colour, hb, hb_events)", o->stream_strategy);
         return CLI_USAGE;
     }
-    if (!cli_model_is_graph(o->file)) {
-        cli_error("--dot: %s is not a graph (give zoo:NAME or a graph file: %s)", o->file, cli_model_extensions());
+    int is_graph, rc = cli_source_is_graph(o->file, &is_graph);
+    if (rc != CLI_OK)
+        return rc;
+    if (!is_graph) {
+        cli_error("--dot: %s is not a graph (give zoo:NAME or a graph file: %s)", cli_display_name(o->file),
+                  cli_model_extensions());
         return CLI_USAGE;
     }
     pbl_graph *g;
-    int rc = cli_model_load(o->file, o->batch, &g);
+    rc = cli_model_load(o->file, o->batch, &g);
     if (rc != CLI_OK)
         return rc;
     char err[1024];
@@ -236,7 +221,7 @@ static int viz_dot(const viz_opts *o)
         s = pbl_graph_stream_storage(g, &sp, &po, &st, err, sizeof err);
     }
     if (s != PBL_OK) {
-        cli_error("%s: %s", o->file, err);
+        cli_error("%s: %s", cli_display_name(o->file), err);
         rc = CLI_FAIL;
     } else {
         viz_job job = { .graph = g, .streams = &sp, .storage = &st };
@@ -250,9 +235,19 @@ static int viz_dot(const viz_opts *o)
 
 /* Writes path through a temporary file beside it, renamed into place on success. A link is
  * followed (its target is replaced, the link stays); a FIFO or device (--svg /dev/stdout)
- * cannot be replaced, so it is written directly. */
+ * cannot be replaced, so it is written directly; "-" is standard output. */
 static int write_file(const char *path, write_fn fn, viz_job *job)
 {
+    if (cli_is_stdio(path)) { /* standard output: written as it comes, nothing to rename */
+        job->err[0] = '\0';
+        int bad = fn(stdout, job);
+        int e = cli_flush_stdout();
+        if (bad || e) {
+            cli_error("%s: %s", CLI_STDOUT_NAME, bad ? job->err : strerror(e));
+            return CLI_FAIL;
+        }
+        return CLI_OK;
+    }
     struct stat st, lst;
     int exists = stat(path, &st) == 0;
     if (exists && S_ISDIR(st.st_mode)) {
@@ -326,16 +321,16 @@ int cli_viz(int argc, char **argv)
     char err[1024];
     pbl_status s = pbl_viz_plan_records(src.file.records, src.file.n, &vo, &plan, err, sizeof err);
     if (s != PBL_OK) {
-        cli_error("%s: %s", o.file, err);
+        cli_error("%s: %s", cli_display_name(o.file), err);
         rc = s == PBL_ERR_INVALID_ARG ? CLI_USAGE : CLI_FAIL;
         goto done;
     }
     if (plan.best < 0) {
-        cli_error("%s: no strategy gave a valid plan", o.file);
+        cli_error("%s: no strategy gave a valid plan", cli_display_name(o.file));
         rc = CLI_FAIL;
         goto done;
     }
-    pbl_viz_labels labels = { .title = o.file, .ids = (const char *const *)src.file.ids };
+    pbl_viz_labels labels = { .title = cli_display_name(o.file), .ids = (const char *const *)src.file.ids };
     if (src.graph) {
         labels.graph = src.graph;
         labels.graph_records = &src.graph_records;

@@ -1,0 +1,136 @@
+/* The command-line convention of args.h: one loop over the arguments for every program and
+ * subcommand, its messages, and flag values as numbers. */
+#include "args.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void args_verror(const char *program, const char *fmt, va_list ap)
+{
+    char msg[2048];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    for (char *c = msg; *c; c++)
+        if (*c == '\n' || *c == '\r')
+            *c = ' ';
+    fflush(stdout);
+    fprintf(stderr, "%s: %s\n", program, msg);
+}
+
+void args_error(const char *program, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    args_verror(program, fmt, ap);
+    va_end(ap);
+}
+
+/* Options every program takes, after its own (which a program may not redefine). */
+static const args_flag builtin[] = { { "--help", 0 }, { "-h", 0 }, { "--version", 0 } };
+enum { B_HELP, B_H, B_VERSION, N_BUILTIN };
+
+/* The flag that arg (up to '=' if any) names: an index into spec->flags, or n_flags + k for
+ * builtin k, or -1. */
+static int find_flag(const args_spec *spec, const char *arg, size_t len)
+{
+    for (int k = 0; k < spec->n_flags + N_BUILTIN; k++) {
+        const char *name = k < spec->n_flags ? spec->flags[k].name : builtin[k - spec->n_flags].name;
+        if (strlen(name) == len && strncmp(arg, name, len) == 0)
+            return k;
+    }
+    return -1;
+}
+
+int args_parse(const args_spec *spec, int argc, char **argv, void *ctx)
+{
+    char help[64];
+    if (spec->command)
+        snprintf(help, sizeof help, "%s %s --help", spec->program, spec->command);
+    else
+        snprintf(help, sizeof help, "%s --help", spec->program);
+    int only_positional = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        int rc;
+        if (only_positional || arg[0] != '-' || strcmp(arg, "-") == 0) {
+            if ((rc = spec->take(ctx, ARGS_POSITIONAL, arg)) != 0)
+                return rc;
+            continue;
+        }
+        if (strcmp(arg, "--") == 0) {
+            only_positional = 1;
+            continue;
+        }
+        const char *eq = strchr(arg, '=');
+        int k = find_flag(spec, arg, eq ? (size_t)(eq - arg) : strlen(arg));
+        if (k < 0) {
+            if (spec->command)
+                args_error(spec->program, "unknown option '%s' for '%s %s' (see %s)", arg, spec->program,
+                           spec->command, help);
+            else
+                args_error(spec->program, "unknown option '%s' (see %s)", arg, help);
+            return ARGS_USAGE;
+        }
+        const args_flag *f = k < spec->n_flags ? &spec->flags[k] : &builtin[k - spec->n_flags];
+        const char *value = NULL;
+        if (f->has_value) {
+            if (eq) {
+                value = eq + 1;
+            } else if (i + 1 < argc) {
+                value = argv[++i];
+            } else {
+                args_error(spec->program, "%s needs a value", f->name);
+                return ARGS_USAGE;
+            }
+        } else if (eq) {
+            args_error(spec->program, "%s takes no value", f->name);
+            return ARGS_USAGE;
+        }
+        if (k == spec->n_flags + B_HELP || k == spec->n_flags + B_H) {
+            spec->usage(stdout);
+            return 0;
+        }
+        if (k == spec->n_flags + B_VERSION) {
+            printf("%s %s\n", spec->program, spec->version);
+            return 0;
+        }
+        if ((rc = spec->take(ctx, k, value)) != 0)
+            return rc;
+    }
+    return ARGS_GO_ON;
+}
+
+int args_int(const char *program, const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || *end != '\0' || s[0] == ' ' || s[0] == '\t') {
+        args_error(program, "%s: '%s' is not an integer", flag, s);
+        return -1;
+    }
+    if (errno == ERANGE || v < lo || v > hi) {
+        args_error(program, "%s: %s is out of range (%lld..%lld)", flag, s, (long long)lo, (long long)hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int args_double(const char *program, const char *flag, const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end != '\0' || s[0] == ' ' || s[0] == '\t' || !isfinite(v)) {
+        args_error(program, "%s: '%s' is not a number", flag, s);
+        return -1;
+    }
+    if (errno == ERANGE || v < lo || v > hi) {
+        args_error(program, "%s: %s is out of range (%g..%g)", flag, s, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
