@@ -622,6 +622,59 @@ static void save_ignores_a_link_planted_at_a_temporary_name(void **state)
     assert_int_equal(temporaries_left(), 0);
 }
 
+/* A writer killed mid-save (kill -9) leaves its temporary, "<path>.tmp.<pid>.<12 letters>";
+ * the next save to the same path removes those whose process is gone, and only those: a
+ * running process's temporary, another file's, a link and a name that merely looks alike
+ * stay. The dead pid is a child that has exited and been reaped. */
+static void save_removes_temporaries_of_dead_writers(void **state)
+{
+    char path[512], msg[512], name[700];
+    save_standard("stale.ckpt", path, sizeof path);
+    fflush(NULL);
+    pid_t dead = fork();
+    assert_true(dead >= 0);
+    if (dead == 0)
+        _exit(0);
+    assert_int_equal(waitpid(dead, NULL, 0), dead);
+
+    struct { const char *fmt; long pid; int removed; } cases[] = {
+        { "%s.tmp.%ld.abcdefghijkl", (long)dead, 1 },       /* a dead writer's: removed */
+        { "%s.tmp.%ld.012345abcdef", (long)dead, 1 },
+        { "%s.tmp.%ld.abcdefghijkl", (long)getppid(), 0 }, /* a running process's: kept */
+        { "%s.tmp.%ld.abcdefghijk", (long)dead, 0 },        /* 11 letters: not ours */
+        { "%s.tmp.%ld.abcdefghijkL", (long)dead, 0 },       /* a letter we never use */
+        { "%s.tmp.%ld", (long)dead, 0 },                    /* the old names: not ours */
+        { "%s.bak.tmp.%ld.abcdefghijkl", (long)dead, 0 },   /* another file's */
+    };
+    const int n_cases = (int)(sizeof cases / sizeof cases[0]);
+    for (int i = 0; i < n_cases; i++) {
+        snprintf(name, sizeof name, cases[i].fmt, path, cases[i].pid);
+        spill(name, (const unsigned char *)"left\n", 5);
+    }
+    char link[700];
+    snprintf(link, sizeof link, "%s.tmp.%ld.linklinklink", path, (long)dead);
+    assert_int_equal(symlink("stale.ckpt", link), 0);
+
+    if (save_values(path, 8, msg, sizeof msg) != PBL_OK)
+        fail_msg("pbl_exec_save beside stale temporaries: %s", msg);
+    expect_file_holds(path, 8);
+    for (int i = 0; i < n_cases; i++) {
+        snprintf(name, sizeof name, cases[i].fmt, path, cases[i].pid);
+        if (cases[i].removed != (access(name, F_OK) != 0))
+            fail_msg("%s: %s after the save, expected %s", name + strlen(tmpdir) + 1,
+                     cases[i].removed ? "still there" : "gone", cases[i].removed ? "gone" : "kept");
+        if (!cases[i].removed)
+            assert_int_equal(unlink(name), 0);
+    }
+    struct stat st;
+    assert_int_equal(lstat(link, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    assert_int_equal(unlink(link), 0);
+    assert_int_equal(temporaries_left(), 0);
+    print_message("    beside stale.ckpt: 2 temporaries of a dead pid removed; a live pid's, "
+                  "4 look-alikes and a link kept\n");
+}
+
 /* An allocator that fails the Nth allocation from when it is armed, and counts live bytes. */
 typedef struct failing_alloc {
     long   armed_at, fail_at, count;
@@ -739,6 +792,7 @@ int main(void)
         cmocka_unit_test(save_onto_a_full_device_fails_and_keeps_it),
         cmocka_unit_test(save_into_a_missing_folder_is_a_clean_error),
         cmocka_unit_test(save_ignores_a_link_planted_at_a_temporary_name),
+        cmocka_unit_test(save_removes_temporaries_of_dead_writers),
         cmocka_unit_test(allocation_failures_are_clean),
     };
     return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);

@@ -2,10 +2,12 @@
  * and rename dance that JSON graphs, assignment CSVs, tensors, checkpoints and the command
  * line's pictures share. */
 #define _XOPEN_SOURCE 700 /* fchmod, fdopen, fsync, lstat, realpath */
-#define _DEFAULT_SOURCE   /* getentropy, O_NOFOLLOW */
+#define _DEFAULT_SOURCE   /* getentropy, O_NOFOLLOW, dirfd, fstatat, unlinkat */
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,17 +18,19 @@
 #include "graph/base/errmsg.h"
 #include "graph/base/file_out.h"
 
-/* "<target>.tmp." and this many letters; 12 letters of 32 give 60 bits to guess */
+/* "<target>.tmp.<pid>.<letters>": the pid says whose it is, so a later write can tell a
+ * killed writer's leftover from a running one's; 12 letters of 32 give 60 bits to guess */
 #define TMP_LETTERS 12
-#define TMP_EXTRA   (sizeof ".tmp." - 1 + TMP_LETTERS + 1)
+#define TMP_EXTRA   (sizeof ".tmp." - 1 + 20 + 1 + TMP_LETTERS + 1)
 
-/* Fills tmp with "<target>.tmp.<12 random letters>". The letters come from getentropy; where
+static const char letters[] = "abcdefghijklmnopqrstuvwxyz012345";
+
+/* Fills tmp with "<target>.tmp.<pid>.<12 random letters>". The letters come from getentropy; where
  * that fails, from the clock, the process id and the attempt, which still differ from one
  * attempt to the next (the exclusive open below is what makes it safe, the randomness makes
  * a planted name unlikely to be hit at all). */
 static void temp_name(char *tmp, const char *target, unsigned attempt)
 {
-    static const char letters[] = "abcdefghijklmnopqrstuvwxyz012345";
     unsigned char r[TMP_LETTERS];
     if (getentropy(r, sizeof r) != 0) {
         struct timespec ts;
@@ -39,10 +43,53 @@ static void temp_name(char *tmp, const char *target, unsigned attempt)
     }
     size_t n = strlen(target);
     memcpy(tmp, target, n);
-    memcpy(tmp + n, ".tmp.", 5);
+    n += (size_t)snprintf(tmp + n, TMP_EXTRA, ".tmp.%ld.", (long)getpid());
     for (size_t i = 0; i < TMP_LETTERS; i++)
-        tmp[n + 5 + i] = letters[r[i] % 32];
-    tmp[n + 5 + TMP_LETTERS] = '\0';
+        tmp[n + i] = letters[r[i] % 32];
+    tmp[n + TMP_LETTERS] = '\0';
+}
+
+/* The pid in `name` when it is "<base>.tmp.<pid>.<TMP_LETTERS of letters[]>", else 0. */
+static long temp_owner(const char *name, const char *base, size_t base_len)
+{
+    if (strncmp(name, base, base_len) != 0 || strncmp(name + base_len, ".tmp.", 5) != 0)
+        return 0;
+    const char *p = name + base_len + 5;
+    long pid = 0;
+    for (; *p >= '0' && *p <= '9' && pid < 100000000L; p++)
+        pid = pid * 10 + (*p - '0');
+    if (*p++ != '.' || strlen(p) != TMP_LETTERS || strspn(p, letters) != TMP_LETTERS)
+        return 0;
+    return pid;
+}
+
+/* Removes the temporaries a killed writer left beside target (kill -9 gives no chance to
+ * clean up): regular files named by temp_name whose process no longer runs on this machine.
+ * A running process's temporary (ours included), a link and anything else stay. Best
+ * effort: a folder that cannot be read is left as it is. `scratch` has room for target. */
+static void remove_stale_temps(const char *target, char *scratch)
+{
+    strcpy(scratch, target);
+    char *slash = strrchr(scratch, '/');
+    const char *dir = ".", *base = scratch;
+    if (slash) {
+        *slash = '\0';
+        dir = slash == scratch ? "/" : scratch;
+        base = slash + 1;
+    }
+    size_t base_len = strlen(base);
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        long pid = temp_owner(e->d_name, base, base_len);
+        struct stat st;
+        if (pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+            unlinkat(dirfd(d), e->d_name, 0);
+    }
+    closedir(d);
 }
 
 /* Creates tmp exclusively: O_EXCL refuses any name that exists, a symbolic link planted there
@@ -99,6 +146,7 @@ pbl_status pbl__file_out_open(pbl__file_out *o, const char *path, const pbl_allo
         o->target = o->tmp = NULL;
         return pbl__errf(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", path);
     }
+    remove_stale_temps(o->target, o->tmp);
     errno = 0;
     int fd = create_temp(o->tmp, o->target);
     /* the replacement keeps the permission bits of the file it replaces: a private 0600

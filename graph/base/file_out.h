@@ -1,12 +1,14 @@
 /* Writing a file whole or not at all. A regular file (or a new one) is written under a
  * temporary name beside it, flushed to disk and renamed over it, so a reader never sees half
- * a file and a failure leaves the old content. The temporary, "<target>.tmp.<12 random
- * letters>", is created with O_EXCL|O_NOFOLLOW: a name planted in a shared folder (a link
- * toward someone's file) is never opened. A symbolic link is followed: its target is
- * replaced and the link stays. The replacement keeps the replaced file's permission bits
- * (a new file gets 0666 less the umask).
- * Anything else that exists (a FIFO, a terminal, /dev/stdout) cannot be replaced and is
- * written in place; a directory is refused.
+ * a file and a failure leaves the old content. The temporary, "<target>.tmp.<pid>.<12
+ * random letters>", is created with O_EXCL|O_NOFOLLOW: a name planted in a shared folder (a
+ * link toward someone's file) is never opened. Opening also removes the temporaries of
+ * writers that were killed (kill -9) before they could: regular files of that form beside
+ * the target whose pid no longer runs on this machine. A symbolic link is followed: its
+ * target is replaced and the link stays. The replacement keeps the replaced file's
+ * permission bits (a new file gets 0666 less the umask). Anything else that exists (a FIFO,
+ * a terminal, /dev/stdout) cannot be replaced and is written in place; a directory is
+ * refused.
  *
  *     pbl__file_out o;
  *     if ((s = pbl__file_out_open(&o, path, allocator, err, errlen)) != PBL_OK)

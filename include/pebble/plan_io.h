@@ -108,8 +108,8 @@ void       pbl_records_file_free(pbl_records_file *f);
 
 /* Writes in's records with a's offsets to path as `id,lower,upper,size,offset` (one line
  * per record, in order, LF line ends), in a form pbl_records_read_csv reads back exactly.
- * The file is written beside path as "PATH.tmp.<random letters>" (created exclusively, so a
- * link planted there is never followed), flushed to disk and renamed over path,
+ * The file is written beside path as "PATH.tmp.<pid>.<random letters>" (created exclusively,
+ * so a link planted there is never followed), flushed to disk and renamed over path,
  * so path holds either its old contents or the complete new file, never a partial one; on
  * failure the temporary file is removed. Returns PBL_OK, PBL_ERR_INVALID_ARG (a and in
  * disagree on the number of records; what the reader would refuse — a bad record, an empty
