@@ -72,10 +72,16 @@ typedef struct pbl_shape {
     int64_t dim[PBL_MAX_DIMS];
 } pbl_shape;
 
-/* PBL_SHAPE(128, 784) builds a pbl_shape from 1..PBL_MAX_DIMS dimensions; PBL_SCALAR is rank 0. */
+/* PBL_SHAPE(128, 784) builds a pbl_shape from 1..PBL_MAX_DIMS dimensions; PBL_SCALAR is rank 0.
+ * C++ has no compound literals (g++: "taking address of temporary array"), so there the same
+ * call goes through a function template at the end of this header: same dims, same ndim. */
+#ifndef __cplusplus
 #define PBL_SHAPE(...)                                                                       \
     pbl_shape_make((int32_t)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),           \
                    (int64_t[]){__VA_ARGS__})
+#else
+#define PBL_SHAPE(...) pbl__shape_cxx(__VA_ARGS__)
+#endif
 #define PBL_SCALAR pbl_shape_make(0, NULL)
 
 pbl_shape pbl_shape_make(int32_t ndim, const int64_t *dims);
@@ -112,9 +118,15 @@ typedef struct pbl_attr {
     int32_t        n_ints;
 } pbl_attr;
 
+#ifndef __cplusplus
 #define PBL_ATTR_INT(n, v)     ((pbl_attr){ .name = (n), .type = PBL_ATTR_INT, .i = (v) })
 #define PBL_ATTR_FLOAT(n, v)   ((pbl_attr){ .name = (n), .type = PBL_ATTR_FLOAT, .f = (v) })
 #define PBL_ATTR_INTS(n, p, k) ((pbl_attr){ .name = (n), .type = PBL_ATTR_INTS, .ints = (p), .n_ints = (k) })
+#else /* no compound literals or (before C++20) designated initializers: a function below */
+#define PBL_ATTR_INT(n, v)     pbl__attr_cxx((n), PBL_ATTR_INT, (v), 0, NULL, 0)
+#define PBL_ATTR_FLOAT(n, v)   pbl__attr_cxx((n), PBL_ATTR_FLOAT, 0, (v), NULL, 0)
+#define PBL_ATTR_INTS(n, p, k) pbl__attr_cxx((n), PBL_ATTR_INTS, 0, 0, (p), (k))
+#endif
 
 typedef struct pbl_graph_options {
     const pbl_allocator *allocator; /* NULL: malloc/free */
@@ -221,6 +233,32 @@ pbl_status pbl_graph_node_attr_ints(const pbl_graph *g, pbl_node n, const char *
 pbl_status pbl_graph_dump(const pbl_graph *g, FILE *f);
 
 #ifdef __cplusplus
+}
+
+/* The C++ forms of PBL_SHAPE and PBL_ATTR_* (C++11). Each dimension converts to int64_t as
+ * C's array initialiser converts it (no narrowing error for a size_t), and the count is the
+ * number of arguments, as C's sizeof. extern "C++": this header may be included inside an
+ * extern "C" block, where a template is an error. */
+extern "C++" {
+template <typename... D>
+inline pbl_shape pbl__shape_cxx(D... d)
+{
+    const int64_t dims[] = { static_cast<int64_t>(d)... };
+    return pbl_shape_make(static_cast<int32_t>(sizeof...(D)), dims);
+}
+
+inline pbl_attr pbl__attr_cxx(const char *name, pbl_attr_type type, int64_t i, double f,
+                              const int64_t *ints, int32_t n_ints)
+{
+    pbl_attr a = {};
+    a.name = name;
+    a.type = type;
+    a.i = i;
+    a.f = f;
+    a.ints = ints;
+    a.n_ints = n_ints;
+    return a;
+}
 }
 #endif
 #endif
