@@ -8,10 +8,14 @@
  * resident memory (`pebble --help` peaked at 225 MiB, a CPU-only `pebble run` of an MLP at 170
  * MiB instead of 20) even when no GPU is ever used. Loaded on demand, a CPU user pays nothing.
  *
- * Where the module is looked for, first found wins: $PEBBLE_CUDA_MODULE; next to the file
- * holding this code (libpebble.so, or the executable a static libpebble is linked into);
- * the build tree and the install tree this library was configured with; then the dynamic
- * loader's own search path. A build without CUDA defines no module path (only
+ * Where the module is looked for: $PEBBLE_CUDA_MODULE (a path); next to the file holding
+ * this code (libpebble.so, or the executable a static libpebble is linked into); for such an
+ * executable in an install tree's bindir, in the libdir beside it (the relative path
+ * PEBBLE_CUDA_MODULE_BIN_TO_LIB, "../lib"); then the dynamic loader's own search path (the
+ * caller's RUNPATH, which the build tree's programs point at the module, LD_LIBRARY_PATH,
+ * ld.so.cache). The first file that exists is the module: one that cannot be opened says why
+ * rather than being passed over. No directory of the machine that built the library is
+ * compiled in, so an installed tree may be moved. A build without CUDA searches nothing (only
  * $PEBBLE_CUDA_MODULE is tried: the host emulator of test/cuda_emu needs no toolkit), and any
  * failure to load says why, as PBL_ERR_UNSUPPORTED.
  */
@@ -21,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "executor/backend.h"
 
@@ -45,9 +50,9 @@ static void *try_open(const char *path)
     return h;
 }
 
-#ifdef PEBBLE_CUDA_MODULE_DIRS
-/* The directory of the file this code was loaded from, plus the module's name. */
-static int beside_self(char *out, size_t n)
+#ifdef PEBBLE_CUDA_MODULE_BIN_TO_LIB
+/* The directory of the file this code was loaded from, plus `rest`. */
+static int beside_self(char *out, size_t n, const char *rest)
 {
     Dl_info info;
     if (!dladdr((void *)beside_self, &info) || !info.dli_fname)
@@ -55,7 +60,7 @@ static int beside_self(char *out, size_t n)
     const char *slash = strrchr(info.dli_fname, '/');
     if (!slash)
         return 0;
-    int len = snprintf(out, n, "%.*s/%s", (int)(slash - info.dli_fname), info.dli_fname, MODULE_NAME);
+    int len = snprintf(out, n, "%.*s/%s", (int)(slash - info.dli_fname), info.dli_fname, rest);
     return len > 0 && (size_t)len < n;
 }
 #endif
@@ -67,19 +72,19 @@ static void load(void)
     if (env && *env) {
         h = try_open(env); /* also without a toolkit: test/cuda_emu's host emulator module */
     } else {
-#ifndef PEBBLE_CUDA_MODULE_DIRS
+#ifndef PEBBLE_CUDA_MODULE_BIN_TO_LIB
         snprintf(load_error, sizeof load_error, "pebble was built without CUDA (PEBBLE_CUDA=OFF or no toolkit found)");
         return;
 #else
+        /* the first file that exists is the one: if it cannot be opened (say, no libcudart),
+         * its dlerror is the message, not a later "no such file" */
         char here[4096];
-        const char *dirs[] = { PEBBLE_CUDA_MODULE_DIRS }; /* build tree, install tree */
-        if (beside_self(here, sizeof here))
+        if (beside_self(here, sizeof here, MODULE_NAME) && access(here, F_OK) == 0)
             h = try_open(here);
-        for (size_t i = 0; !h && i < sizeof dirs / sizeof *dirs; i++) {
-            snprintf(here, sizeof here, "%s/%s", dirs[i], MODULE_NAME);
+        else if (beside_self(here, sizeof here, PEBBLE_CUDA_MODULE_BIN_TO_LIB "/" MODULE_NAME) &&
+                 access(here, F_OK) == 0)
             h = try_open(here);
-        }
-        if (!h)
+        else
             h = try_open(MODULE_NAME);
 #endif
     }
