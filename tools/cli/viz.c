@@ -1,16 +1,11 @@
 /* `pebble viz`: pictures of a memory plan. --html writes one self-contained page (the
  * template tools/cli/viz.html with every strategy's plan embedded as JSON, from
- * pbl_viz_write_json); --svg a static picture of one strategy. Files are written to a
- * temporary name beside the target and renamed, so a failure never leaves half a file. */
-#define _XOPEN_SOURCE 700 /* getpid, lstat, realpath */
-
-#include <errno.h>
-#include <stdlib.h>
+ * pbl_viz_write_json); --svg a static picture of one strategy. Files are written whole or
+ * not at all (graph/base/file_out.h). */
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "cli.h"
+#include "graph/base/file_out.h" /* private to the library; the CLI links it statically */
 
 /* Where the template takes the JSON. */
 #define DATA_MARKER "@PEBBLE_VIZ_DATA@"
@@ -233,13 +228,13 @@ static int viz_dot(const viz_opts *o)
     return rc;
 }
 
-/* Writes path through a temporary file beside it, renamed into place on success. A link is
- * followed (its target is replaced, the link stays); a FIFO or device (--svg /dev/stdout)
- * cannot be replaced, so it is written directly; "-" is standard output. */
+/* Writes path whole or not at all through the library's one safe writer
+ * (graph/base/file_out.h: an exclusive, unpredictable temporary beside the target, renamed
+ * over it; a link followed; a FIFO or device written in place); "-" is standard output. */
 static int write_file(const char *path, write_fn fn, viz_job *job)
 {
+    job->err[0] = '\0';
     if (cli_is_stdio(path)) { /* standard output: written as it comes, nothing to rename */
-        job->err[0] = '\0';
         int bad = fn(stdout, job);
         int e = cli_flush_stdout();
         if (bad || e) {
@@ -248,52 +243,23 @@ static int write_file(const char *path, write_fn fn, viz_job *job)
         }
         return CLI_OK;
     }
-    struct stat st, lst;
-    int exists = stat(path, &st) == 0;
-    if (exists && S_ISDIR(st.st_mode)) {
-        cli_error("%s: is a directory", path);
+    char err[1024];
+    pbl__file_out o;
+    if (pbl__file_out_open(&o, path, NULL, err, sizeof err) != PBL_OK) {
+        cli_error("%s", err);
         return CLI_FAIL;
     }
-    int direct = exists && !S_ISREG(st.st_mode);
-    char *real = exists && !direct && lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode) ? realpath(path, NULL) : NULL;
-    const char *target = real ? real : path;
-    size_t len = strlen(target);
-    char *tmp = direct ? NULL : malloc(len + 32);
-    if (!direct && !tmp) {
-        cli_error("%s: out of memory", path);
-        free(real);
+    int bad = fn(o.f, job);
+    if (bad) {
+        pbl__file_out_close(&o, 0, err, sizeof err); /* discards the temporary */
+        cli_error("%s: %s", path, job->err);
         return CLI_FAIL;
     }
-    if (tmp)
-        snprintf(tmp, len + 32, "%s.tmp.%ld", target, (long)getpid());
-    errno = 0;
-    FILE *f = fopen(direct ? path : tmp, "wb");
-    if (!f) {
-        if (direct)
-            cli_error("%s: cannot open: %s", path, strerror(errno ? errno : EIO));
-        else
-            cli_error("%s: cannot create '%s': %s", path, tmp, strerror(errno ? errno : EIO));
-        free(tmp);
-        free(real);
+    if (pbl__file_out_close(&o, 1, err, sizeof err) != PBL_OK) {
+        cli_error("%s", err);
         return CLI_FAIL;
     }
-    job->err[0] = '\0';
-    int bad = fn(f, job);
-    int write_errno = ferror(f) ? (errno ? errno : EIO) : 0;
-    if (fclose(f) != 0 && !write_errno)
-        write_errno = errno ? errno : EIO;
-    if (tmp && !bad && !write_errno && rename(tmp, target) != 0)
-        write_errno = errno ? errno : EIO;
-    int rc = CLI_OK;
-    if (bad || write_errno) {
-        cli_error("%s: %s", path, bad ? job->err : strerror(write_errno));
-        if (tmp)
-            remove(tmp);
-        rc = CLI_FAIL;
-    }
-    free(tmp);
-    free(real);
-    return rc;
+    return CLI_OK;
 }
 
 int cli_viz(int argc, char **argv)
