@@ -1,5 +1,6 @@
-/* The planner's front door: strategy lookup, record checks, `best`, the lower bound, and the
- * assignment helpers every strategy shares. */
+/* The planner's front door: strategy lookup, record checks, the prologue and epilogue every
+ * strategy shares (sorted orders, the assignment, n == 0, objects to offsets), `best`, the
+ * lower bound, and the assignment helpers. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,10 +12,11 @@
 typedef struct strategy {
     const char      *name;
     pbl__strategy_fn fn;
+    pbl__fills       fills;
 } strategy;
 
 static const strategy strategies[] = {
-#define PBL__STRATEGY_ENTRY(n) { #n, pbl__plan_##n },
+#define PBL__STRATEGY_ENTRY(n, fills) { #n, pbl__plan_##n, PBL__FILLS_##fills },
     PBL__STRATEGY_LIST(PBL__STRATEGY_ENTRY)
 #undef PBL__STRATEGY_ENTRY
 };
@@ -88,6 +90,14 @@ PBL__API void pbl_assignment_free(pbl_assignment *a)
     memset(a, 0, sizeof *a);
 }
 
+int64_t pbl__objects_arena(const int64_t *object_size, int32_t n_objects, int64_t align)
+{
+    int64_t at = 0;
+    for (int32_t k = 0; k < n_objects; k++)
+        at = pbl__align_up(at, align) + object_size[k];
+    return at;
+}
+
 void pbl__assignment_objects_to_offsets(pbl_assignment *a, int64_t align)
 {
     /* Objects end to end, each start aligned; a record sits at its object's start. To stay
@@ -114,6 +124,47 @@ void pbl__assignment_finish(pbl_assignment *a, const pbl_usage_record *r)
     for (int32_t i = 0; i < a->n_records; i++)
         if (a->offset[i] + r[i].size > a->arena)
             a->arena = a->offset[i] + r[i].size;
+}
+
+pbl_status pbl__plan_run(const pbl__plan_in *in, pbl__strategy_fn fn, pbl__fills fills, pbl_assignment *out)
+{
+    pbl_status s = pbl__assignment_init(out, in->n, fills == PBL__FILLS_OBJECTS, in->opt.allocator);
+    if (s != PBL_OK || in->n == 0)
+        return s;
+    s = fn(in, out);
+    if (s != PBL_OK)
+        pbl_assignment_free(out);
+    else if (fills == PBL__FILLS_OBJECTS)
+        pbl__assignment_objects_to_offsets(out, in->opt.align);
+    else
+        pbl__assignment_finish(out, in->r);
+    return s;
+}
+
+void pbl__plan_keep_smaller(pbl_assignment *best, pbl_assignment *a)
+{
+    if (!best->offset || a->arena < best->arena) {
+        pbl_assignment_free(best);
+        *best = *a;
+        memset(a, 0, sizeof *a);
+    } else {
+        pbl_assignment_free(a);
+    }
+}
+
+/* The records by (first, index) and by (last, index), which most strategies walk: sorted once
+ * here rather than in each of them (and once for all of `best`'s). keys holds 2n. */
+static void sort_orders(pbl__plan_in *in, pbl__key2 *keys)
+{
+    size_t n = (size_t)in->n;
+    for (int32_t i = 0; i < in->n; i++) {
+        keys[i] = (pbl__key2){ in->r[i].first, i };
+        keys[n + (size_t)i] = (pbl__key2){ in->r[i].last, i };
+    }
+    qsort(keys, n, sizeof *keys, pbl__key2_cmp);
+    qsort(keys + n, n, sizeof *keys, pbl__key2_cmp);
+    in->by_first = keys;
+    in->by_last = keys + n;
 }
 
 typedef struct event {
@@ -207,14 +258,13 @@ static int skip_in_best(const char *name, int64_t pairs)
 static pbl_status plan_best(const pbl__plan_in *in, pbl_assignment *out, char *err, size_t errlen)
 {
     pbl_assignment best = { 0 };
-    int have = 0;
     pbl_status last_error = PBL_OK;
     int64_t bound = pbl_records_lower_bound(in->r, in->n), pairs = overlapping_pairs(in->r, in->n);
-    for (int32_t s = 0; s < N_STRATEGIES && !(have && best.arena <= bound); s++) {
+    for (int32_t s = 0; s < N_STRATEGIES && !(best.offset && best.arena <= bound); s++) {
         if (skip_in_best(strategies[s].name, pairs))
             continue;
         pbl_assignment a = { 0 };
-        pbl_status st = strategies[s].fn(in, &a);
+        pbl_status st = pbl__plan_run(in, strategies[s].fn, strategies[s].fills, &a);
         if (st == PBL_ERR_NOMEM) {
             pbl_assignment_free(&best);
             return st;
@@ -226,18 +276,11 @@ static pbl_status plan_best(const pbl__plan_in *in, pbl_assignment *out, char *e
             pbl_assignment_free(&a);
             continue;
         }
-        if (!have || a.arena < best.arena) {
-            pbl_assignment_free(&best);
-            best = a;
-            have = 1;
-        } else {
-            pbl_assignment_free(&a);
-        }
+        pbl__plan_keep_smaller(&best, &a);
     }
-    if (!have) {
+    if (!best.offset)
         return pbl__errf(err, errlen, last_error != PBL_OK ? last_error : PBL_ERR_INVALID_ARG,
                          "no strategy produced a verified assignment%s", in->opt.capacity ? " within the capacity" : "");
-    }
     *out = best;
     return PBL_OK;
 }
@@ -261,23 +304,24 @@ PBL__API pbl_status pbl_plan_records(const pbl_usage_record *r, int32_t n, const
     pbl_status s = check_records(r, n, err, errlen);
     if (s != PBL_OK)
         return s;
-    for (int32_t i = 0; i < n; i++)
-        if (r[i].last > in.horizon)
-            in.horizon = r[i].last;
+    int32_t k = 0;
+    while (k < N_STRATEGIES && strcmp(strategies[k].name, name) != 0)
+        k++;
+    if (k == N_STRATEGIES && strcmp(name, "best") != 0)
+        return pbl__errf(err, errlen, PBL_ERR_NOT_FOUND, "unknown strategy '%s'", name);
+    size_t key_bytes = 2 * (size_t)n * sizeof(pbl__key2);
+    pbl__key2 *keys = pbl__plan_alloc(in.opt.allocator, key_bytes);
     pbl_assignment a = { 0 };
-    if (strcmp(name, "best") == 0) {
-        s = plan_best(&in, &a, err, errlen);
+    if (!keys) {
+        s = PBL_ERR_NOMEM;
     } else {
-        int32_t k = 0;
-        while (k < N_STRATEGIES && strcmp(strategies[k].name, name) != 0)
-            k++;
-        if (k == N_STRATEGIES) {
-            return pbl__errf(err, errlen, PBL_ERR_NOT_FOUND, "unknown strategy '%s'", name);
-        }
-        s = strategies[k].fn(&in, &a);
-        if (s != PBL_OK && err && errlen && !err[0])
-            snprintf(err, errlen, "strategy '%s': %s", name, pbl_status_str(s));
+        sort_orders(&in, keys);
+        s = k == N_STRATEGIES ? plan_best(&in, &a, err, errlen)
+                              : pbl__plan_run(&in, strategies[k].fn, strategies[k].fills, &a);
+        pbl__plan_free(in.opt.allocator, keys, key_bytes);
     }
+    if (s != PBL_OK && k < N_STRATEGIES && err && errlen && !err[0])
+        snprintf(err, errlen, "strategy '%s': %s", name, pbl_status_str(s));
     if (s != PBL_OK)
         return s;
     if (!a.optimal && a.arena == pbl_records_lower_bound(r, n))

@@ -1,8 +1,12 @@
 /*
- * What the planner's strategy files share. A strategy gets validated records and options and
- * fills an assignment allocated by pbl__assignment_init. Strategies that produce shared
- * objects (TFLite's "objects") fill object[] and object_size[] and call
- * pbl__assignment_objects_to_offsets, which lays the objects end to end.
+ * What the planner's strategy files share. The dispatcher (graph/planner/plan.c) does what
+ * every strategy would otherwise repeat: it checks the records, sorts them by first and by
+ * last step once, allocates the assignment, answers n == 0 itself, and afterwards frees the
+ * assignment when the strategy fails or finishes it when it succeeds. A strategy therefore
+ * gets at least one valid record and an allocated, zeroed assignment, and fills either
+ * offset[] (PBL__FILLS_OFFSETS: the dispatcher then sets arena = max(offset + size)) or
+ * object[], object_size[] and n_objects (PBL__FILLS_OBJECTS, TFLite's shared "objects": the
+ * dispatcher lays the objects end to end and sets offset[] and arena).
  */
 #ifndef PBL_PLAN_INTERNAL_H
 #define PBL_PLAN_INTERNAL_H
@@ -10,22 +14,36 @@
 #include <stddef.h>
 
 #include "graph/base/export.h"
+#include "graph/planner/sort.h"
 #include "pebble/plan.h"
 
 typedef struct pbl__plan_in {
     const pbl_usage_record *r;
     int32_t                 n;
-    pbl_plan_options        opt;     /* defaults filled in */
-    int64_t                 horizon; /* max over records of last */
+    pbl_plan_options        opt;      /* defaults filled in */
+    const pbl__key2        *by_first; /* [n] the records by (first, index): k = first, idx = record */
+    const pbl__key2        *by_last;  /* [n] the records by (last, index): k = last, idx = record */
 } pbl__plan_in;
 
 typedef pbl_status (*pbl__strategy_fn)(const pbl__plan_in *in, pbl_assignment *out);
 
+/* What a strategy fills in the assignment the dispatcher hands it (see above). */
+typedef enum pbl__fills { PBL__FILLS_OFFSETS, PBL__FILLS_OBJECTS } pbl__fills;
+
 /* Declarations of every strategy function: pbl__plan_<name>. */
 #include "graph/planner/strategies.h"
-#define PBL__STRATEGY_DECL(name) pbl_status pbl__plan_##name(const pbl__plan_in *in, pbl_assignment *out);
+#define PBL__STRATEGY_DECL(name, fills) pbl_status pbl__plan_##name(const pbl__plan_in *in, pbl_assignment *out);
 PBL__STRATEGY_LIST(PBL__STRATEGY_DECL)
 #undef PBL__STRATEGY_DECL
+
+/* Runs one strategy as the dispatcher does: allocates *out, calls fn unless there are no
+ * records, then frees *out (fn failed) or finishes it as `fills` says. For strategies made of
+ * others (greedy_best). PBL_OK, PBL_ERR_NOMEM, or fn's status. */
+pbl_status pbl__plan_run(const pbl__plan_in *in, pbl__strategy_fn fn, pbl__fills fills, pbl_assignment *out);
+
+/* Keeps *a in *best when *best is empty (zeroed) or a's arena is strictly smaller (so a tie
+ * keeps the earlier result), and frees the other; *a is left empty. */
+void       pbl__plan_keep_smaller(pbl_assignment *best, pbl_assignment *a);
 
 /* Allocates offset[] (and, when with_objects, object[] and object_size[] for up to n objects),
  * zeroed. PBL_OK or PBL_ERR_NOMEM. */
@@ -33,6 +51,8 @@ pbl_status pbl__assignment_init(pbl_assignment *a, int32_t n, int with_objects, 
 /* Offsets from objects: object k starts where object k-1 ends (each start aligned); sets
  * offset[], arena. n_objects and object_size[] must be set. */
 void       pbl__assignment_objects_to_offsets(pbl_assignment *a, int64_t align);
+/* The arena pbl__assignment_objects_to_offsets gives objects of these sizes. */
+int64_t    pbl__objects_arena(const int64_t *object_size, int32_t n_objects, int64_t align);
 /* arena = max(offset + size). */
 void       pbl__assignment_finish(pbl_assignment *a, const pbl_usage_record *r);
 

@@ -12,6 +12,18 @@ int pbl__key2_cmp(const void *a, const void *b)
     return (x->idx > y->idx) - (x->idx < y->idx);
 }
 
+int pbl__key4_cmp(const void *a, const void *b)
+{
+    const pbl__key4 *x = a, *y = b;
+    if (x->k1 != y->k1)
+        return (x->k1 > y->k1) - (x->k1 < y->k1);
+    if (x->k2 != y->k2)
+        return (x->k2 > y->k2) - (x->k2 < y->k2);
+    if (x->k3 != y->k3)
+        return (x->k3 > y->k3) - (x->k3 < y->k3);
+    return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
 int pbl__i64_cmp(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;

@@ -1,6 +1,6 @@
 /*
- * Sorting and searching helpers the planner's strategies share: a (key, index) record whose
- * order breaks ties by index (so qsort, which is not stable, gives the same order
+ * Sorting and searching helpers the planner's strategies share: (key, index) and
+ * (three keys, index) records whose order breaks ties by index (so qsort, which is not stable, gives the same order
  * everywhere), comparators for qsort, a binary search over a sorted array, the distinct
  * lifetime boundaries of a record set, and sorting placed spans by offset.
  */
@@ -18,8 +18,15 @@ typedef struct pbl__key2 {
     int32_t idx;
 } pbl__key2;
 
-/* qsort comparators: pbl__key2 by (k, idx); int64_t; int32_t. */
+/* A sort record with three keys: ordered by k1, then k2, then k3, then idx. */
+typedef struct pbl__key4 {
+    int64_t k1, k2, k3;
+    int32_t idx;
+} pbl__key4;
+
+/* qsort comparators: pbl__key2 by (k, idx); pbl__key4 by (k1, k2, k3, idx); int64_t; int32_t. */
 int pbl__key2_cmp(const void *a, const void *b);
+int pbl__key4_cmp(const void *a, const void *b);
 int pbl__i64_cmp(const void *a, const void *b);
 int pbl__i32_cmp(const void *a, const void *b);
 

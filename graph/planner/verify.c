@@ -7,19 +7,7 @@
 
 #include "graph/base/errmsg.h"
 #include "graph/planner/plan_internal.h"
-
-typedef struct vevent {
-    int64_t key;   /* time·2, +1 for a start (ends first at a tie) */
-    int32_t rec;
-} vevent;
-
-static int cmp_vevent(const void *a, const void *b)
-{
-    const vevent *x = a, *y = b;
-    if (x->key != y->key)
-        return (x->key > y->key) - (x->key < y->key);
-    return (x->rec > y->rec) - (x->rec < y->rec);
-}
+#include "graph/planner/sort.h"
 
 PBL__API pbl_status pbl_plan_verify(const pbl_usage_record *r, int32_t n, const pbl_assignment *a, int64_t align,
                                     int64_t capacity, char *err, size_t errlen)
@@ -46,7 +34,7 @@ PBL__API pbl_status pbl_plan_verify(const pbl_usage_record *r, int32_t n, const 
     if (n == 0)
         return PBL_OK;
 
-    vevent *ev = malloc((size_t)n * 2 * sizeof *ev);
+    pbl__key2 *ev = malloc((size_t)n * 2 * sizeof *ev);
     int32_t *live = malloc((size_t)n * sizeof *live); /* live records sorted by offset */
     if (!ev || !live) {
         free(ev);
@@ -54,14 +42,14 @@ PBL__API pbl_status pbl_plan_verify(const pbl_usage_record *r, int32_t n, const 
         return pbl__errf(err, errlen, PBL_ERR_NOMEM, "verify: out of memory");
     }
     for (int32_t i = 0; i < n; i++) {
-        ev[2 * i] = (vevent){ r[i].first * 2 + 1, i };
-        ev[2 * i + 1] = (vevent){ r[i].last * 2, i };
+        ev[2 * i] = (pbl__key2){ r[i].first * 2 + 1, i }; /* time·2, +1 for a start: ends first at a tie */
+        ev[2 * i + 1] = (pbl__key2){ r[i].last * 2, i };
     }
-    qsort(ev, (size_t)n * 2, sizeof *ev, cmp_vevent);
+    qsort(ev, (size_t)n * 2, sizeof *ev, pbl__key2_cmp);
     int32_t n_live = 0;
     pbl_status s = PBL_OK;
     for (int32_t e = 0; e < 2 * n && s == PBL_OK; e++) {
-        int32_t i = ev[e].rec;
+        int32_t i = ev[e].idx;
         int64_t off = a->offset[i];
         /* position: first live record whose offset is >= off (ties by index) */
         int32_t lo = 0, hi = n_live;
@@ -72,7 +60,7 @@ PBL__API pbl_status pbl_plan_verify(const pbl_usage_record *r, int32_t n, const 
             else
                 hi = mid;
         }
-        if (!(ev[e].key & 1)) { /* end: remove i, found at lo */
+        if (!(ev[e].k & 1)) { /* end: remove i, found at lo */
             memmove(&live[lo], &live[lo + 1], (size_t)(n_live - lo - 1) * sizeof *live);
             n_live--;
             continue;

@@ -10,20 +10,8 @@
 #include <string.h>
 
 #include "graph/base/errmsg.h"
+#include "graph/planner/sort.h"
 #include "graph/streams/stream_internal.h"
-
-typedef struct by_off {
-    int64_t off;
-    int32_t idx;
-} by_off;
-
-static int cmp_off(const void *a, const void *b)
-{
-    const by_off *x = a, *y = b;
-    if (x->off != y->off)
-        return (x->off > y->off) - (x->off < y->off);
-    return (x->idx > y->idx) - (x->idx < y->idx);
-}
 
 /* Whether every access of i happens-before every access of j; if not, *wa and *wb get an
  * access of i and one of j that are not so ordered (-1 for wb when i is live to the end). */
@@ -97,7 +85,7 @@ pbl_status pbl__stream_verify(const pbl_stream_plan *sp, const pbl_stream_record
     pbl__mem_init(&m, sp->allocator);
     size_t nn = (size_t)(n ? n : 1);
     int32_t *clock = NULL, *last = pbl__mem_alloc(&m, nn * (size_t)S * sizeof *last);
-    by_off *ord = pbl__mem_alloc(&m, nn * sizeof *ord);
+    pbl__key2 *ord = pbl__mem_alloc(&m, nn * sizeof *ord);
     s = PBL_ERR_NOMEM;
     snprintf(why, sizeof why, "out of memory");
     if (!last || !ord || pbl__stream_clocks(sp, &m, &clock) != PBL_OK)
@@ -107,14 +95,14 @@ pbl_status pbl__stream_verify(const pbl_stream_plan *sp, const pbl_stream_record
             last[(size_t)r * S + k] = -1;
         for (int32_t e = sr->access_start[r]; e < sr->access_start[r + 1]; e++)
             last[(size_t)r * S + sp->stream[sr->access[e]]] = sr->access[e]; /* ascending: the last wins */
-        ord[r] = (by_off){ a->offset[r], r };
+        ord[r] = (pbl__key2){ a->offset[r], r };
     }
-    qsort(ord, nn, sizeof *ord, cmp_off);
+    qsort(ord, nn, sizeof *ord, pbl__key2_cmp);
     s = PBL_OK;
     for (int32_t p = 0; p < n && s == PBL_OK; p++) {
         int32_t i = ord[p].idx;
         int64_t end = a->offset[i] + sr->records[i].size;
-        for (int32_t q = p + 1; q < n && ord[q].off < end; q++) {
+        for (int32_t q = p + 1; q < n && ord[q].k < end; q++) {
             int32_t j = ord[q].idx, a1, b1, a2, b2;
             if (ordered(sp, sr, clock, last, i, j, &a1, &b1) || ordered(sp, sr, clock, last, j, i, &a2, &b2))
                 continue;

@@ -49,30 +49,10 @@
 
 #include "graph/base/igraph_lock.h"
 #include "graph/planner/plan_internal.h"
+#include "graph/planner/sort.h"
 
 /* More interference edges than this and the strategy declines (see the header comment). */
 #define PBL__COLORING_MAX_EDGES ((int64_t)4 * 1000 * 1000)
-
-typedef struct keyed {
-    int64_t k1, k2;
-    int32_t idx;
-} keyed;
-
-static int cmp_keyed(const void *a, const void *b)
-{
-    const keyed *x = a, *y = b;
-    if (x->k1 != y->k1)
-        return (x->k1 > y->k1) - (x->k1 < y->k1);
-    if (x->k2 != y->k2)
-        return (x->k2 > y->k2) - (x->k2 < y->k2);
-    return (x->idx > y->idx) - (x->idx < y->idx);
-}
-
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
 
 static pbl_status from_igraph(igraph_error_t e)
 {
@@ -119,49 +99,34 @@ pbl_status pbl__plan_coloring(const pbl__plan_in *in, pbl_assignment *out)
     const pbl_allocator *al = in->opt.allocator;
     const pbl_usage_record *r = in->r;
     int32_t n = in->n;
-    pbl_status s = pbl__assignment_init(out, n, 1, al);
-    if (s != PBL_OK)
-        return s;
-    if (n == 0)
-        return PBL_OK;
-
     size_t nn = (size_t)n;
-    size_t bytes = nn * (sizeof(keyed) + sizeof(int64_t) + 3 * sizeof(int32_t));
+    size_t bytes = nn * (sizeof(pbl__key4) + 3 * sizeof(int32_t));
     char *block = pbl__plan_alloc(al, bytes);
-    if (!block) {
-        pbl_assignment_free(out);
+    if (!block)
         return PBL_ERR_NOMEM;
-    }
-    keyed *by = (keyed *)block;                    /* [n] a sort order */
-    int64_t *last = (int64_t *)(by + nn);          /* [n] lasts, ascending */
-    int32_t *vertex = (int32_t *)(last + nn);      /* [n] per record: its vertex */
+    pbl__key4 *by = (pbl__key4 *)block;                    /* [n] the vertex order */
+    int32_t *vertex = (int32_t *)(by + nn);        /* [n] per record: its vertex */
     int32_t *live = vertex + nn;                   /* [n] records live at the sweep's step */
     int32_t *colour = live + nn;                   /* [n] per vertex */
 
     /* vertex numbers: decreasing size, then start, then index */
     for (int32_t i = 0; i < n; i++)
-        by[i] = (keyed){ -r[i].size, r[i].first, i };
-    qsort(by, nn, sizeof *by, cmp_keyed);
+        by[i] = (pbl__key4){ -r[i].size, r[i].first, 0, i };
+    qsort(by, nn, sizeof *by, pbl__key4_cmp);
     for (int32_t v = 0; v < n; v++)
         vertex[by[v].idx] = v;
 
     /* count the edges: record p (in start order) meets the p records before it less those
      * that ended by its start */
-    for (int32_t i = 0; i < n; i++) {
-        by[i] = (keyed){ r[i].first, 0, i };
-        last[i] = r[i].last;
-    }
-    qsort(by, nn, sizeof *by, cmp_keyed);
-    qsort(last, nn, sizeof *last, cmp_i64);
+    const pbl__key2 *by_first = in->by_first, *by_last = in->by_last;
     int64_t n_edges = 0;
     for (int32_t p = 0, ended = 0; p < n; p++) {
-        while (ended < n && last[ended] <= by[p].k1)
+        while (ended < n && by_last[ended].k <= by_first[p].k)
             ended++;
         n_edges += p - ended;
     }
     if (n_edges > PBL__COLORING_MAX_EDGES) {
         pbl__plan_free(al, block, bytes);
-        pbl_assignment_free(out);
         return PBL_ERR_UNSUPPORTED;
     }
 
@@ -170,13 +135,12 @@ pbl_status pbl__plan_coloring(const pbl__plan_in *in, pbl_assignment *out)
     igraph_integer_t *edges = pbl__plan_alloc(al, ebytes);
     if (!edges) {
         pbl__plan_free(al, block, bytes);
-        pbl_assignment_free(out);
         return PBL_ERR_NOMEM;
     }
     int64_t e = 0;
     int32_t n_live = 0;
     for (int32_t p = 0; p < n; p++) {
-        int32_t i = by[p].idx, kept = 0;
+        int32_t i = by_first[p].idx, kept = 0;
         for (int32_t k = 0; k < n_live; k++)
             if (r[live[k]].last > r[i].first)
                 live[kept++] = live[k];
@@ -188,11 +152,10 @@ pbl_status pbl__plan_coloring(const pbl__plan_in *in, pbl_assignment *out)
         live[n_live++] = i;
     }
 
-    s = color_graph(edges, n_edges, n, colour);
+    pbl_status s = color_graph(edges, n_edges, n, colour);
     pbl__plan_free(al, edges, ebytes);
     if (s != PBL_OK) {
         pbl__plan_free(al, block, bytes);
-        pbl_assignment_free(out);
         return s;
     }
 
@@ -206,7 +169,6 @@ pbl_status pbl__plan_coloring(const pbl__plan_in *in, pbl_assignment *out)
         if (r[i].size > out->object_size[c])
             out->object_size[c] = r[i].size;
     }
-    pbl__assignment_objects_to_offsets(out, in->opt.align);
     pbl__plan_free(al, block, bytes);
     return PBL_OK;
 }

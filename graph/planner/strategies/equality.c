@@ -28,20 +28,11 @@ pbl_status pbl__plan_equality(const pbl__plan_in *in, pbl_assignment *out)
     const pbl_allocator *al = in->opt.allocator;
     const pbl_usage_record *r = in->r;
     int32_t n = in->n;
-    pbl_status st = pbl__assignment_init(out, n, 1, al);
-    if (st != PBL_OK)
-        return st;
-    if (n == 0)
-        return PBL_OK;
-
     size_t nn = (size_t)n;
-    size_t bytes = nn * (2 * sizeof(pbl__key2) + sizeof(pbl__busy) + 4 * sizeof(int32_t));
+    size_t bytes = nn * (sizeof(pbl__key2) + sizeof(pbl__busy) + 4 * sizeof(int32_t));
     char *block = pbl__plan_alloc(al, bytes), *at = block;
-    if (!block) {
-        pbl_assignment_free(out);
+    if (!block)
         return PBL_ERR_NOMEM;
-    }
-    pbl__key2 *order = (pbl__key2 *)at;     at += nn * sizeof *order;   /* by first */
     pbl__key2 *by_size = (pbl__key2 *)at;   at += nn * sizeof *by_size;
     pbl__busy *heap = (pbl__busy *)at;      at += nn * sizeof *heap;
     int32_t *rank = (int32_t *)at; at += nn * sizeof *rank;    /* per record: its size's rank */
@@ -49,11 +40,8 @@ pbl_status pbl__plan_equality(const pbl__plan_in *in, pbl_assignment *out)
     int32_t *top = (int32_t *)at; at += nn * sizeof *top;      /* per rank: last freed object, or -1 */
     int32_t *below = (int32_t *)at;                            /* per object: next in its free stack */
 
-    for (int32_t i = 0; i < n; i++) {
-        order[i] = (pbl__key2){ r[i].first, i };
+    for (int32_t i = 0; i < n; i++)
         by_size[i] = (pbl__key2){ r[i].size, i };
-    }
-    qsort(order, nn, sizeof *order, pbl__key2_cmp);
     qsort(by_size, nn, sizeof *by_size, pbl__key2_cmp);
     int32_t n_ranks = 0;
     for (int32_t k = 0; k < n; k++) {
@@ -66,7 +54,7 @@ pbl_status pbl__plan_equality(const pbl__plan_in *in, pbl_assignment *out)
 
     int32_t n_busy = 0, n_obj = 0;
     for (int32_t o = 0; o < n; o++) {
-        int32_t i = order[o].idx;
+        int32_t i = in->by_first[o].idx;
         while (n_busy > 0 && heap[0].last <= r[i].first) {
             int32_t ob = heap[0].id;
             pbl__busy_pop(heap, &n_busy);
@@ -86,6 +74,5 @@ pbl_status pbl__plan_equality(const pbl__plan_in *in, pbl_assignment *out)
     }
     out->n_objects = n_obj;
     pbl__plan_free(al, block, bytes);
-    pbl__assignment_objects_to_offsets(out, in->opt.align);
     return PBL_OK;
 }

@@ -140,13 +140,7 @@ pbl_status pbl__plan_exact(const pbl__plan_in *in, pbl_assignment *out)
     const pbl_allocator *al = in->opt.allocator;
     int32_t n = in->n;
     int64_t cap = in->opt.capacity, align = in->opt.align > 0 ? in->opt.align : 1;
-    pbl_status s = pbl__assignment_init(out, n, 0, al);
-    if (s != PBL_OK)
-        return s;
-    if (n == 0) {
-        out->optimal = 1;
-        return PBL_OK;
-    }
+    pbl_status s;
     int deciding = in->opt.capacity > 0;
     pbl__exact_budget budget = { .nodes_left = deciding ? DECIDE_NODES : DEFAULT_NODES,
                                  .deadline = pbl__exact_now() + (deciding ? DECIDE_SECONDS : DEFAULT_SECONDS) };
@@ -158,10 +152,8 @@ pbl_status pbl__plan_exact(const pbl__plan_in *in, pbl_assignment *out)
     for (int32_t i = 0; i < n; i++)
         g = gcd64(g, in->r[i].size);
     int64_t lb = pbl_records_lower_bound(in->r, n);
-    if (lb < 0) {
-        pbl_assignment_free(out);
+    if (lb < 0)
         return PBL_ERR_NOMEM;
-    }
     lb = (lb + g - 1) / g * g;
 
     size_t bytes = (size_t)n * sizeof(int64_t);
@@ -289,10 +281,7 @@ pbl_status pbl__plan_exact(const pbl__plan_in *in, pbl_assignment *out)
 done:
     if (s == PBL_OK) {
         memcpy(out->offset, best.offset, bytes);
-        pbl__assignment_finish(out, in->r);
         out->optimal = optimal;
-    } else {
-        pbl_assignment_free(out);
     }
     pbl__exact_destroy(e);
     pbl__plan_free(al, best.offset, bytes);

@@ -85,11 +85,6 @@ typedef struct memo_entry {
 #define MEMO_MAX    (1u << 20) /* entries: 16 MiB at most */
 #define MEMO_PROBES 16
 
-typedef struct order_key {
-    int64_t k1, k2, k3;
-    int32_t id;
-} order_key;
-
 struct pbl__exact {
     const pbl_allocator *al;
     int32_t n, n_sec;
@@ -125,7 +120,7 @@ struct pbl__exact {
     int32_t *tight;     /* n_sec: scratch for push_or */
     int32_t *low_hint;  /* n_sec: a member of the section with a low minoff (see section_bound) */
     int32_t *order;     /* n: for building preorders */
-    order_key *keys;    /* n: the same */
+    pbl__key4 *keys;    /* n: the same */
     int      h;         /* the preorder heuristic of the current run */
     frame   *frames;
     int32_t  n_frames, cap_frames;
@@ -180,38 +175,6 @@ static uint64_t mix64(uint64_t z)
 
 /* ---- preparation ------------------------------------------------------------------------- */
 
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-static int32_t find_time(const int64_t *t, int32_t nt, int64_t v)
-{
-    int32_t lo = 0, hi = nt;
-    while (lo < hi) {
-        int32_t mid = lo + (hi - lo) / 2;
-        if (t[mid] < v)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-
-static int cmp_order_key(const void *a, const void *b)
-{
-    const order_key *x = a, *y = b;
-    if (x->k1 != y->k1)
-        return (x->k1 > y->k1) - (x->k1 < y->k1);
-    if (x->k2 != y->k2)
-        return (x->k2 > y->k2) - (x->k2 < y->k2);
-    if (x->k3 != y->k3)
-        return (x->k3 > y->k3) - (x->k3 < y->k3);
-    return (x->id > y->id) - (x->id < y->id);
-}
-
 /* carve: hand out aligned pieces of one block (or count the bytes when base is NULL) */
 static void *carve(char *base, size_t *at, size_t bytes)
 {
@@ -253,7 +216,7 @@ static void carve_all(pbl__exact *e, char *base, size_t *at, int64_t n_adj, int6
     e->low_hint = carve(base, at, ns * sizeof(int32_t));
     e->salt = carve(base, at, n * sizeof(uint64_t));
     e->order = carve(base, at, n * sizeof(int32_t));
-    e->keys = carve(base, at, n * sizeof(order_key));
+    e->keys = carve(base, at, n * sizeof(pbl__key4));
     e->frames = carve(base, at, (2 * n + 4) * sizeof(frame));
 }
 
@@ -295,7 +258,7 @@ pbl_status pbl__exact_create(const pbl_usage_record *r, int32_t n, int64_t align
     uint8_t *seg_start = pbl__plan_alloc(al, (size_t)n * 2);
     uint8_t *seg_end = pbl__plan_alloc(al, (size_t)n * 2);
     int32_t *sec_before = pbl__plan_alloc(al, (size_t)n * 2 * sizeof(int32_t));
-    order_key *keys = pbl__plan_alloc(al, (size_t)n * sizeof(order_key));
+    pbl__key4 *keys = pbl__plan_alloc(al, (size_t)n * sizeof(pbl__key4));
     if (!t || !seg_start || !seg_end || !sec_before || !keys)
         goto done;
     e->n = n;
@@ -307,7 +270,7 @@ pbl_status pbl__exact_create(const pbl_usage_record *r, int32_t n, int64_t align
         t[2 * i] = r[i].first;
         t[2 * i + 1] = r[i].last;
     }
-    qsort(t, (size_t)n * 2, sizeof *t, cmp_i64);
+    qsort(t, (size_t)n * 2, sizeof *t, pbl__i64_cmp);
     int32_t nt = 0;
     for (int32_t i = 0; i < 2 * n; i++)
         if (nt == 0 || t[nt - 1] != t[i])
@@ -315,8 +278,8 @@ pbl_status pbl__exact_create(const pbl_usage_record *r, int32_t n, int64_t align
     memset(seg_start, 0, (size_t)nt);
     memset(seg_end, 0, (size_t)nt);
     for (int32_t i = 0; i < n; i++) {
-        seg_start[find_time(t, nt, r[i].first)] = 1;
-        seg_end[find_time(t, nt, r[i].last) - 1] = 1;
+        seg_start[pbl__search_i64(t, nt, r[i].first, 0)] = 1;
+        seg_end[pbl__search_i64(t, nt, r[i].last, 0) - 1] = 1;
     }
     sec_before[0] = 0;
     for (int32_t i = 0; i + 1 < nt; i++)
@@ -325,10 +288,10 @@ pbl_status pbl__exact_create(const pbl_usage_record *r, int32_t n, int64_t align
 
     /* internal order: by first section, then last, then the caller's index */
     for (int32_t i = 0; i < n; i++) {
-        int32_t lo = sec_before[find_time(t, nt, r[i].first)], hi = sec_before[find_time(t, nt, r[i].last)];
-        keys[i] = (order_key){ lo, hi, 0, i };
+        int32_t lo = sec_before[pbl__search_i64(t, nt, r[i].first, 0)], hi = sec_before[pbl__search_i64(t, nt, r[i].last, 0)];
+        keys[i] = (pbl__key4){ lo, hi, 0, i };
     }
-    qsort(keys, (size_t)n, sizeof *keys, cmp_order_key);
+    qsort(keys, (size_t)n, sizeof *keys, pbl__key4_cmp);
     /* overlaps: buffers share a section exactly when their lifetimes meet, so buffer i meets
      * the later ones whose first section is below its last */
     int64_t n_adj = 0, n_mem = 0;
@@ -359,8 +322,8 @@ pbl_status pbl__exact_create(const pbl_usage_record *r, int32_t n, int64_t align
     e->cap_frames = 2 * n + 4;
 
     for (int32_t k = 0; k < n; k++) {
-        const pbl_usage_record *rec = &r[keys[k].id];
-        e->orig[k] = keys[k].id;
+        const pbl_usage_record *rec = &r[keys[k].idx];
+        e->orig[k] = keys[k].idx;
         e->size[k] = rec->size;
         e->slo[k] = (int32_t)keys[k].k1;
         e->shi[k] = (int32_t)keys[k].k2;
@@ -447,7 +410,7 @@ done:
     pbl__plan_free(al, seg_start, (size_t)n * 2);
     pbl__plan_free(al, seg_end, (size_t)n * 2);
     pbl__plan_free(al, sec_before, (size_t)n * 2 * sizeof(int32_t));
-    pbl__plan_free(al, keys, (size_t)n * sizeof(order_key));
+    pbl__plan_free(al, keys, (size_t)n * sizeof(pbl__key4));
     if (st == PBL_OK)
         *out = e;
     else
@@ -474,7 +437,7 @@ void pbl__exact_destroy(pbl__exact *e)
  * area, total (the most contended section a buffer lives in, TelaMalloc's "contention");
  * 1 total, area, lifetime; 2 total, lifetime, area; and for the greedy only, 3 size,
  * lifetime, total (TFLite's greedy by size). */
-static order_key preorder_key(const pbl__exact *e, int h, int32_t k, const int64_t *totals)
+static pbl__key4 prepbl__key4(const pbl__exact *e, int h, int32_t k, const int64_t *totals)
 {
     int64_t total = 0;
     for (int32_t s = e->slo[k]; s < e->shi[k]; s++)
@@ -483,21 +446,21 @@ static order_key preorder_key(const pbl__exact *e, int h, int32_t k, const int64
     int64_t width = e->width[k];
     int64_t area = (int64_t)(e->area[k] > 9e18 ? 9e18 : e->area[k]);
     if (h == 0)
-        return (order_key){ -width, -area, -total, k };
+        return (pbl__key4){ -width, -area, -total, k };
     if (h == 1)
-        return (order_key){ -total, -area, -width, k };
+        return (pbl__key4){ -total, -area, -width, k };
     if (h == 2)
-        return (order_key){ -total, -width, -area, k };
-    return (order_key){ -e->size[k], -width, -total, k };
+        return (pbl__key4){ -total, -width, -area, k };
+    return (pbl__key4){ -e->size[k], -width, -total, k };
 }
 
-static void set_preorder(pbl__exact *e, int h, order_key *keys)
+static void set_preorder(pbl__exact *e, int h, pbl__key4 *keys)
 {
     for (int32_t k = 0; k < e->n; k++)
-        keys[k] = preorder_key(e, h, k, e->total0);
-    qsort(keys, (size_t)e->n, sizeof *keys, cmp_order_key);
+        keys[k] = prepbl__key4(e, h, k, e->total0);
+    qsort(keys, (size_t)e->n, sizeof *keys, pbl__key4_cmp);
     for (int32_t k = 0; k < e->n; k++)
-        e->pre[keys[k].id] = k;
+        e->pre[keys[k].idx] = k;
 }
 
 /* ---- the search -------------------------------------------------------------------------- */
@@ -662,12 +625,12 @@ static int rank_component(pbl__exact *e, int32_t sa, int32_t sb)
     int32_t m = 0;
     for (int32_t u = e->first_at[sa]; u < e->first_at[sb]; u++)
         if (e->offset[u] < 0)
-            e->keys[m++] = preorder_key(e, e->h, u, e->rem);
+            e->keys[m++] = prepbl__key4(e, e->h, u, e->rem);
     if (!grow(e->al, (void **)&e->trail, &e->trail_cap, e->trail_n + (size_t)m, sizeof(trail_entry)))
         return 0;
-    qsort(e->keys, (size_t)m, sizeof *e->keys, cmp_order_key);
+    qsort(e->keys, (size_t)m, sizeof *e->keys, pbl__key4_cmp);
     for (int32_t i = 0; i < m; i++)
-        set(e, &e->pre[e->keys[i].id], i);
+        set(e, &e->pre[e->keys[i].idx], i);
     return 1;
 }
 

@@ -159,20 +159,12 @@ pbl_status pbl__plan_greedy_by_breadth(const pbl__plan_in *in, pbl_assignment *o
     const pbl_allocator *al = in->opt.allocator;
     const pbl_usage_record *r = in->r;
     int32_t n = in->n;
-    pbl_status st = pbl__assignment_init(out, n, 1, al);
-    if (st != PBL_OK)
-        return st;
-    if (n == 0)
-        return PBL_OK;
-
     /* segments between consecutive distinct boundaries: pts[k], pts[k + 1] */
     size_t nn = (size_t)n;
     size_t bytes0 = 2 * nn * sizeof(int64_t);
     int64_t *pts = pbl__plan_alloc(al, bytes0);
-    if (!pts) {
-        pbl_assignment_free(out);
+    if (!pts)
         return PBL_ERR_NOMEM;
-    }
     int32_t m = pbl__distinct_times(r, n, pts);
     int32_t n_seg = m - 1, leaves = 1, depth = 1;
     while (leaves < n_seg) {
@@ -191,7 +183,6 @@ pbl_status pbl__plan_greedy_by_breadth(const pbl__plan_in *in, pbl_assignment *o
     char *block = pbl__plan_alloc(al, bytes), *at = block;
     if (!block) {
         pbl__plan_free(al, pts, bytes0);
-        pbl_assignment_free(out);
         return PBL_ERR_NOMEM;
     }
     int64_t *width = (int64_t *)at;  at += ns * sizeof *width;
@@ -228,21 +219,13 @@ pbl_status pbl__plan_greedy_by_breadth(const pbl__plan_in *in, pbl_assignment *o
     /* the records by first and by last, for the gap trees */
     for (size_t v = 0; v < 2 * gl; v++)
         b.gap_after.v[v] = b.gap_before.v[v] = INT64_MAX;
-    for (int32_t i = 0; i < n; i++)
-        batch[i] = (pbl__key2){ r[i].first, i };
-    qsort(batch, nn, sizeof *batch, pbl__key2_cmp);
     for (int32_t p = 0; p < n; p++) {
-        b.firsts[p] = batch[p].k;
-        b.at_f[p] = batch[p].idx;
-        b.fpos[batch[p].idx] = p;
-    }
-    for (int32_t i = 0; i < n; i++)
-        batch[i] = (pbl__key2){ r[i].last, i };
-    qsort(batch, nn, sizeof *batch, pbl__key2_cmp);
-    for (int32_t p = 0; p < n; p++) {
-        b.lasts[p] = batch[p].k;
-        b.at_l[p] = batch[p].idx;
-        b.lpos[batch[p].idx] = p;
+        b.firsts[p] = in->by_first[p].k;
+        b.at_f[p] = in->by_first[p].idx;
+        b.fpos[in->by_first[p].idx] = p;
+        b.lasts[p] = in->by_last[p].k;
+        b.at_l[p] = in->by_last[p].idx;
+        b.lpos[in->by_last[p].idx] = p;
     }
 
     /* breadth per segment (a difference array), and the canonical node lists (CSR) */
@@ -314,6 +297,5 @@ pbl_status pbl__plan_greedy_by_breadth(const pbl__plan_in *in, pbl_assignment *o
     out->n_objects = n_obj;
     pbl__plan_free(al, block, bytes);
     pbl__plan_free(al, pts, bytes0);
-    pbl__assignment_objects_to_offsets(out, in->opt.align);
     return PBL_OK;
 }

@@ -634,12 +634,6 @@ pbl_status pbl__plan_greedy_by_size(const pbl__plan_in *in, pbl_assignment *out)
     const pbl_allocator *al = in->opt.allocator;
     const pbl_usage_record *r = in->r;
     int32_t n = in->n;
-    pbl_status st = pbl__assignment_init(out, n, 1, al);
-    if (st != PBL_OK)
-        return st;
-    if (n == 0)
-        return PBL_OK;
-
     state s = { .r = r, .n = n, .leaves = 1 };
     while (s.leaves < 2 * n) { /* also covers the time segments (< 2n) of positions() */
         s.leaves *= 2;
@@ -647,12 +641,10 @@ pbl_status pbl__plan_greedy_by_size(const pbl__plan_in *in, pbl_assignment *out)
     }
     size_t nn = (size_t)n, nodes = 2 * (size_t)s.leaves;
     size_t bytes = nodes * (5 * sizeof(int64_t) + sizeof(tag) + 3 * sizeof(int32_t)) +
-                   nn * (3 * sizeof(pbl__key2) + sizeof(node) + 4 * sizeof(int64_t) + 11 * sizeof(int32_t) + 1);
+                   nn * (2 * sizeof(pbl__key2) + sizeof(node) + 4 * sizeof(int64_t) + 11 * sizeof(int32_t) + 1);
     char *block = pbl__plan_alloc(al, bytes), *at = block;
-    if (!block) {
-        pbl_assignment_free(out);
+    if (!block)
         return PBL_ERR_NOMEM;
-    }
     pbl__mintree *trees[] = { &s.live, &s.gap_after, &s.gap_before };
     for (size_t k = 0; k < 3; k++) {
         trees[k]->leaves = s.leaves;
@@ -662,8 +654,7 @@ pbl_status pbl__plan_greedy_by_size(const pbl__plan_in *in, pbl_assignment *out)
     int64_t *scratch_a = (int64_t *)at; at += nodes * sizeof(int64_t);
     s.next_d = (int64_t *)at;     at += nodes * sizeof *s.next_d;
     s.pending = (tag *)at;        at += nodes * sizeof *s.pending;
-    pbl__key2 *by_first = (pbl__key2 *)at;  at += nn * sizeof *by_first;
-    pbl__key2 *by_last = (pbl__key2 *)at;   at += nn * sizeof *by_last;
+    pbl__key2 *scratch_k = (pbl__key2 *)at; at += nn * sizeof *scratch_k;
     pbl__key2 *by_pos = (pbl__key2 *)at;    at += nn * sizeof *by_pos;
     s.placed.v = (node *)at;      at += nn * sizeof *s.placed.v;
     s.best = (int64_t *)at;       at += nn * sizeof *s.best;
@@ -682,15 +673,11 @@ pbl_status pbl__plan_greedy_by_size(const pbl__plan_in *in, pbl_assignment *out)
     s.active = (uint8_t *)at;
 
     /* positions, with the trees' memory as scratch (2n time points, 2·leaves nodes each) */
-    positions(&s, s.live.v, by_first, scratch_a, s.next_d, pm);
+    positions(&s, s.live.v, scratch_k, scratch_a, s.next_d, pm);
 
-    for (int32_t i = 0; i < n; i++) {
-        by_first[i] = (pbl__key2){ r[i].first, i };
-        by_last[i] = (pbl__key2){ r[i].last, i };
+    const pbl__key2 *by_first = in->by_first, *by_last = in->by_last;
+    for (int32_t i = 0; i < n; i++)
         by_pos[i] = (pbl__key2){ s.position[i], i };
-    }
-    qsort(by_first, nn, sizeof *by_first, pbl__key2_cmp);
-    qsort(by_last, nn, sizeof *by_last, pbl__key2_cmp);
     qsort(by_pos, nn, sizeof *by_pos, pbl__key2_cmp);
     for (int32_t p = 0; p < n; p++) {
         s.firsts[p] = by_first[p].k;
@@ -729,7 +716,6 @@ pbl_status pbl__plan_greedy_by_size(const pbl__plan_in *in, pbl_assignment *out)
         open_rec *open = pbl__plan_alloc(al, nn * sizeof *open);
         if (!open) {
             pbl__plan_free(al, block, bytes);
-            pbl_assignment_free(out);
             return PBL_ERR_NOMEM;
         }
         n_obj = run_dense(&s, open, out);
@@ -739,7 +725,6 @@ pbl_status pbl__plan_greedy_by_size(const pbl__plan_in *in, pbl_assignment *out)
     }
     out->n_objects = n_obj;
     pbl__plan_free(al, block, bytes);
-    pbl__assignment_objects_to_offsets(out, in->opt.align);
     return PBL_OK;
 }
 
@@ -751,11 +736,10 @@ pbl_status pbl__plan_greedy_best(const pbl__plan_in *in, pbl_assignment *out)
 {
     pbl__strategy_fn members[] = { pbl__plan_greedy_by_size, pbl__plan_greedy_by_breadth, pbl__plan_greedy_in_order };
     pbl_assignment best = { 0 };
-    int have = 0;
     pbl_status last_error = PBL_ERR_INVALID_ARG;
     for (size_t k = 0; k < sizeof members / sizeof members[0]; k++) {
         pbl_assignment a = { 0 };
-        pbl_status st = members[k](in, &a);
+        pbl_status st = pbl__plan_run(in, members[k], PBL__FILLS_OBJECTS, &a);
         if (st == PBL_ERR_NOMEM) {
             pbl_assignment_free(&best);
             return st;
@@ -764,16 +748,12 @@ pbl_status pbl__plan_greedy_best(const pbl__plan_in *in, pbl_assignment *out)
             last_error = st;
             continue;
         }
-        if (!have || a.arena < best.arena) {
-            pbl_assignment_free(&best);
-            best = a;
-            have = 1;
-        } else {
-            pbl_assignment_free(&a);
-        }
+        pbl__plan_keep_smaller(&best, &a);
     }
-    if (!have)
+    if (!best.offset)
         return last_error;
+    pbl_assignment given = *out; /* the dispatcher's, as large as best's: best takes its place */
     *out = best;
+    pbl_assignment_free(&given);
     return PBL_OK;
 }

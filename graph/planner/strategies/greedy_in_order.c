@@ -30,32 +30,19 @@ pbl_status pbl__plan_greedy_in_order(const pbl__plan_in *in, pbl_assignment *out
     const pbl_allocator *al = in->opt.allocator;
     const pbl_usage_record *r = in->r;
     int32_t n = in->n;
-    pbl_status st = pbl__assignment_init(out, n, 1, al);
-    if (st != PBL_OK)
-        return st;
-    if (n == 0)
-        return PBL_OK;
-
     size_t nn = (size_t)n;
-    size_t bytes = nn * (sizeof(pbl__key2) + sizeof(pbl__busy) + 2 * sizeof(int32_t));
+    size_t bytes = nn * (sizeof(pbl__busy) + 2 * sizeof(int32_t));
     char *block = pbl__plan_alloc(al, bytes), *at = block;
-    if (!block) {
-        pbl_assignment_free(out);
+    if (!block)
         return PBL_ERR_NOMEM;
-    }
-    pbl__key2 *order = (pbl__key2 *)at; at += nn * sizeof *order;
     pbl__busy *heap = (pbl__busy *)at;  at += nn * sizeof *heap;
     pbl__treap p = { .k1 = out->object_size, .k2 = NULL, .root = -1 }; /* free objects by (size, id) */
     p.left = (int32_t *)at;   at += nn * sizeof *p.left;
     p.right = (int32_t *)at;
 
-    for (int32_t i = 0; i < n; i++)
-        order[i] = (pbl__key2){ r[i].first, i };
-    qsort(order, nn, sizeof *order, pbl__key2_cmp);
-
     int32_t n_busy = 0, n_obj = 0;
     for (int32_t o = 0; o < n; o++) {
-        int32_t i = order[o].idx;
+        int32_t i = in->by_first[o].idx;
         int64_t need = r[i].size;
         while (n_busy > 0 && heap[0].last <= r[i].first) {
             pbl__treap_insert(&p, heap[0].id);
@@ -78,6 +65,5 @@ pbl_status pbl__plan_greedy_in_order(const pbl__plan_in *in, pbl_assignment *out
     }
     out->n_objects = n_obj;
     pbl__plan_free(al, block, bytes);
-    pbl__assignment_objects_to_offsets(out, in->opt.align);
     return PBL_OK;
 }

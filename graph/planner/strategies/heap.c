@@ -37,23 +37,6 @@
 #include "graph/planner/plan_internal.h"
 #include "graph/planner/sort.h"
 
-typedef struct sortkey {
-    int64_t k1, k2, k3;
-    int32_t idx;
-} sortkey;
-
-static int cmp_sortkey(const void *a, const void *b)
-{
-    const sortkey *x = a, *y = b;
-    if (x->k1 != y->k1)
-        return (x->k1 > y->k1) - (x->k1 < y->k1);
-    if (x->k2 != y->k2)
-        return (x->k2 > y->k2) - (x->k2 < y->k2);
-    if (x->k3 != y->k3)
-        return (x->k3 > y->k3) - (x->k3 < y->k3);
-    return (x->idx > y->idx) - (x->idx < y->idx);
-}
-
 typedef pbl__span chunk; /* XLA's word: a placed record's bytes */
 
 /* Sorts chunks by offset: introsort (quicksort, median of three, insertion sort below 16,
@@ -211,7 +194,7 @@ static int64_t best_fit(const chunk *c, int32_t n_c, int64_t size, int64_t heap_
 
 /* Places the records in any order: the overlapping placed records come from the segment
  * tree. Returns the heap size. */
-static int64_t place_by_tree(heap *h, const sortkey *order, int64_t align)
+static int64_t place_by_tree(heap *h, const pbl__key4 *order, int64_t align)
 {
     for (int32_t v = 0; v < 2 * h->leaves; v++)
         h->maxlast[v] = -1;
@@ -245,7 +228,7 @@ static int64_t place_by_tree(heap *h, const sortkey *order, int64_t align)
 /* Places the records in start order (ties: larger first, then index): the placed records
  * that overlap the next one are exactly those still live, kept sorted by offset, so no tree
  * and no sort is needed. Returns the heap size. */
-static int64_t place_by_start(heap *h, const sortkey *order, int64_t align)
+static int64_t place_by_start(heap *h, const pbl__key4 *order, int64_t align)
 {
     int64_t heap_size = 0;
     int32_t n_live = 0;
@@ -285,42 +268,34 @@ static int64_t place_by_start(heap *h, const sortkey *order, int64_t align)
 enum { N_ORDERS = 4, ORDER_START = 1 };
 
 /* Sort keys for order `which` (see the header comment), as positions of the start order. */
-static void make_order(const heap *h, int which, sortkey *key)
+static void make_order(const heap *h, int which, pbl__key4 *key)
 {
     for (int32_t p = 0; p < h->n; p++) {
         int32_t i = h->at_pos[p];
         int64_t size = h->r[i].size, first = h->r[i].first, len = h->r[i].last - h->r[i].first;
         switch (which) {
-        case 0: key[p] = (sortkey){ -size, first, i, p }; break;
-        case ORDER_START: key[p] = (sortkey){ first, -size, i, p }; break;
-        case 2: key[p] = (sortkey){ -size, -len, i, p }; break;
-        default: key[p] = (sortkey){ -len, -size, i, p }; break;
+        case 0: key[p] = (pbl__key4){ -size, first, i, p }; break;
+        case ORDER_START: key[p] = (pbl__key4){ first, -size, i, p }; break;
+        case 2: key[p] = (pbl__key4){ -size, -len, i, p }; break;
+        default: key[p] = (pbl__key4){ -len, -size, i, p }; break;
         }
     }
-    qsort(key, (size_t)h->n, sizeof *key, cmp_sortkey);
+    qsort(key, (size_t)h->n, sizeof *key, pbl__key4_cmp);
 }
 
 pbl_status pbl__plan_best_fit_heap(const pbl__plan_in *in, pbl_assignment *out)
 {
     const pbl_allocator *al = in->opt.allocator;
     int32_t n = in->n;
-    pbl_status st = pbl__assignment_init(out, n, 0, al);
-    if (st != PBL_OK)
-        return st;
-    if (n == 0)
-        return PBL_OK;
-
     heap h = { .r = in->r, .n = n, .leaves = 1 };
     while ((int64_t)h.leaves * BLOCK < n)
         h.leaves *= 2;
     size_t nn = (size_t)n;
-    size_t bytes = nn * (6 * sizeof(int64_t) + 2 * sizeof(chunk) + sizeof(sortkey) + sizeof(int32_t)) +
+    size_t bytes = nn * (6 * sizeof(int64_t) + 2 * sizeof(chunk) + sizeof(pbl__key4) + sizeof(int32_t)) +
                    2 * (size_t)h.leaves * sizeof(int64_t);
     char *block = pbl__plan_alloc(al, bytes), *at = block;
-    if (!block) {
-        pbl_assignment_free(out);
+    if (!block)
         return PBL_ERR_NOMEM;
-    }
     /* 8-byte items first, then the 4-byte ones: every array stays aligned */
     h.maxlast = (int64_t *)at;    at += 2 * (size_t)h.leaves * sizeof *h.maxlast;
     h.first = (int64_t *)at;      at += nn * sizeof *h.first;
@@ -329,16 +304,13 @@ pbl_status pbl__plan_best_fit_heap(const pbl__plan_in *in, pbl_assignment *out)
     h.found_last = (int64_t *)at; at += nn * sizeof *h.found_last;
     h.found = (chunk *)at;        at += nn * sizeof *h.found;
     h.sort_tmp = (chunk *)at;     at += nn * sizeof *h.sort_tmp;
-    sortkey *order = (sortkey *)at; at += nn * sizeof *order;
+    pbl__key4 *order = (pbl__key4 *)at; at += nn * sizeof *order;
     h.at_pos = (int32_t *)at;
 
     /* the start order: positions for the overlap queries */
-    for (int32_t i = 0; i < n; i++)
-        order[i] = (sortkey){ in->r[i].first, 0, 0, i };
-    qsort(order, nn, sizeof *order, cmp_sortkey);
     for (int32_t p = 0; p < n; p++) {
-        h.first[p] = order[p].k1;
-        h.at_pos[p] = order[p].idx;
+        h.first[p] = in->by_first[p].k;
+        h.at_pos[p] = in->by_first[p].idx;
     }
 
     int64_t best = -1;
@@ -351,7 +323,6 @@ pbl_status pbl__plan_best_fit_heap(const pbl__plan_in *in, pbl_assignment *out)
             memcpy(out->offset, h.offset, nn * sizeof *h.offset);
         }
     }
-    pbl__assignment_finish(out, in->r);
     pbl__plan_free(al, block, bytes);
     return PBL_OK;
 }

@@ -132,27 +132,17 @@ pbl_status pbl__plan_min_cost_flow(const pbl__plan_in *in, pbl_assignment *out)
     int32_t n = in->n;
     if (n > PBL__MCF_MAX_RECORDS)
         return PBL_ERR_UNSUPPORTED;
-    pbl_status st = pbl__assignment_init(out, n, 1, al);
-    if (st != PBL_OK)
-        return st;
-    if (n == 0)
-        return PBL_OK;
 
-    /* the first-step order, and which earlier records each one may follow */
+    /* which earlier records (in the first-step order) each one may follow */
+    const pbl__key2 *order = in->by_first;
     size_t nn = (size_t)n;
-    size_t bytes0 = nn * (sizeof(pbl__key2) + sizeof(pbl__busy) + 2 * sizeof(int32_t));
+    size_t bytes0 = nn * (sizeof(pbl__busy) + 2 * sizeof(int32_t));
     char *block0 = pbl__plan_alloc(al, bytes0), *at = block0;
-    if (!block0) {
-        pbl_assignment_free(out);
+    if (!block0)
         return PBL_ERR_NOMEM;
-    }
-    pbl__key2 *order = (pbl__key2 *)at;       at += nn * sizeof *order;
     pbl__busy *heap = (pbl__busy *)at;        at += nn * sizeof *heap;   /* id: position in the first order */
     int32_t *freed = (int32_t *)at; at += nn * sizeof *freed;  /* positions, in release order */
     int32_t *n_freed = (int32_t *)at;                          /* per position: releases so far */
-    for (int32_t i = 0; i < n; i++)
-        order[i] = (pbl__key2){ r[i].first, i };
-    qsort(order, nn, sizeof *order, pbl__key2_cmp);
     int32_t n_busy = 0, n_rel = 0;
     int64_t n_links = 0;
     for (int32_t p = 0; p < n; p++) {
@@ -175,7 +165,6 @@ pbl_status pbl__plan_min_cost_flow(const pbl__plan_in *in, pbl_assignment *out)
     char *block = pbl__plan_alloc(al, bytes);
     if (!block) {
         pbl__plan_free(al, block0, bytes0);
-        pbl_assignment_free(out);
         return PBL_ERR_NOMEM;
     }
     at = block;
@@ -240,6 +229,5 @@ pbl_status pbl__plan_min_cost_flow(const pbl__plan_in *in, pbl_assignment *out)
     out->n_objects = n_obj;
     pbl__plan_free(al, block, bytes);
     pbl__plan_free(al, block0, bytes0);
-    pbl__assignment_objects_to_offsets(out, in->opt.align);
     return PBL_OK;
 }

@@ -161,8 +161,8 @@ typedef struct sim {
     int32_t  m;          /* distinct sizes */
     int64_t *key;        /* [m] the distinct sizes, ascending */
     int32_t *rank;       /* [n] per record: index of its size in key */
-    pbl__key2 *by_first; /* [n] records by (first, index) */
-    pbl__key2 *by_last;  /* [n] records by (last, index) */
+    const pbl__key2 *by_first; /* [n] records by (first, index) */
+    const pbl__key2 *by_last;  /* [n] records by (last, index) */
     int32_t *head;       /* [m] per rank: earliest-released free storage, or -1 */
     int32_t *tail;       /* [m] per rank: latest-released free storage, or -1 */
     int32_t *next;       /* [n] per storage: the storage released after it at its rank */
@@ -247,15 +247,6 @@ static int32_t simulate(sim *s, const pbl_usage_record *r, double range, int32_t
     return n_storages;
 }
 
-/* The arena pbl__assignment_objects_to_offsets would give. */
-static int64_t objects_arena(const int64_t *object_size, int32_t n_objects, int64_t align)
-{
-    int64_t at = 0;
-    for (int32_t k = 0; k < n_objects; k++)
-        at = pbl__align_up(at, align) + object_size[k];
-    return at;
-}
-
 /* Carves the next array of `count` items of `item` bytes out of a scratch block. */
 static void *carve(char **at, size_t count, size_t item)
 {
@@ -269,27 +260,18 @@ pbl_status pbl__plan_mxnet(const pbl__plan_in *in, pbl_assignment *out)
 {
     const pbl_allocator *al = in->opt.allocator;
     int32_t n = in->n;
-    pbl_status st = pbl__assignment_init(out, n, 1, al);
-    if (st != PBL_OK)
-        return st;
-    if (n == 0)
-        return PBL_OK;
-
     /* scratch: the sim's arrays and one simulation's result */
     size_t nn = (size_t)n, words = bs_words(n);
-    size_t bytes = 8 * 16 + nn * (sizeof(int64_t) + sizeof(int32_t) + 2 * sizeof(pbl__key2) + 2 * sizeof(int32_t) +
+    size_t bytes = 8 * 16 + nn * (sizeof(int64_t) + sizeof(int32_t) + sizeof(pbl__key2) + 2 * sizeof(int32_t) +
                                   3 * sizeof(int32_t) + sizeof(int32_t) + sizeof(int64_t)) +
                    words * sizeof(uint64_t);
     char *block = pbl__plan_alloc(al, bytes), *at = block;
-    if (!block) {
-        pbl_assignment_free(out);
+    if (!block)
         return PBL_ERR_NOMEM;
-    }
-    sim s = { .n = n };
+    sim s = { .n = n, .by_first = in->by_first, .by_last = in->by_last };
     s.key = carve(&at, nn, sizeof *s.key);
     s.rank = carve(&at, nn, sizeof *s.rank);
-    s.by_first = carve(&at, nn, sizeof *s.by_first);
-    s.by_last = carve(&at, nn, sizeof *s.by_last);
+    pbl__key2 *by_size = carve(&at, nn, sizeof *by_size);
     s.head = carve(&at, nn, sizeof *s.head);
     s.tail = carve(&at, nn, sizeof *s.tail);
     s.next = carve(&at, nn, sizeof *s.next);
@@ -302,21 +284,14 @@ pbl_status pbl__plan_mxnet(const pbl__plan_in *in, pbl_assignment *out)
     /* rank the sizes */
     const pbl_usage_record *r = in->r;
     for (int32_t i = 0; i < n; i++)
-        s.by_first[i] = (pbl__key2){ r[i].size, i };
-    qsort(s.by_first, nn, sizeof *s.by_first, pbl__key2_cmp);
+        by_size[i] = (pbl__key2){ r[i].size, i };
+    qsort(by_size, nn, sizeof *by_size, pbl__key2_cmp);
     s.m = 0;
     for (int32_t i = 0; i < n; i++) {
-        if (s.m == 0 || s.key[s.m - 1] != s.by_first[i].k)
-            s.key[s.m++] = s.by_first[i].k;
-        s.rank[s.by_first[i].idx] = s.m - 1;
+        if (s.m == 0 || s.key[s.m - 1] != by_size[i].k)
+            s.key[s.m++] = by_size[i].k;
+        s.rank[by_size[i].idx] = s.m - 1;
     }
-    /* the step order */
-    for (int32_t i = 0; i < n; i++) {
-        s.by_first[i] = (pbl__key2){ r[i].first, i };
-        s.by_last[i] = (pbl__key2){ r[i].last, i };
-    }
-    qsort(s.by_first, nn, sizeof *s.by_first, pbl__key2_cmp);
-    qsort(s.by_last, nn, sizeof *s.by_last, pbl__key2_cmp);
 
     /* ranges: 1, 2, 4, ... below the range when sweeping, then the range itself */
     double range = in->opt.mxnet_match_range;
@@ -325,7 +300,7 @@ pbl_status pbl__plan_mxnet(const pbl__plan_in *in, pbl_assignment *out)
     double tryr = in->opt.mxnet_sweep ? 1.0 : range;
     for (;;) {
         int32_t k = simulate(&s, r, tryr, try_object, try_size);
-        int64_t arena = objects_arena(try_size, k, in->opt.align);
+        int64_t arena = pbl__objects_arena(try_size, k, in->opt.align);
         if (!have || arena < best) {
             memcpy(out->object, try_object, nn * sizeof *try_object);
             memcpy(out->object_size, try_size, (size_t)k * sizeof *try_size);
@@ -337,7 +312,6 @@ pbl_status pbl__plan_mxnet(const pbl__plan_in *in, pbl_assignment *out)
             break;
         tryr = tryr * 2 < range ? tryr * 2 : range;
     }
-    pbl__assignment_objects_to_offsets(out, in->opt.align);
     pbl__plan_free(al, block, bytes);
     return PBL_OK;
 }

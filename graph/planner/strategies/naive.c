@@ -4,15 +4,11 @@
 
 pbl_status pbl__plan_naive(const pbl__plan_in *in, pbl_assignment *out)
 {
-    pbl_status s = pbl__assignment_init(out, in->n, 0, in->opt.allocator);
-    if (s != PBL_OK)
-        return s;
     int64_t at = 0;
     for (int32_t i = 0; i < in->n; i++) {
         at = pbl__align_up(at, in->opt.align);
         out->offset[i] = at;
         at += in->r[i].size;
     }
-    out->arena = at;
     return PBL_OK;
 }

@@ -50,27 +50,18 @@ pbl_status pbl__plan_offset_greedy_by_size(const pbl__plan_in *in, pbl_assignmen
     const pbl_usage_record *r = in->r;
     int64_t align = in->opt.align;
     int32_t n = in->n;
-    pbl_status st = pbl__assignment_init(out, n, 0, al);
-    if (st != PBL_OK)
-        return st;
-    if (n == 0)
-        return PBL_OK;
-
     /* min_first: by last, the smallest first of a placed record under each node */
     pbl__mintree min_first = { .leaves = 1 };
     while (min_first.leaves < n)
         min_first.leaves *= 2;
     size_t nn = (size_t)n, nl = (size_t)min_first.leaves;
-    size_t bytes = 2 * nl * sizeof(int64_t) + nn * (2 * sizeof(pbl__key2) + 2 * sizeof(pbl__span) +
+    size_t bytes = 2 * nl * sizeof(int64_t) + nn * (sizeof(pbl__key2) + 2 * sizeof(pbl__span) +
                                                     sizeof(int64_t) + 3 * sizeof(int32_t));
     char *block = pbl__plan_alloc(al, bytes), *at = block;
-    if (!block) {
-        pbl_assignment_free(out);
+    if (!block)
         return PBL_ERR_NOMEM;
-    }
     min_first.v = (int64_t *)at;          at += 2 * nl * sizeof *min_first.v;
     pbl__key2 *by_size = (pbl__key2 *)at; at += nn * sizeof *by_size;
-    pbl__key2 *by_last = (pbl__key2 *)at; at += nn * sizeof *by_last;
     pbl__span *found = (pbl__span *)at;   at += nn * sizeof *found;
     pbl__span *tmp = (pbl__span *)at;     at += nn * sizeof *tmp;
     int64_t *lasts = (int64_t *)at;       at += nn * sizeof *lasts;  /* ascending */
@@ -78,12 +69,10 @@ pbl_status pbl__plan_offset_greedy_by_size(const pbl__plan_in *in, pbl_assignmen
     int32_t *hits = (int32_t *)at;        at += nn * sizeof *hits;   /* positions found */
     int32_t *pos = (int32_t *)at;                                    /* per record: its position */
 
-    for (int32_t i = 0; i < n; i++) {
+    for (int32_t i = 0; i < n; i++)
         by_size[i] = (pbl__key2){ -r[i].size, i };
-        by_last[i] = (pbl__key2){ r[i].last, i };
-    }
     qsort(by_size, nn, sizeof *by_size, pbl__key2_cmp);
-    qsort(by_last, nn, sizeof *by_last, pbl__key2_cmp);
+    const pbl__key2 *by_last = in->by_last;
     for (int32_t p = 0; p < n; p++) {
         lasts[p] = by_last[p].k;
         at_pos[p] = by_last[p].idx;
@@ -121,6 +110,5 @@ pbl_status pbl__plan_offset_greedy_by_size(const pbl__plan_in *in, pbl_assignmen
         pbl__mintree_set(&min_first, pos[i], first);
     }
     pbl__plan_free(al, block, bytes);
-    pbl__assignment_finish(out, r);
     return PBL_OK;
 }
