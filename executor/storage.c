@@ -140,12 +140,13 @@ done:
     return s;
 }
 
-/* Several streams: the stream plan, its records with their accesses, a happens-before-safe
- * plan (naive: every record its own bytes), verified; then live and plan view them. */
+/* Several streams: the stream plan, then its records with their accesses and a
+ * happens-before-safe plan, verified: pbl_graph_stream_storage, the pipeline users call
+ * (naive: every record its own bytes, verified the same way); then live and plan view them. */
 static pbl_status plan_streams(const pbl_graph *g, const pbl_exec_options *o, int32_t n_streams,
                                const int32_t *stream_of_node, int planned, pbl__storage *s, char *err, size_t errlen)
 {
-    char why[320] = "";
+    char why[512] = "";
     pbl_status st;
     s->multi = 1;
     if (stream_of_node) {
@@ -160,12 +161,6 @@ static pbl_status plan_streams(const pbl_graph *g, const pbl_exec_options *o, in
     }
     if (st == PBL_OK)
         st = pbl_stream_plan_check(g, &s->sp, why, sizeof why);
-    pbl_liveness_options lo = pbl_liveness_options_default();
-    lo.allocator = o->allocator;
-    lo.align = PBL__ALIGN;
-    lo.inplace = planned;
-    if (st == PBL_OK)
-        st = pbl_graph_stream_liveness(g, &s->sp, &lo, &s->sr, why, sizeof why);
     if (st == PBL_OK && planned) {
         pbl_stream_storage_options so = pbl_stream_storage_options_default();
         so.allocator = o->allocator;
@@ -173,15 +168,24 @@ static pbl_status plan_streams(const pbl_graph *g, const pbl_exec_options *o, in
         so.strategy = PBL_STREAM_STRATEGY_HB;
         so.interval_strategy = o->strategy ? o->strategy : "best";
         s->strategy = pbl_stream_strategy_name(so.strategy);
-        st = pbl_stream_plan_records(&s->sp, &s->sr, &so, &s->plan, NULL, why, sizeof why);
+        pbl_stream_storage ss;
+        st = pbl_graph_stream_storage(g, &s->sp, &so, &ss, why, sizeof why);
+        s->sr = ss.live; /* zeroed on failure */
+        s->plan = ss.plan;
     } else if (st == PBL_OK) {
+        pbl_liveness_options lo = pbl_liveness_options_default();
+        lo.allocator = o->allocator;
+        lo.align = PBL__ALIGN;
+        lo.inplace = 0;
         pbl_plan_options po = pbl_plan_options_default();
         po.allocator = o->allocator;
         po.align = PBL__ALIGN;
-        st = pbl_plan_records(s->sr.records, s->sr.n_records, "naive", &po, &s->plan, why, sizeof why);
+        st = pbl_graph_stream_liveness(g, &s->sp, &lo, &s->sr, why, sizeof why);
+        if (st == PBL_OK)
+            st = pbl_plan_records(s->sr.records, s->sr.n_records, "naive", &po, &s->plan, why, sizeof why);
+        if (st == PBL_OK)
+            st = pbl_stream_plan_verify(&s->sp, &s->sr, &s->plan, PBL__ALIGN, why, sizeof why);
     }
-    if (st == PBL_OK) /* whatever made it: the executor runs only a plan the verifier accepts */
-        st = pbl_stream_plan_verify(&s->sp, &s->sr, &s->plan, PBL__ALIGN, why, sizeof why);
     if (st != PBL_OK) {
         snprintf(err, errlen, "planning storage on %d streams with '%s': %s", (int)n_streams, s->strategy, why);
         return st;
