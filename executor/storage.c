@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "graph/ir/schedule.h"
 #include "graph/streams/stream_internal.h"
 #include "graph/ir/registry.h"
 
@@ -71,75 +70,6 @@ static void place_values(const pbl_graph *g, pbl__storage *s, int planned, int d
     }
 }
 
-/* A stream plan from a given stream per node: the executor's schedule, and waits for every
- * dependency (data and write-after-read) that crosses streams, transitively reduced. */
-static pbl_status assigned_plan(const pbl_graph *g, const pbl_exec_options *o, int32_t n_streams,
-                                const int32_t *stream_of_node, pbl_stream_plan *sp, char *err, size_t errlen)
-{
-    pbl__mem m;
-    pbl__mem_init(&m, o->allocator);
-    memset(sp, 0, sizeof *sp);
-    sp->allocator = o->allocator;
-    sp->n_streams = n_streams;
-    int32_t *order = NULL, n = 0, *need_start = NULL, *need = NULL, *step_of = NULL;
-    size_t nn = (size_t)(g->n_nodes ? g->n_nodes : 1);
-    pbl__deps d;
-    memset(&d, 0, sizeof d);
-    pbl_status s = pbl__graph_schedule(g, o->targets, o->n_targets, &m, &order, &n, err, errlen);
-    if (s != PBL_OK)
-        return s;
-    sp->n_steps = n;
-    size_t ns = pbl__stream_n(sp);
-    sp->schedule = pbl__mem_alloc(&m, ns * sizeof *sp->schedule);
-    sp->stream = pbl__mem_alloc(&m, ns * sizeof *sp->stream);
-    sp->cost = pbl__mem_alloc(&m, ns * sizeof *sp->cost);
-    step_of = pbl__mem_alloc(&m, nn * sizeof *step_of);
-    need_start = pbl__mem_calloc(&m, (ns + 1) * sizeof *need_start);
-    s = sp->schedule && sp->stream && sp->cost && step_of && need_start ? pbl__deps_build(g, &m, &d) : PBL_ERR_NOMEM;
-    if (s == PBL_OK)
-        need = pbl__mem_alloc(&m, (size_t)(d.n_edges ? d.n_edges : 1) * sizeof *need);
-    if (s != PBL_OK || !need) {
-        snprintf(err, errlen, "out of memory");
-        s = PBL_ERR_NOMEM;
-        goto done;
-    }
-    for (int32_t i = 0; i < g->n_nodes; i++)
-        step_of[i] = -1;
-    for (int32_t t = 0; t < n; t++) {
-        pbl_node v = order[t];
-        if (stream_of_node[v] < 0 || stream_of_node[v] >= n_streams) {
-            snprintf(err, errlen, "node '%s': stream %d is outside [0, %d)", g->nodes[v].name, (int)stream_of_node[v],
-                     (int)n_streams);
-            s = PBL_ERR_INVALID_ARG;
-            goto done;
-        }
-        sp->schedule[t] = v;
-        sp->stream[t] = stream_of_node[v];
-        sp->cost[t] = pbl_node_cost(g, v);
-        step_of[v] = t;
-    }
-    int32_t k = 0;
-    for (int32_t t = 0; t < n; t++) {
-        need_start[t] = k;
-        for (int32_t e = d.pred_start[order[t]]; e < d.pred_start[order[t] + 1]; e++)
-            if (step_of[d.pred[e]] >= 0)
-                need[k++] = step_of[d.pred[e]];
-    }
-    need_start[n] = k;
-    s = pbl__stream_reduce(sp, &m, need_start, need);
-    if (s != PBL_OK)
-        snprintf(err, errlen, "out of memory");
-done:
-    pbl__schedule_free(g, &m, order);
-    pbl__deps_free(&d, &m);
-    pbl__mem_free(&m, step_of, nn * sizeof *step_of);
-    pbl__mem_free(&m, need_start, (ns + 1) * sizeof *need_start);
-    pbl__mem_free(&m, need, (size_t)(d.n_edges ? d.n_edges : 1) * sizeof *need);
-    if (s != PBL_OK)
-        pbl_stream_plan_free(sp);
-    return s;
-}
-
 /* Several streams: the stream plan, then its records with their accesses and a
  * happens-before-safe plan, verified: pbl_graph_stream_storage, the pipeline users call
  * (naive: every record its own bytes, verified the same way); then live and plan view them. */
@@ -147,29 +77,24 @@ static pbl_status plan_streams(const pbl_graph *g, const pbl_exec_options *o, in
                                const int32_t *stream_of_node, int planned, pbl__storage *s, char *err, size_t errlen)
 {
     char why[512] = "";
-    pbl_status st;
     s->multi = 1;
-    if (stream_of_node) {
-        st = assigned_plan(g, o, n_streams, stream_of_node, &s->sp, why, sizeof why);
-    } else {
-        pbl_stream_options so = pbl_stream_options_default();
-        so.allocator = o->allocator;
-        so.n_streams = n_streams;
-        so.targets = o->targets;
-        so.n_targets = o->n_targets;
-        st = pbl_graph_streams(g, &so, &s->sp, why, sizeof why);
-    }
+    pbl_stream_options so = pbl_stream_options_default();
+    so.allocator = o->allocator;
+    so.n_streams = n_streams;
+    so.targets = o->targets;
+    so.n_targets = o->n_targets;
+    pbl_status st = pbl__graph_streams_given(g, &so, stream_of_node, &s->sp, why, sizeof why);
     if (st == PBL_OK)
         st = pbl_stream_plan_check(g, &s->sp, why, sizeof why);
     if (st == PBL_OK && planned) {
-        pbl_stream_storage_options so = pbl_stream_storage_options_default();
-        so.allocator = o->allocator;
-        so.align = PBL__ALIGN;
-        so.strategy = PBL_STREAM_STRATEGY_HB;
-        so.interval_strategy = o->strategy ? o->strategy : "best";
-        s->strategy = pbl_stream_strategy_name(so.strategy);
+        pbl_stream_storage_options sso = pbl_stream_storage_options_default();
+        sso.allocator = o->allocator;
+        sso.align = PBL__ALIGN;
+        sso.strategy = PBL_STREAM_STRATEGY_HB;
+        sso.interval_strategy = o->strategy ? o->strategy : "best";
+        s->strategy = pbl_stream_strategy_name(sso.strategy);
         pbl_stream_storage ss;
-        st = pbl_graph_stream_storage(g, &s->sp, &so, &ss, why, sizeof why);
+        st = pbl_graph_stream_storage(g, &s->sp, &sso, &ss, why, sizeof why);
         s->sr = ss.live; /* zeroed on failure */
         s->plan = ss.plan;
     } else if (st == PBL_OK) {

@@ -14,6 +14,13 @@
 #include "graph/base/mem.h"
 #include "pebble/streams.h"
 
+/* pbl_graph_streams with every node's stream given (stream_of_node[node], in [0,
+ * opt->n_streams)) instead of coloured: the same schedule, costs and transitively reduced
+ * waits for every dependency that crosses streams. stream_of_node NULL: coloured, as
+ * pbl_graph_streams. PBL_ERR_INVALID_ARG names a node whose stream is out of range. */
+pbl_status pbl__graph_streams_given(const pbl_graph *g, const pbl_stream_options *opt, const int32_t *stream_of_node,
+                                    pbl_stream_plan *out, char *err, size_t errlen);
+
 /* The clocks of sp (n_steps · n_streams entries, allocated in m; free with
  * pbl__stream_clocks_free). PBL_ERR_NOMEM. sp must pass pbl__stream_plan_shape. */
 pbl_status pbl__stream_clocks(const pbl_stream_plan *sp, pbl__mem *m, int32_t **clock);

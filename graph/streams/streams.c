@@ -205,6 +205,12 @@ free_ours:
 PBL__API pbl_status pbl_graph_streams(const pbl_graph *g, const pbl_stream_options *opt, pbl_stream_plan *out,
                                       char *err, size_t errlen)
 {
+    return pbl__graph_streams_given(g, opt, NULL, out, err, errlen);
+}
+
+pbl_status pbl__graph_streams_given(const pbl_graph *g, const pbl_stream_options *opt, const int32_t *stream_of_node,
+                                    pbl_stream_plan *out, char *err, size_t errlen)
+{
     char why[256] = "";
     pbl__errclear(err, errlen);
     if (!g || !out) {
@@ -245,10 +251,19 @@ PBL__API pbl_status pbl_graph_streams(const pbl_graph *g, const pbl_stream_optio
                      (long long)out->cost[t]);
             goto done;
         }
+        int32_t given = stream_of_node ? stream_of_node[order[t]] : 0;
+        if (given < 0 || given >= o.n_streams) {
+            s = PBL_ERR_INVALID_ARG;
+            snprintf(why, sizeof why, "node '%s': stream %d is outside [0, %d)", g->nodes[order[t]].name, (int)given,
+                     (int)o.n_streams);
+            goto done;
+        }
+        out->stream[t] = given;
     }
     if (build_step_deps(g, order, n, &m, &sd) != PBL_OK)
         goto done;
-    s = colour_steps(&sd, n, out->cost, o.n_streams, &m, out->stream, &out->n_streams);
+    out->n_streams = o.n_streams;
+    s = stream_of_node ? PBL_OK : colour_steps(&sd, n, out->cost, o.n_streams, &m, out->stream, &out->n_streams);
     if (s != PBL_OK) {
         snprintf(why, sizeof why, "streams: igraph failed (%s)", pbl_status_str(s));
         goto done;
