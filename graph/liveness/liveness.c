@@ -41,31 +41,52 @@ PBL__API void pbl_graph_records_free(pbl_graph_records *r)
 }
 
 typedef struct live_state {
-    const pbl_graph   *g;
-    const int32_t     *order;
-    int32_t            n;
-    int32_t           *step_of;    /* per node: its step, -1 if not scheduled */
-    int64_t           *last_read;  /* per value: the last step that reads it, -1 if none */
-    uint8_t           *is_output;  /* per value */
-    pbl_graph_records *out;
-    int64_t            align;
+    const pbl_graph       *g;
+    const int32_t         *order;
+    int32_t                n;
+    pbl__live_reads        reads;
+    pbl_graph_records     *out;
+    int64_t                align;
 } live_state;
 
-/* The end of v's own lifetime: one past its last read, at least one step, to the end when it
- * is a graph output. */
-static int64_t value_end(const live_state *s, pbl_value v, int64_t produced)
+pbl_status pbl__live_reads_init(pbl__live_reads *lr, const pbl_graph *g, const pbl_node *schedule, int32_t n,
+                                pbl__mem *m)
 {
-    if (s->is_output[v])
-        return s->n;
-    int64_t end = s->last_read[v] >= produced ? s->last_read[v] + 1 : produced + 1;
-    return end;
+    size_t nv = (size_t)(g->n_values ? g->n_values : 1);
+    lr->n_steps = n;
+    lr->last_read = pbl__mem_alloc(m, nv * sizeof *lr->last_read);
+    lr->is_output = pbl__mem_calloc(m, nv);
+    if (!lr->last_read || !lr->is_output) {
+        pbl__live_reads_free(lr, g, m);
+        return PBL_ERR_NOMEM;
+    }
+    for (int32_t v = 0; v < g->n_values; v++)
+        lr->last_read[v] = -1;
+    for (int32_t t = 0; t < n; t++) {
+        const pbl__node *nd = &g->nodes[schedule[t]];
+        for (int32_t k = 0; k < nd->n_in; k++)
+            lr->last_read[nd->in[k]] = t; /* steps ascend: the last write wins */
+    }
+    for (int32_t i = 0; i < g->n_outputs; i++)
+        lr->is_output[g->outputs[i].value] = 1;
+    return PBL_OK;
 }
 
-int32_t pbl__live_place(const pbl__live_build *b, const pbl__node *nd, int32_t k, int32_t t, int64_t end,
+void pbl__live_reads_free(pbl__live_reads *lr, const pbl_graph *g, pbl__mem *m)
+{
+    size_t nv = (size_t)(g->n_values ? g->n_values : 1);
+    pbl__mem_free(m, lr->last_read, nv * sizeof *lr->last_read);
+    pbl__mem_free(m, lr->is_output, nv);
+    memset(lr, 0, sizeof *lr);
+}
+
+int32_t pbl__live_place(const pbl__live_build *b, const pbl__node *nd, int32_t k, int32_t t,
                         int32_t taken[PBL__MAX_IN], int *fresh)
 {
     const pbl__op *op = pbl__op_get(nd->op);
     pbl_value v = nd->out[k];
+    const pbl__live_reads *lr = b->reads;
+    int64_t end = lr->is_output[v] ? lr->n_steps : lr->last_read[v] >= t ? lr->last_read[v] + 1 : t + 1;
     int32_t join = -1;
     *fresh = 0;
     for (int32_t m = 0; m < op->n_mutates && join < 0; m++) {
@@ -106,7 +127,7 @@ static int can_take(const void *ctx, pbl_value in, pbl_value out, int32_t step)
     const live_state *s = ctx;
     const pbl_graph *g = s->g;
     int32_t r = s->out->value_record[in];
-    return r >= 0 && !s->is_output[in] && s->last_read[in] == step &&
+    return r >= 0 && !s->reads.is_output[in] && s->reads.last_read[in] == step &&
            s->out->records[r].last == step + 1 &&
            pbl__meta_bytes(&g->values[in].meta) == pbl__meta_bytes(&g->values[out].meta);
 }
@@ -114,7 +135,7 @@ static int can_take(const void *ctx, pbl_value in, pbl_value out, int32_t step)
 static void build_records(live_state *s, int inplace)
 {
     pbl_graph_records *o = s->out;
-    pbl__live_build b = { .g = s->g, .records = o->records, .record_value = o->record_value,
+    pbl__live_build b = { .g = s->g, .reads = &s->reads, .records = o->records, .record_value = o->record_value,
                           .value_record = o->value_record, .n_records = &o->n_records, .n_inplace = &o->n_inplace,
                           .align = s->align, .inplace = inplace, .can_take = can_take, .ctx = s };
     for (int32_t t = 0; t < s->n; t++) {
@@ -122,7 +143,7 @@ static void build_records(live_state *s, int inplace)
         int32_t taken[PBL__MAX_IN] = { 0 }; /* inputs already given away at this step */
         for (int32_t k = 0; k < nd->n_out; k++) {
             int fresh;
-            pbl__live_place(&b, nd, k, t, value_end(s, nd->out[k], t), taken, &fresh);
+            pbl__live_place(&b, nd, k, t, taken, &fresh);
         }
     }
 }
@@ -143,7 +164,7 @@ PBL__API pbl_status pbl_graph_liveness(const pbl_graph *g, const pbl_liveness_op
     }
     pbl__mem m;
     pbl__mem_init(&m, o.allocator);
-    size_t nv = (size_t)(g->n_values ? g->n_values : 1), nn = (size_t)(g->n_nodes ? g->n_nodes : 1);
+    size_t nv = (size_t)(g->n_values ? g->n_values : 1);
     live_state st = { .g = g, .out = out, .align = o.align > 0 ? o.align : 1 };
     int32_t *order = NULL;
     s = pbl__graph_schedule(g, o.targets, o.n_targets, &m, &order, &st.n, why, sizeof why);
@@ -157,38 +178,21 @@ PBL__API pbl_status pbl_graph_liveness(const pbl_graph *g, const pbl_liveness_op
     out->value_record = pbl__mem_alloc(&m, nv * sizeof *out->value_record);
     /* n_values slots (every node has an output, so n_nodes <= n_values): one size to free */
     out->schedule = pbl__mem_alloc(&m, nv * sizeof *out->schedule);
-    st.step_of = pbl__mem_alloc(&m, nn * sizeof *st.step_of);
-    st.last_read = pbl__mem_alloc(&m, nv * sizeof *st.last_read);
-    st.is_output = pbl__mem_calloc(&m, nv);
     s = PBL_ERR_NOMEM;
     snprintf(why, sizeof why, "out of memory");
-    if (!out->records || !out->record_value || !out->value_record || !out->schedule || !st.step_of ||
-        !st.last_read || !st.is_output)
+    if (!out->records || !out->record_value || !out->value_record || !out->schedule ||
+        pbl__live_reads_init(&st.reads, g, order, st.n, &m) != PBL_OK)
         goto done;
-    for (int32_t v = 0; v < g->n_values; v++) {
+    for (int32_t v = 0; v < g->n_values; v++)
         out->value_record[v] = -1;
-        st.last_read[v] = -1;
-    }
-    for (int32_t i = 0; i < g->n_nodes; i++)
-        st.step_of[i] = -1;
-    for (int32_t t = 0; t < st.n; t++) {
-        st.step_of[order[t]] = t;
-        out->schedule[t] = order[t];
-        const pbl__node *nd = &g->nodes[order[t]];
-        for (int32_t k = 0; k < nd->n_in; k++)
-            st.last_read[nd->in[k]] = t; /* steps ascend: the last write wins */
-    }
+    memcpy(out->schedule, order, (size_t)st.n * sizeof *out->schedule);
     out->n_steps = st.n;
-    for (int32_t i = 0; i < g->n_outputs; i++)
-        st.is_output[g->outputs[i].value] = 1;
     build_records(&st, o.inplace);
     s = PBL_OK;
 done:
     if (order)
         pbl__schedule_free(g, &m, order);
-    pbl__mem_free(&m, st.step_of, nn * sizeof *st.step_of);
-    pbl__mem_free(&m, st.last_read, nv * sizeof *st.last_read);
-    pbl__mem_free(&m, st.is_output, nv);
+    pbl__live_reads_free(&st.reads, g, &m);
     if (s != PBL_OK) {
         pbl__errf(err, errlen, s, "%s", why);
         pbl_graph_records_free(out);

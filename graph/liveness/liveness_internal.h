@@ -1,18 +1,35 @@
 /*
- * The record-building step shared by graph/liveness/liveness.c and graph/streams/liveness.c: where one
- * node output's bytes go. Both build records in schedule order the same way and differ only in
+ * What graph/liveness/liveness.c and graph/streams/liveness.c share: the reads of a schedule
+ * (each value's last reader, the graph outputs) and the record-building step, where one node
+ * output's bytes go. Both build records in schedule order the same way and differ only in
  * when an in-place offer may be taken ("no later reader" versus "every other access
  * happens-before this step"), which is the can_take callback.
  */
 #ifndef PBL_LIVENESS_INTERNAL_H
 #define PBL_LIVENESS_INTERNAL_H
 
+#include "graph/base/mem.h"
 #include "graph/ir/graph_internal.h"
 #include "graph/ir/registry.h"
 #include "pebble/plan.h"
 
+/* Per value of the graph: the last step of the schedule that reads it (-1: none), and
+ * whether it is a graph output (live to the end). */
+typedef struct pbl__live_reads {
+    int32_t *last_read;
+    uint8_t *is_output;
+    int32_t  n_steps;
+} pbl__live_reads;
+
+/* Fills lr for the n steps of schedule (node ids of g), arrays allocated in m. PBL_OK or
+ * PBL_ERR_NOMEM (lr then holds nothing to free). */
+pbl_status pbl__live_reads_init(pbl__live_reads *lr, const pbl_graph *g, const pbl_node *schedule, int32_t n,
+                                pbl__mem *m);
+void       pbl__live_reads_free(pbl__live_reads *lr, const pbl_graph *g, pbl__mem *m); /* accepts a zeroed one */
+
 typedef struct pbl__live_build {
     const pbl_graph  *g;
+    const pbl__live_reads *reads;
     pbl_usage_record *records;      /* the output's arrays, filled in schedule order */
     pbl_value        *record_value;
     int32_t          *value_record;
@@ -25,12 +42,13 @@ typedef struct pbl__live_build {
     const void       *ctx;
 } pbl__live_build;
 
-/* Places output k of node nd, run at step t and live until end: an update output joins its
+/* Places output k of node nd, run at step t. Its own lifetime ends one past its last read (at
+ * least one step; a graph output: the end of the schedule). An update output joins its
  * input's record (and is not planned when the input is a variable, the caller's bytes); else
  * the first in-place offer can_take accepts joins that input's record (taken[] marks inputs
  * already given away at this step); else a new record opens on [t, end). A joined record lives
  * on to end. Returns the record, or -1 when not planned; *fresh says whether it is new. */
-int32_t pbl__live_place(const pbl__live_build *b, const pbl__node *nd, int32_t k, int32_t t, int64_t end,
+int32_t pbl__live_place(const pbl__live_build *b, const pbl__node *nd, int32_t k, int32_t t,
                         int32_t taken[PBL__MAX_IN], int *fresh);
 
 #endif

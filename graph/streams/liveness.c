@@ -40,21 +40,13 @@ typedef struct sl_state {
     const pbl_graph       *g;
     const pbl_stream_plan *sp;
     int32_t                n, S;
-    int32_t               *last_read;  /* per value: its last reading step, -1 if none */
+    pbl__live_reads        reads;      /* last readers, graph outputs */
     int32_t               *vacc;       /* per value · stream: latest step on s producing or reading it */
     int32_t               *racc;       /* per record · stream: the same over the record's values */
     int32_t               *clock;      /* pbl__stream_clocks */
-    uint8_t               *is_output;
     pbl_stream_records    *out;
     int64_t                align;
 } sl_state;
-
-static int64_t value_end(const sl_state *s, pbl_value v, int64_t produced)
-{
-    if (s->is_output[v])
-        return s->n;
-    return s->last_read[v] >= produced ? s->last_read[v] + 1 : produced + 1;
-}
 
 static void join_value(sl_state *s, int32_t r, pbl_value v)
 {
@@ -70,7 +62,7 @@ static int can_take(const void *ctx, pbl_value in, pbl_value out, int32_t t)
     const sl_state *s = ctx;
     const pbl_graph *g = s->g;
     int32_t r = s->out->value_record[in];
-    if (r < 0 || s->is_output[in] || s->out->to_end[r] ||
+    if (r < 0 || s->reads.is_output[in] || s->out->to_end[r] ||
         pbl__meta_bytes(&g->values[in].meta) != pbl__meta_bytes(&g->values[out].meta))
         return 0;
     const int32_t *c = s->clock + (size_t)t * s->S, *a = s->racc + (size_t)r * s->S;
@@ -84,7 +76,7 @@ static int can_take(const void *ctx, pbl_value in, pbl_value out, int32_t t)
 static void build_records(sl_state *s, int inplace)
 {
     pbl_stream_records *o = s->out;
-    pbl__live_build b = { .g = s->g, .records = o->records, .record_value = o->record_value,
+    pbl__live_build b = { .g = s->g, .reads = &s->reads, .records = o->records, .record_value = o->record_value,
                           .value_record = o->value_record, .n_records = &o->n_records, .n_inplace = &o->n_inplace,
                           .align = s->align, .inplace = inplace, .can_take = can_take, .ctx = s };
     for (int32_t t = 0; t < s->n; t++) {
@@ -93,15 +85,15 @@ static void build_records(sl_state *s, int inplace)
         for (int32_t k = 0; k < nd->n_out; k++) {
             pbl_value v = nd->out[k];
             int fresh;
-            int32_t r = pbl__live_place(&b, nd, k, t, value_end(s, v, t), taken, &fresh);
+            int32_t r = pbl__live_place(&b, nd, k, t, taken, &fresh);
             if (r < 0)
                 continue;
             if (fresh) {
-                o->to_end[r] = s->is_output[v];
+                o->to_end[r] = s->reads.is_output[v];
                 for (int32_t q = 0; q < s->S; q++)
                     s->racc[(size_t)r * s->S + q] = -1;
             } else {
-                o->to_end[r] |= s->is_output[v];
+                o->to_end[r] |= s->reads.is_output[v];
             }
             join_value(s, r, v);
         }
@@ -184,14 +176,12 @@ PBL__API pbl_status pbl_graph_stream_liveness(const pbl_graph *g, const pbl_stre
     out->record_value = pbl__mem_alloc(&m, nv * sizeof *out->record_value);
     out->value_record = pbl__mem_alloc(&m, nv * sizeof *out->value_record);
     out->to_end = pbl__mem_calloc(&m, nv * sizeof *out->to_end);
-    st.last_read = pbl__mem_alloc(&m, nv * sizeof *st.last_read);
     st.vacc = pbl__mem_alloc(&m, nv * (size_t)S * sizeof *st.vacc);
     st.racc = pbl__mem_alloc(&m, nv * (size_t)S * sizeof *st.racc);
-    st.is_output = pbl__mem_calloc(&m, nv);
     s = PBL_ERR_NOMEM;
     snprintf(why, sizeof why, "out of memory");
-    if (!scheduled || !out->records || !out->record_value || !out->value_record || !out->to_end || !st.last_read ||
-        !st.vacc || !st.racc || !st.is_output || pbl__stream_clocks(sp, &m, &st.clock) != PBL_OK)
+    if (!scheduled || !out->records || !out->record_value || !out->value_record || !out->to_end || !st.vacc ||
+        !st.racc || pbl__stream_clocks(sp, &m, &st.clock) != PBL_OK)
         goto done;
     s = PBL_ERR_INVALID_ARG;
     for (int32_t t = 0; t < sp->n_steps; t++) {
@@ -205,7 +195,6 @@ PBL__API pbl_status pbl_graph_stream_liveness(const pbl_graph *g, const pbl_stre
     }
     for (int32_t v = 0; v < g->n_values; v++) {
         out->value_record[v] = -1;
-        st.last_read[v] = -1;
         for (int32_t k = 0; k < S; k++)
             st.vacc[(size_t)v * S + k] = -1;
     }
@@ -220,23 +209,24 @@ PBL__API pbl_status pbl_graph_stream_liveness(const pbl_graph *g, const pbl_stre
                              nd->name, g->values[v].name);
                     goto done;
                 }
-                st.last_read[v] = t;
             }
             st.vacc[(size_t)v * S + sp->stream[t]] = t; /* steps ascend: the last write wins */
         }
     }
-    for (int32_t i = 0; i < g->n_outputs; i++)
-        st.is_output[g->outputs[i].value] = 1;
+    if (pbl__live_reads_init(&st.reads, g, sp->schedule, sp->n_steps, &m) != PBL_OK) {
+        s = PBL_ERR_NOMEM;
+        snprintf(why, sizeof why, "out of memory");
+        goto done;
+    }
     build_records(&st, o.inplace);
     s = build_access(&st, &m);
     if (s != PBL_OK)
         snprintf(why, sizeof why, "out of memory");
 done:
     pbl__mem_free(&m, scheduled, nn);
-    pbl__mem_free(&m, st.last_read, nv * sizeof *st.last_read);
     pbl__mem_free(&m, st.vacc, nv * (size_t)S * sizeof *st.vacc);
     pbl__mem_free(&m, st.racc, nv * (size_t)S * sizeof *st.racc);
-    pbl__mem_free(&m, st.is_output, nv);
+    pbl__live_reads_free(&st.reads, g, &m);
     if (st.clock)
         pbl__stream_clocks_free(sp, &m, st.clock);
     if (s != PBL_OK) {
