@@ -80,8 +80,11 @@ void pbl__live_reads_free(pbl__live_reads *lr, const pbl_graph *g, pbl__mem *m)
     memset(lr, 0, sizeof *lr);
 }
 
-int32_t pbl__live_place(const pbl__live_build *b, const pbl__node *nd, int32_t k, int32_t t,
-                        int32_t taken[PBL__MAX_IN], int *fresh)
+/* Places output k of node nd, run at step t (see pbl__live_build_records). Returns the
+ * record, or -1 when not planned; *fresh says whether it is new. taken[] marks the inputs
+ * already given away at this step. */
+static int32_t place(const pbl__live_build *b, const pbl__node *nd, int32_t k, int32_t t, int32_t taken[PBL__MAX_IN],
+                     int *fresh)
 {
     const pbl__op *op = pbl__op_get(nd->op);
     pbl_value v = nd->out[k];
@@ -121,8 +124,22 @@ int32_t pbl__live_place(const pbl__live_build *b, const pbl__node *nd, int32_t k
     return r;
 }
 
+void pbl__live_build_records(const pbl__live_build *b, const pbl_node *schedule)
+{
+    for (int32_t t = 0; t < b->reads->n_steps; t++) {
+        const pbl__node *nd = &b->g->nodes[schedule[t]];
+        int32_t taken[PBL__MAX_IN] = { 0 };
+        for (int32_t k = 0; k < nd->n_out; k++) {
+            int fresh;
+            int32_t r = place(b, nd, k, t, taken, &fresh);
+            if (r >= 0 && b->placed)
+                b->placed(b->ctx, r, nd->out[k], fresh);
+        }
+    }
+}
+
 /* Whether output `out` of the node at `step` may take input `in`'s record in place. */
-static int can_take(const void *ctx, pbl_value in, pbl_value out, int32_t step)
+static int can_take(void *ctx, pbl_value in, pbl_value out, int32_t step)
 {
     const live_state *s = ctx;
     const pbl_graph *g = s->g;
@@ -138,14 +155,7 @@ static void build_records(live_state *s, int inplace)
     pbl__live_build b = { .g = s->g, .reads = &s->reads, .records = o->records, .record_value = o->record_value,
                           .value_record = o->value_record, .n_records = &o->n_records, .n_inplace = &o->n_inplace,
                           .align = s->align, .inplace = inplace, .can_take = can_take, .ctx = s };
-    for (int32_t t = 0; t < s->n; t++) {
-        const pbl__node *nd = &s->g->nodes[s->order[t]];
-        int32_t taken[PBL__MAX_IN] = { 0 }; /* inputs already given away at this step */
-        for (int32_t k = 0; k < nd->n_out; k++) {
-            int fresh;
-            pbl__live_place(&b, nd, k, t, taken, &fresh);
-        }
-    }
+    pbl__live_build_records(&b, s->order);
 }
 
 PBL__API pbl_status pbl_graph_liveness(const pbl_graph *g, const pbl_liveness_options *opt, pbl_graph_records *out,

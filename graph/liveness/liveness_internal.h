@@ -38,17 +38,18 @@ typedef struct pbl__live_build {
     int64_t           align;
     int               inplace;      /* whether in-place offers may be taken at all */
     /* whether output `out` of the node at `step` may take input `in`'s record */
-    int             (*can_take)(const void *ctx, pbl_value in, pbl_value out, int32_t step);
-    const void       *ctx;
+    int             (*can_take)(void *ctx, pbl_value in, pbl_value out, int32_t step);
+    /* optional: value v was just placed in record r, new (fresh) or joined */
+    void            (*placed)(void *ctx, int32_t r, pbl_value v, int fresh);
+    void             *ctx;
 } pbl__live_build;
 
-/* Places output k of node nd, run at step t. Its own lifetime ends one past its last read (at
- * least one step; a graph output: the end of the schedule). An update output joins its
- * input's record (and is not planned when the input is a variable, the caller's bytes); else
- * the first in-place offer can_take accepts joins that input's record (taken[] marks inputs
- * already given away at this step); else a new record opens on [t, end). A joined record lives
- * on to end. Returns the record, or -1 when not planned; *fresh says whether it is new. */
-int32_t pbl__live_place(const pbl__live_build *b, const pbl__node *nd, int32_t k, int32_t t,
-                        int32_t taken[PBL__MAX_IN], int *fresh);
+/* Builds the records of the steps of schedule (b->reads->n_steps of them), in order. Each
+ * node output's own lifetime ends one past its last read (at least one step; a graph output:
+ * the end of the schedule). An update output joins its input's record (and is not planned
+ * when the input is a variable, the caller's bytes); else the first in-place offer can_take
+ * accepts joins that input's record (an input is given away once per step); else a new record
+ * opens on [step, end). A joined record lives on to end. */
+void pbl__live_build_records(const pbl__live_build *b, const pbl_node *schedule);
 
 #endif

@@ -57,7 +57,7 @@ static void join_value(sl_state *s, int32_t r, pbl_value v)
 
 /* Whether output `out` of step t may take input `in`'s record: as liveness.c, with the
  * race-free test in place of "read by no later step". */
-static int can_take(const void *ctx, pbl_value in, pbl_value out, int32_t t)
+static int can_take(void *ctx, pbl_value in, pbl_value out, int32_t t)
 {
     const sl_state *s = ctx;
     const pbl_graph *g = s->g;
@@ -73,31 +73,28 @@ static int can_take(const void *ctx, pbl_value in, pbl_value out, int32_t t)
     return 1;
 }
 
+/* Value v now uses record r: r is live to the end if v is, and its accesses include v's. */
+static void placed(void *ctx, int32_t r, pbl_value v, int fresh)
+{
+    sl_state *s = ctx;
+    if (fresh) {
+        s->out->to_end[r] = s->reads.is_output[v];
+        for (int32_t q = 0; q < s->S; q++)
+            s->racc[(size_t)r * s->S + q] = -1;
+    } else {
+        s->out->to_end[r] |= s->reads.is_output[v];
+    }
+    join_value(s, r, v);
+}
+
 static void build_records(sl_state *s, int inplace)
 {
     pbl_stream_records *o = s->out;
     pbl__live_build b = { .g = s->g, .reads = &s->reads, .records = o->records, .record_value = o->record_value,
                           .value_record = o->value_record, .n_records = &o->n_records, .n_inplace = &o->n_inplace,
-                          .align = s->align, .inplace = inplace, .can_take = can_take, .ctx = s };
-    for (int32_t t = 0; t < s->n; t++) {
-        const pbl__node *nd = &s->g->nodes[s->sp->schedule[t]];
-        int32_t taken[PBL__MAX_IN] = { 0 };
-        for (int32_t k = 0; k < nd->n_out; k++) {
-            pbl_value v = nd->out[k];
-            int fresh;
-            int32_t r = pbl__live_place(&b, nd, k, t, taken, &fresh);
-            if (r < 0)
-                continue;
-            if (fresh) {
-                o->to_end[r] = s->reads.is_output[v];
-                for (int32_t q = 0; q < s->S; q++)
-                    s->racc[(size_t)r * s->S + q] = -1;
-            } else {
-                o->to_end[r] |= s->reads.is_output[v];
-            }
-            join_value(s, r, v);
-        }
-    }
+                          .align = s->align, .inplace = inplace, .can_take = can_take, .placed = placed,
+                          .ctx = s };
+    pbl__live_build_records(&b, s->sp->schedule);
 }
 
 /* access lists: every (record, step) where the step reads or writes one of its values */
