@@ -382,6 +382,36 @@ static void test_kernel_failure_on_a_stream(void **state)
     pbl_graph_destroy(m.g);
 }
 
+/* Given streams are the streams run: every node on stream 1 of 2 needs no wait (a colouring
+ * of the MLP would spread it over both and wait), and alternating streams need waits. */
+static void test_assigned_streams_kept(void **state)
+{
+    (void)state;
+    mlp m;
+    mlp_build(&m);
+    int32_t nn = pbl_graph_node_count(m.g);
+    int32_t *assign = malloc((size_t)nn * sizeof *assign);
+    pbl_exec_options o = pbl_exec_options_default();
+    o.storage = PBL_STORAGE_NAIVE;
+    for (int alternate = 0; alternate < 2; alternate++) {
+        for (int32_t i = 0; i < nn; i++)
+            assign[i] = alternate ? i % 2 : 1;
+        pbl_exec *e = make_exec(m.g, &o, 2, assign);
+        pbl_exec_stats st;
+        assert_int_equal(pbl_exec_stats_get(e, &st), PBL_OK);
+        printf("  %s: %d streams, %d waits\n", alternate ? "alternating" : "all on stream 1", (int)st.streams,
+               (int)st.waits);
+        assert_int_equal(st.streams, 2);
+        if (alternate)
+            assert_true(st.waits > 0);
+        else
+            assert_int_equal(st.waits, 0);
+        pbl_exec_destroy(e);
+    }
+    free(assign);
+    pbl_graph_destroy(m.g);
+}
+
 /* Every allocation of a 2-stream create (planned, poison) failing in turn gives PBL_ERR_NOMEM
  * and leaks nothing. */
 typedef struct counting { int64_t n, fail_at, live; } counting;
@@ -474,6 +504,7 @@ int main(void)
         cmocka_unit_test(test_mlp_streams_match),
         cmocka_unit_test(test_random_graphs_match),
         cmocka_unit_test(test_kernel_failure_on_a_stream),
+        cmocka_unit_test(test_assigned_streams_kept),
         cmocka_unit_test(test_allocation_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
