@@ -50,8 +50,10 @@
 typedef struct pbl__backend_config {
     int32_t n_streams;       /* >= 1 */
     int32_t n_events;        /* >= 0 */
-    int32_t threads;         /* math-library (BLAS) threads for the whole instance; 0: leave
-                                the library's setting as it is */
+    int32_t threads;         /* CPU threads (CPU: threads - 1 pool workers with one stream) */
+    int32_t blas_threads;    /* math-library (BLAS) threads for the whole instance; 0: leave
+                                the library's setting as it is (the executor has resolved
+                                pbl_exec_options.blas_threads = 0 to `threads` already) */
     int32_t flush_denormals; /* kernels treat denormal floats as zero (CPU: FTZ+DAZ) */
 } pbl__backend_config;
 

@@ -76,7 +76,7 @@ PBL__API pbl_exec_options pbl_exec_options_default(void)
     pbl_exec_options o = { .allocator = NULL, .backend = PBL_BACKEND_CPU, .storage = PBL_STORAGE_PLANNED,
                            .strategy = NULL, .poison = 0, .threads = 0, .flush_denormals = 1,
                            .targets = NULL, .n_targets = 0, .budget = 0, .trace = NULL, .evict_log = NULL,
-                           .streams = 0, .cuda_graph = 0 };
+                           .streams = 0, .cuda_graph = 0, .blas_threads = 0 };
     return o;
 }
 
@@ -372,6 +372,9 @@ static pbl_status create(pbl_exec **out, const pbl_graph *g, const pbl_exec_opti
     e->be = o.backend == PBL_BACKEND_CUDA ? &pbl__backend_cuda : &pbl__backend_cpu;
     if (o.backend != PBL_BACKEND_CPU && o.backend != PBL_BACKEND_CUDA)
         s = pbl__exec_fail(e, PBL_ERR_INVALID_ARG, "backend %d is not a pbl_backend_kind", (int)o.backend);
+    if (s == PBL_OK && o.blas_threads < 0)
+        s = pbl__exec_fail(e, PBL_ERR_INVALID_ARG, "blas_threads is %d; need 0 (as threads) or more",
+                           (int)o.blas_threads);
     if (s == PBL_OK && e->be->probe) {
         char why[256] = "";
         s = e->be->probe(why, sizeof why);
@@ -403,6 +406,7 @@ static pbl_status create(pbl_exec **out, const pbl_graph *g, const pbl_exec_opti
         s = collect_inputs(e);
     if (s == PBL_OK) {
         pbl__backend_config cfg = { .n_streams = e->n_streams, .n_events = e->sync.n_events, .threads = o.threads,
+                                    .blas_threads = o.blas_threads ? o.blas_threads : o.threads,
                                     .flush_denormals = o.flush_denormals };
         char why[256] = "";
         s = e->be->open(&e->mem, &cfg, &e->bctx, why, sizeof why);

@@ -1,8 +1,11 @@
 /* The CPU backend's worker pool (executor/cpu/pool.c) and the kernels that split their loops
  * over it (pbl__cpu_for): every index is run exactly once whatever the split, parts start on
  * 16-element boundaries, every split kernel gives the bits of its serial run, forced to split
- * into 2..4 parts at odd lengths (and the pool really ran a job), and an MLP trained through
- * the executor with threads = 2 (pool on) ends with the bits of threads = 1. */
+ * into 2..4 parts at odd lengths (and the pool really ran a job), an MLP trained through the
+ * executor with threads = 2 and 3 (pool on) and BLAS held single-threaded (blas_threads = 1)
+ * ends with the bits of threads = 1, and with BLAS on 2 threads too each training step stays
+ * within a bound on rounding derived from the problem. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -211,83 +214,380 @@ static void test_split_kernels_match_serial(void **state)
 
 /* ---- an MLP through the executor ---------------------------------------------------------- */
 
-/* Big enough that the default threshold splits: w1 is 40960 elements. */
-enum { B = 64, D = 160, H = 256, C = 10, N_PARAMS = 4, STEPS = 5 };
+/* Big enough that the pool splits (parts of 16384 element-costs, executor/cpu/backend.c) the
+ * relu, its gradient and b1's gradient sum (128·256 elements each) and w1's update (40960),
+ * and that OpenBLAS threads the products it may: x·w1ᵀ and w1's gradient are 128·256·160 =
+ * 5.2 M multiply-adds, above the 65536·4 below which OpenBLAS 0.3.21 keeps an sgemm on one
+ * thread. */
+enum { B = 128, D = 160, H = 256, C = 10, N_PARAMS = 4, STEPS = 5 };
 static const int64_t param_numel[N_PARAMS] = { H * D, H, C * H, C };
+enum { NP = H * D + H + C * H + C }; /* every parameter, w1 b1 w2 b2 end to end */
 
-/* Trains STEPS steps with `threads`; returns every parameter, then the losses (malloc'd). */
-static float *train(int32_t threads, size_t *n_out)
-{
+typedef struct mlp {
     pbl_graph *g;
-    assert_int_equal(pbl_graph_create(&g, NULL), PBL_OK);
-    pbl_value x = pbl_input(g, "x", PBL_SHAPE(B, D)), y = pbl_label(g, "y", PBL_I32, PBL_SHAPE(B));
-    pbl_value ps[N_PARAMS] = { pbl_param(g, "w1", PBL_SHAPE(H, D)), pbl_param(g, "b1", PBL_SHAPE(H)),
-                               pbl_param(g, "w2", PBL_SHAPE(C, H)), pbl_param(g, "b2", PBL_SHAPE(C)) };
-    pbl_value h = pbl_relu(g, pbl_fully_connected(g, x, ps[0], ps[1]));
-    pbl_value loss = pbl_softmax_cross_entropy(g, pbl_fully_connected(g, h, ps[2], ps[3]), y);
-    assert_int_equal(pbl_graph_build_status(g), PBL_OK);
-    assert_int_equal(pbl_graph_set_output(g, "loss", loss), PBL_OK);
-    pbl_value gs[N_PARAMS];
-    assert_int_equal(pbl_graph_gradient(g, loss, ps, N_PARAMS, gs), PBL_OK);
-    pbl_optimizer_options oo = pbl_optimizer_options_default(PBL_OPTIM_ADAM);
-    assert_int_equal(pbl_graph_add_optimizer(g, &oo, ps, gs, N_PARAMS), PBL_OK);
+    pbl_value  x, y, loss, ps[N_PARAMS], gs[N_PARAMS];
+} mlp;
 
+/* relu(x·w1ᵀ + b1)·w2ᵀ + b2, softmax cross-entropy, then `optim` over the four parameters. */
+static void mlp_build(mlp *m, pbl_optimizer_kind optim, double lr)
+{
+    assert_int_equal(pbl_graph_create(&m->g, NULL), PBL_OK);
+    pbl_graph *g = m->g;
+    m->x = pbl_input(g, "x", PBL_SHAPE(B, D));
+    m->y = pbl_label(g, "y", PBL_I32, PBL_SHAPE(B));
+    m->ps[0] = pbl_param(g, "w1", PBL_SHAPE(H, D));
+    m->ps[1] = pbl_param(g, "b1", PBL_SHAPE(H));
+    m->ps[2] = pbl_param(g, "w2", PBL_SHAPE(C, H));
+    m->ps[3] = pbl_param(g, "b2", PBL_SHAPE(C));
+    pbl_value h = pbl_relu(g, pbl_fully_connected(g, m->x, m->ps[0], m->ps[1]));
+    m->loss = pbl_softmax_cross_entropy(g, pbl_fully_connected(g, h, m->ps[2], m->ps[3]), m->y);
+    assert_int_equal(pbl_graph_build_status(g), PBL_OK);
+    assert_int_equal(pbl_graph_set_output(g, "loss", m->loss), PBL_OK);
+    assert_int_equal(pbl_graph_gradient(g, m->loss, m->ps, N_PARAMS, m->gs), PBL_OK);
+    pbl_optimizer_options oo = pbl_optimizer_options_default(optim);
+    oo.lr = lr;
+    assert_int_equal(pbl_graph_add_optimizer(g, &oo, m->ps, m->gs, N_PARAMS), PBL_OK);
+}
+
+static pbl_exec *mlp_exec(const mlp *m, pbl_storage_mode storage, int32_t threads, int32_t blas_threads)
+{
     pbl_exec_options o = pbl_exec_options_default();
+    o.storage = storage;
     o.threads = threads;
+    o.blas_threads = blas_threads;
     pbl_exec *e = NULL;
     char err[256];
-    assert_int_equal(pbl_exec_create(&e, g, &o, err, sizeof err), PBL_OK);
-    size_t np = 0;
-    for (int p = 0; p < N_PARAMS; p++)
-        np += (size_t)param_numel[p];
-    float *res = calloc(np + STEPS, sizeof *res);
+    if (pbl_exec_create(&e, m->g, &o, err, sizeof err) != PBL_OK)
+        fail_msg("pbl_exec_create: %s", err);
+    return e;
+}
+
+/* Writes the seeded parameters (rng = 42) to p[NP]. */
+static void init_params(float *p)
+{
     rng = 42;
-    for (size_t i = 0; i < np; i++)
-        res[i] = (2.0f * unit() - 1.0f) * 0.08f;
+    for (size_t i = 0; i < NP; i++)
+        p[i] = (2.0f * unit() - 1.0f) * 0.08f;
+}
+
+/* The next batch from rng: class k has +1 on features k, k + C, ... */
+static void next_batch(float *x, int32_t *y)
+{
+    for (int i = 0; i < B; i++) {
+        y[i] = (int32_t)(next() % C);
+        for (int j = 0; j < D; j++)
+            x[i * D + j] = unit() - 0.5f + (j % C == y[i] ? 1.0f : 0.0f);
+    }
+}
+
+/* Trains STEPS Adam steps with `threads` and `blas_threads`; returns every parameter, then the
+ * losses (malloc'd). */
+static float *train(int32_t threads, int32_t blas_threads, size_t *n_out)
+{
+    mlp m;
+    mlp_build(&m, PBL_OPTIM_ADAM, 1e-3);
+    pbl_exec *e = mlp_exec(&m, PBL_STORAGE_PLANNED, threads, blas_threads);
+    float *res = calloc(NP + STEPS, sizeof *res);
+    init_params(res);
     for (int p = 0, at = 0; p < N_PARAMS; at += (int)param_numel[p], p++)
-        assert_int_equal(pbl_exec_write(e, ps[p], res + at, (size_t)param_numel[p] * sizeof(float)), PBL_OK);
+        assert_int_equal(pbl_exec_write(e, m.ps[p], res + at, (size_t)param_numel[p] * sizeof(float)), PBL_OK);
     static float xb[B * D];
     static int32_t yb[B];
     for (int s = 0; s < STEPS; s++) {
-        for (int i = 0; i < B; i++) {
-            yb[i] = (int32_t)(next() % C);
-            for (int j = 0; j < D; j++)
-                xb[i * D + j] = unit() - 0.5f + (j % C == yb[i] ? 1.0f : 0.0f);
-        }
-        assert_int_equal(pbl_exec_write(e, x, xb, sizeof xb), PBL_OK);
-        assert_int_equal(pbl_exec_write(e, y, yb, sizeof yb), PBL_OK);
+        next_batch(xb, yb);
+        assert_int_equal(pbl_exec_write(e, m.x, xb, sizeof xb), PBL_OK);
+        assert_int_equal(pbl_exec_write(e, m.y, yb, sizeof yb), PBL_OK);
         assert_int_equal(pbl_exec_run(e), PBL_OK);
-        assert_int_equal(pbl_exec_read(e, loss, res + np + s, sizeof(float)), PBL_OK);
+        assert_int_equal(pbl_exec_read(e, m.loss, res + NP + s, sizeof(float)), PBL_OK);
     }
     for (int p = 0, at = 0; p < N_PARAMS; at += (int)param_numel[p], p++)
-        assert_int_equal(pbl_exec_read(e, ps[p], res + at, (size_t)param_numel[p] * sizeof(float)), PBL_OK);
+        assert_int_equal(pbl_exec_read(e, m.ps[p], res + at, (size_t)param_numel[p] * sizeof(float)), PBL_OK);
     pbl_exec_destroy(e);
-    pbl_graph_destroy(g);
-    *n_out = np + STEPS;
+    pbl_graph_destroy(m.g);
+    *n_out = NP + STEPS;
     return res;
 }
 
-/* OpenBLAS splits a product between its threads by rows and columns of the result, never
- * along the sum, so each element of a product is the same sum with 1 or 2 threads; the pool
- * splits the rest element by element: the whole step gives the same bits. Not under TSan:
- * OpenBLAS's threads are not instrumented (the pool itself is covered above). */
+/* Our determinism with BLAS held fixed: with blas_threads = 1 OpenBLAS runs every product on
+ * the calling thread as with threads = 1, and the pool splits the rest element by element, so
+ * 2 and 3 threads give the bits of 1. (With BLAS's own threads the products may round
+ * otherwise: see test_training_blas_threads_within_bound.) Also under TSan, which sees every
+ * thread at work here: OpenBLAS runs a product on the calling thread when its count is 1. */
 static void test_training_threads_match(void **state)
 {
     (void)state;
-#ifdef UNDER_TSAN
-    skip(); /* returns through cmocka's jump: the rest is compiled, not run */
-#endif
-    size_t n1, n2;
-    float *one = train(1, &n1), *two = train(2, &n2);
-    assert_int_equal(n1, n2);
-    for (size_t i = 0; i < n1; i++)
-        if (memcmp(&one[i], &two[i], sizeof(float)))
-            fail_msg("value %zu of %zu (parameters, then losses): %.9g with 2 threads, %.9g with 1", i, n1,
-                     (double)two[i], (double)one[i]);
-    print_message("%zu parameters and %d losses: same bits with threads 1 and 2 (last loss %.6g)\n",
-                  n1 - STEPS, STEPS, (double)one[n1 - 1]);
+    size_t n1, n;
+    float *one = train(1, 1, &n1);
+    for (int32_t threads = 2; threads <= 3; threads++) {
+        float *got = train(threads, 1, &n);
+        assert_int_equal(n, n1);
+        for (size_t i = 0; i < n1; i++)
+            if (memcmp(&one[i], &got[i], sizeof(float)))
+                fail_msg("value %zu of %zu (parameters, then losses): %.9g with %d threads, %.9g with 1 (BLAS "
+                         "single-threaded in both)", i, n1, (double)got[i], (int)threads, (double)one[i]);
+        free(got);
+    }
+    print_message("%d parameters and %d losses: same bits with threads 1, 2 and 3, blas_threads 1 (last loss "
+                  "%.6g)\n", (int)NP, STEPS, (double)one[n1 - 1]);
     free(one);
-    free(two);
+}
+
+/* A negative blas_threads is refused at create, naming the field. */
+static void test_blas_threads_checked(void **state)
+{
+    (void)state;
+    mlp m;
+    mlp_build(&m, PBL_OPTIM_SGD, 0.1);
+    pbl_exec_options o = pbl_exec_options_default();
+    o.blas_threads = -1;
+    pbl_exec *e = NULL;
+    char err[256];
+    assert_int_equal(pbl_exec_create(&e, m.g, &o, err, sizeof err), PBL_ERR_INVALID_ARG);
+    assert_null(e);
+    assert_non_null(strstr(err, "blas_threads"));
+    print_message("blas_threads -1 -> %s\n", err);
+    pbl_graph_destroy(m.g);
+}
+
+/* ---- threads 2 against 1 with BLAS's own threads: within a bound from the problem ---------- */
+
+/* threads = 2 also runs OpenBLAS on 2 threads, and OpenBLAS's threaded sgemm does not always
+ * round like its single-threaded one (0.3.21's Haswell and Zen kernels change the last bits of
+ * 15% of the elements of a 128x256x160 product), so the two runs are compared within a bound on
+ * what rounding alone can do, derived below from the problem; a pool that drops, repeats or
+ * races a part, or a product read before it is written, misses it by orders of magnitude.
+ *
+ * Each step starts both executors from the same parameters (run A's, copied into run B's), so
+ * the bound is one training step deep; SGD keeps the update linear in the gradient. Each run is
+ * compared with the exact step (computed here in double; its own error, ~1e-16 relative, is
+ * covered by the 1% added at the end), and two runs within E of it are within 2E of each other.
+ * With u = 2^-24 and γ(n) = n·u / (1 − n·u), a sum of n products computed in any order, with
+ * or without fused multiply-adds, is within γ(n)·Σ|products| of the exact sum (Higham, Accuracy
+ * and Stability of Numerical Algorithms, 2nd ed., §3.1); sums whose inputs carry errors e add
+ * Σ|factor|·e. Per element, with the exact values on the right (|·| of each factor):
+ *   z1 = x·w1ᵀ + b1 (D + 1 terms): e_z1 = γ(D+1)·(Σ|x||w1| + |b1|); h = relu(z1): e_h = e_z1
+ *   z2 = h·w2ᵀ + b2: e_z2 = Σ|w2|·e_h + γ(H+1)·(Σ(|h| + e_h)|w2| + |b2|)
+ *   loss row i, lse(z2) − z2[y]: 2·max_k e_z2 (lse moves by at most the largest change) plus
+ *     the kernel's own rounding: a subtraction and an expf per logit (glibc's expf is within 1
+ *     ulp), a float sum of C terms, a logf and two float operations, together below
+ *     (C + 4 + R + 2|L| + |m + L| + |loss_i|)·u with R = max|z2 − m|, m the row's max and
+ *     L = log Σ exp(z2 − m); the mean over rows is summed in double and rounded once: + u|loss|
+ *   dz2 = (softmax(z2) − onehot(y)) / B: softmax's k-th element moves by at most a factor
+ *     e^{±2δ} for logits that move by δ, so p·(e^{2δ} − 1) with δ = max_k e_z2, plus the
+ *     kernel's rounding (the expf, sum, division and product above: p·(C + 8 + 2R)·u, and
+ *     u·|dz2| for the label's subtraction), all / B (a power of two: exact)
+ *   dw2 = dz2ᵀ·h and dw1 = dz1ᵀ·x (B terms), dh = dz2·w2 (C terms): the sum rule above
+ *   db2, db1: float sums of B terms (sum over axis 0), the same rule
+ *   dz1 = dh where h > 0: e_dh, or |dh| + e_dh where |z1| ≤ e_z1 (the mask may flip)
+ *   sgd, w − lr·g in float: lr·e_g + u·lr·(|g| + e_g) + u·(|w − lr·g| + lr·e_g)
+ * The bound is first order (products of two error terms, ~1e-12 relative, are in the 1%). */
+
+static double gam(int64_t n)
+{
+    const double u = 0x1p-24;
+    return (double)n * u / (1 - (double)n * u);
+}
+
+/* One step's exact loss, gradients (w1 b1 w2 b2 end to end) and their error bounds E (each
+ * run's distance from them), from parameters p and the batch (x, y). */
+typedef struct step_bound {
+    double loss, e_loss;
+    double g[NP], e_g[NP];
+} step_bound;
+
+static void bound_step(const float *p, const float *x, const int32_t *y, step_bound *sb)
+{
+    const double u = 0x1p-24;
+    const float *w1 = p, *b1 = p + H * D, *w2 = b1 + H, *b2 = w2 + C * H;
+    static double z1[B][H], e_h[B][H], h[B][H], z2[B][C], e_z2[B][C], dz2[B][C], e_dz2[B][C];
+    static double dz1[B][H], e_dz1[B][H];
+    double *g = sb->g, *e = sb->e_g;
+    memset(sb, 0, sizeof *sb);
+    for (int i = 0; i < B; i++)
+        for (int j = 0; j < H; j++) {
+            double s = b1[j], a = fabs((double)b1[j]);
+            for (int k = 0; k < D; k++) {
+                s += (double)x[i * D + k] * w1[j * D + k];
+                a += fabs((double)x[i * D + k] * w1[j * D + k]);
+            }
+            z1[i][j] = s;
+            e_h[i][j] = gam(D + 1) * a;
+            h[i][j] = s > 0 ? s : 0;
+        }
+    for (int i = 0; i < B; i++) {
+        double mx = -INFINITY, delta = 0, sum = 0, r = 0;
+        for (int k = 0; k < C; k++) {
+            double s = b2[k], a = fabs((double)b2[k]), prop = 0;
+            for (int j = 0; j < H; j++) {
+                s += h[i][j] * w2[k * H + j];
+                a += (h[i][j] + e_h[i][j]) * fabs((double)w2[k * H + j]);
+                prop += e_h[i][j] * fabs((double)w2[k * H + j]);
+            }
+            z2[i][k] = s;
+            e_z2[i][k] = prop + gam(H + 1) * a;
+            mx = s > mx ? s : mx;
+            delta = e_z2[i][k] > delta ? e_z2[i][k] : delta;
+        }
+        for (int k = 0; k < C; k++) {
+            sum += exp(z2[i][k] - mx);
+            r = fabs(z2[i][k] - mx) > r ? fabs(z2[i][k] - mx) : r;
+        }
+        double lse_m = log(sum), row = mx + lse_m - z2[i][y[i]];
+        sb->loss += row / B;
+        sb->e_loss += (2 * delta + (C + 4 + r + 2 * fabs(lse_m) + fabs(mx + lse_m) + fabs(row)) * u) / B;
+        for (int k = 0; k < C; k++) {
+            double pk = exp(z2[i][k] - mx) / sum, d = pk - (k == y[i]);
+            dz2[i][k] = d / B;
+            e_dz2[i][k] = (pk * expm1(2 * delta) + pk * (C + 8 + 2 * r) * u + u * fabs(d)) / B;
+        }
+    }
+    sb->e_loss += u * fabs(sb->loss);
+    /* dh = dz2·w2 (C terms), then dz1 through relu's mask */
+    for (int i = 0; i < B; i++)
+        for (int j = 0; j < H; j++) {
+            double s = 0, a = 0, prop = 0;
+            for (int k = 0; k < C; k++) {
+                s += dz2[i][k] * w2[k * H + j];
+                a += (fabs(dz2[i][k]) + e_dz2[i][k]) * fabs((double)w2[k * H + j]);
+                prop += e_dz2[i][k] * fabs((double)w2[k * H + j]);
+            }
+            double e_dh = prop + gam(C) * a;
+            dz1[i][j] = z1[i][j] > 0 ? s : 0;
+            e_dz1[i][j] = fabs(z1[i][j]) <= e_h[i][j] ? fabs(s) + e_dh : z1[i][j] > 0 ? e_dh : 0;
+        }
+    /* dw1 = dz1ᵀ·x, db1 = Σ dz1; dw2 = dz2ᵀ·h, db2 = Σ dz2 (B terms each) */
+    double *gw1 = g, *gb1 = g + H * D, *gw2 = gb1 + H, *gb2 = gw2 + C * H;
+    double *ew1 = e, *eb1 = e + H * D, *ew2 = eb1 + H, *eb2 = ew2 + C * H;
+    for (int j = 0; j < H; j++) {
+        double sb1 = 0, ab1 = 0, pb1 = 0;
+        for (int i = 0; i < B; i++) {
+            sb1 += dz1[i][j];
+            ab1 += fabs(dz1[i][j]) + e_dz1[i][j];
+            pb1 += e_dz1[i][j];
+        }
+        gb1[j] = sb1;
+        eb1[j] = pb1 + gam(B) * ab1;
+        for (int k = 0; k < D; k++) {
+            double s = 0, a = 0, prop = 0;
+            for (int i = 0; i < B; i++) {
+                double xv = fabs((double)x[i * D + k]);
+                s += dz1[i][j] * x[i * D + k];
+                a += (fabs(dz1[i][j]) + e_dz1[i][j]) * xv;
+                prop += e_dz1[i][j] * xv;
+            }
+            gw1[j * D + k] = s;
+            ew1[j * D + k] = prop + gam(B) * a;
+        }
+    }
+    for (int k = 0; k < C; k++) {
+        double sb2 = 0, ab2 = 0, pb2 = 0;
+        for (int i = 0; i < B; i++) {
+            sb2 += dz2[i][k];
+            ab2 += fabs(dz2[i][k]) + e_dz2[i][k];
+            pb2 += e_dz2[i][k];
+        }
+        gb2[k] = sb2;
+        eb2[k] = pb2 + gam(B) * ab2;
+        for (int j = 0; j < H; j++) {
+            double s = 0, a = 0, prop = 0;
+            for (int i = 0; i < B; i++) {
+                s += dz2[i][k] * h[i][j];
+                a += (fabs(dz2[i][k]) + e_dz2[i][k]) * (h[i][j] + e_h[i][j]);
+                prop += e_dz2[i][k] * h[i][j] + fabs(dz2[i][k]) * e_h[i][j];
+            }
+            gw2[k * H + j] = s;
+            ew2[k * H + j] = prop + gam(B) * a;
+        }
+    }
+}
+
+/* |a − b| ≤ 1.01·2E for each of n values; returns the largest |a − b| / 2E and counts the
+ * values whose bits differ. */
+static double check_within(const char *what, int step, const float *a, const float *b, const double *e, size_t n,
+                           int64_t *differ)
+{
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]), lim = 2 * e[i];
+        if (d > 1.01 * lim)
+            fail_msg("step %d, %s[%zu]: %.9g with 2 threads, %.9g with 1: apart by %.3g, more than rounding can "
+                     "explain (%.3g)", step + 1, what, i, (double)b[i], (double)a[i], d, lim);
+        if (lim > 0 && d / lim > worst)
+            worst = d / lim;
+        *differ += memcmp(&a[i], &b[i], sizeof *a) != 0;
+    }
+    return worst;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void test_training_blas_threads_within_bound(void **state)
+{
+    (void)state;
+#ifdef UNDER_TSAN
+    skip(); /* OpenBLAS's own threads are not instrumented (the pool is covered above) */
+#endif
+    const double lr = 0.05;
+    mlp m;
+    mlp_build(&m, PBL_OPTIM_SGD, lr);
+    /* unshared storage: every gradient keeps its own bytes, readable after the run */
+    pbl_exec *ea = mlp_exec(&m, PBL_STORAGE_UNSHARED, 1, 0), *eb = mlp_exec(&m, PBL_STORAGE_UNSHARED, 2, 0);
+    static float pa[NP], pb[NP], p0[NP], ga[NP], gb[NP], xb[B * D];
+    static double e_w[NP];
+    static step_bound sb;
+    int32_t yb[B];
+    init_params(pa);
+    for (int p = 0, at = 0; p < N_PARAMS; at += (int)param_numel[p], p++) {
+        assert_int_equal(pbl_exec_bind(ea, m.ps[p], pa + at, (size_t)param_numel[p] * sizeof(float)), PBL_OK);
+        assert_int_equal(pbl_exec_bind(eb, m.ps[p], pb + at, (size_t)param_numel[p] * sizeof(float)), PBL_OK);
+    }
+    static double rel[NP];
+    size_t n_rel = 0;
+    double worst = 0;
+    int64_t differ = 0;
+    for (int s = 0; s < STEPS; s++) {
+        memcpy(pb, pa, sizeof pb);
+        memcpy(p0, pa, sizeof p0);
+        next_batch(xb, yb);
+        bound_step(p0, xb, yb, &sb);
+        pbl_exec *es[2] = { ea, eb };
+        float loss[2];
+        for (int r = 0; r < 2; r++) {
+            assert_int_equal(pbl_exec_write(es[r], m.x, xb, sizeof xb), PBL_OK);
+            assert_int_equal(pbl_exec_write(es[r], m.y, yb, sizeof yb), PBL_OK);
+            assert_int_equal(pbl_exec_run(es[r]), PBL_OK);
+            assert_int_equal(pbl_exec_read(es[r], m.loss, &loss[r], sizeof(float)), PBL_OK);
+            float *gr = r ? gb : ga;
+            for (int p = 0, at = 0; p < N_PARAMS; at += (int)param_numel[p], p++)
+                assert_int_equal(pbl_exec_read(es[r], m.gs[p], gr + at, (size_t)param_numel[p] * sizeof(float)),
+                                 PBL_OK);
+        }
+        double w = check_within("loss", s, &loss[0], &loss[1], &sb.e_loss, 1, &differ);
+        worst = w > worst ? w : worst;
+        w = check_within("gradient (w1 b1 w2 b2)", s, ga, gb, sb.e_g, NP, &differ);
+        worst = w > worst ? w : worst;
+        n_rel = 0;
+        for (size_t i = 0; i < NP; i++) {
+            double gi = fabs(sb.g[i]), eg = sb.e_g[i], u = 0x1p-24, lrf = (float)lr; /* the kernel's lr */
+            e_w[i] = lrf * eg + u * lrf * (gi + eg) + u * (fabs((double)p0[i] - lrf * sb.g[i]) + lrf * eg);
+            if (gi > 0)
+                rel[n_rel++] = eg / gi;
+        }
+        w = check_within("parameter after the update", s, pa, pb, e_w, NP, &differ);
+        worst = w > worst ? w : worst;
+    }
+    qsort(rel, n_rel, sizeof *rel, cmp_double);
+    print_message("%d SGD steps, threads 2 (BLAS on 2 threads) against 1: loss, %d gradients and parameters "
+                  "within the rounding bound E, the largest difference %.3g E; %lld values differ in their bits; "
+                  "E over |gradient|: median %.2g, 99th percentile %.2g (last step)\n", STEPS, (int)NP, worst,
+                  (long long)differ, rel[n_rel / 2], rel[n_rel * 99 / 100]);
+    pbl_exec_destroy(ea);
+    pbl_exec_destroy(eb);
+    pbl_graph_destroy(m.g);
 }
 
 int main(void)
@@ -297,6 +597,8 @@ int main(void)
         cmocka_unit_test(test_pool_runs_each_index_once),
         cmocka_unit_test(test_split_kernels_match_serial),
         cmocka_unit_test(test_training_threads_match),
+        cmocka_unit_test(test_training_blas_threads_within_bound),
+        cmocka_unit_test(test_blas_threads_checked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,6 +17,11 @@
  * count at 1 runs entirely on the calling thread, and its buffer allocation is locked in
  * threaded builds (#2126, #2136). So with several streams the backend sets the count to 1:
  * the streams are the parallelism, each a core; `threads` (the budget) caps nothing more.
+ * With one stream the count is blas_threads (pbl_exec_options: by default `threads`), set at
+ * open and again before each run, since another executor may have changed it in between.
+ * OpenBLAS's threaded sgemm does not always round like its single-threaded one (measured
+ * with 0.3.21's Haswell and Zen kernels: last-bit differences in some elements), so a
+ * caller that wants the bits of one thread with the pool on asks for blas_threads = 1.
  *
  * Element-wise work with one stream. BLAS spreads each product over `threads` cores, but the
  * kernels between the products (activations and their gradients, bias-gradient sums, the
@@ -82,6 +87,7 @@ struct cpu_ctx {
     pbl__mem         *host;
     int32_t           n_streams, n_events;
     int               flush_denormals;
+    int32_t           blas_threads; /* set before each run; 0: leave the library's count */
     uint32_t          saved_csr;   /* the executor thread's MXCSR during a run */
     cpu_stream       *streams;     /* n_streams > 1 only */
     pbl__cpu_pool    *pool;        /* one stream with threads > 1 only */
@@ -309,9 +315,8 @@ static pbl_status cpu_sync(void *ctx, const pbl__kargs **failed)
 static void cpu_run_begin(void *ctx)
 {
     cpu_ctx *c = ctx;
-    /* another executor in the process may have raised the count since open */
-    if (c->streams)
-        set_blas_threads(1);
+    /* another executor in the process may have changed the count since open */
+    set_blas_threads(c->blas_threads);
     set_flush_denormals(c->flush_denormals, &c->saved_csr);
 }
 
@@ -420,7 +425,8 @@ static pbl_status cpu_open(pbl__mem *host, const pbl__backend_config *cfg, void 
         cpu_close(c);
         return s;
     }
-    set_blas_threads(c->streams ? 1 : cfg->threads);
+    c->blas_threads = c->streams ? 1 : cfg->blas_threads;
+    set_blas_threads(c->blas_threads);
     *ctx = c;
     return PBL_OK;
 }

@@ -53,6 +53,14 @@
  * rematerialisation: `event,run,clock,value,bytes,detail` (detail: h_DTR^eq of the victim;
  * the nesting of a rematerialisation).
  *
+ * Bits. For one graph and the same inputs, unshared, planned and dynamic storage, any number of
+ * streams and any `threads` give the same bits as long as BLAS's thread count (blas_threads),
+ * its kernel (OpenBLAS picks one per CPU; OPENBLAS_CORETYPE overrides it) and the OpenBLAS
+ * build stay the same; several streams run BLAS single-threaded, so they match one stream with
+ * blas_threads = 1. Across BLAS thread counts, kernels and CPUs (whose libm and whose
+ * instruction set, for fully_connected_packed's AVX-512 kernel, differ too) results agree to
+ * rounding, not to the bit.
+ *
  * The graph must outlive the executor and must not change while it exists.
  * Thread-safety: one executor is used by one thread at a time; executors are independent.
  */
@@ -97,16 +105,17 @@ typedef struct pbl_exec_options {
     const char          *strategy;  /* planner strategy (pebble/plan.h); NULL: "best" */
     int32_t              poison;    /* debug: after a value's last use, fill its bytes with NaN
                                        (0xFF bytes), so a planning bug shows as a wrong result */
-    int32_t              threads;   /* BLAS threads; 0 keeps the BLAS library's setting. OpenBLAS
-                                       keeps this per process: executors asking for different
-                                       counts override each other. With several streams BLAS
-                                       runs single-threaded (see streams). On the CPU with one
-                                       stream and threads > 1, the executor also starts
+    int32_t              threads;   /* CPU threads; 0 (the default): the BLAS library's own
+                                       thread count and no worker threads of pebble's. With
+                                       one stream and threads > 1 the executor starts
                                        threads - 1 worker threads of its own (at create, until
                                        destroy) over which long element-wise kernels, bias-
                                        gradient sums and optimizer updates split their loops;
-                                       each element is computed as with one thread, so results
-                                       do not depend on it. */
+                                       each element is computed as with one thread, so the
+                                       split never changes a bit. Unless blas_threads says
+                                       otherwise, `threads` is also BLAS's thread count (see
+                                       blas_threads for what that does to the bits). With
+                                       several streams BLAS runs single-threaded (see streams). */
     int32_t              flush_denormals; /* default 1: during a run, the calling thread treats
                                        denormal floats as zero (x86 FTZ+DAZ; restored after).
                                        Denormals are ~1e4x slower on x86 and Adam's moments
@@ -128,7 +137,8 @@ typedef struct pbl_exec_options {
                                        verified (pebble/streams.h), and the CPU backend runs
                                        one worker thread per stream with BLAS single-threaded
                                        (OpenBLAS 0.3.21 is not safe with several threaded
-                                       sgemm callers). Results are bit-identical to one stream.
+                                       sgemm callers). Results are bit-identical to one stream
+                                       whose BLAS is single-threaded too (blas_threads = 1).
                                        The default is 1 on CPU because one stream runs inline
                                        on the calling thread with no hand-off, keeps BLAS's own
                                        threads for large products and uses the smallest arena;
@@ -141,6 +151,22 @@ typedef struct pbl_exec_options {
                                        captures again. Dropout's run counter is passed through
                                        device memory, so replays draw new masks. Ignored on CPU
                                        and in dynamic mode. */
+    int32_t              blas_threads; /* OpenBLAS threads for the products with one stream on
+                                       the CPU; 0 (the default): `threads`, and when that is 0
+                                       too the library's setting is left alone; negative:
+                                       PBL_ERR_INVALID_ARG. OpenBLAS keeps one count per
+                                       process, so the executor sets it at create and again
+                                       at the start of every run (executors asking for
+                                       different counts take turns). Its threaded products do
+                                       not always round like its single-threaded ones: with
+                                       some CPU kernels (OpenBLAS 0.3.21's Haswell and Zen)
+                                       the last bit of some elements changes with the count,
+                                       and the kernel is chosen per CPU. Results therefore
+                                       repeat bit for bit for one count, kernel and OpenBLAS
+                                       build, not across them; blas_threads = 1 with threads
+                                       > 1 keeps pebble's worker threads and gives exactly
+                                       the bits of threads = 1. Ignored with several streams
+                                       (BLAS single-threaded) and by the CUDA backend. */
 } pbl_exec_options;
 
 pbl_exec_options pbl_exec_options_default(void);
