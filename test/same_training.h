@@ -53,6 +53,7 @@ static void run_open(run *r, pbl_graph *g, pbl_storage_mode storage, uint64_t se
     char err[256];
     pbl_exec_options o = pbl_exec_options_default();
     o.storage = storage;
+    o.blas_threads = 1; /* held fixed: the bits compared are the rewrite's, not OpenBLAS's threads' */
     if (pbl_exec_create(&r->e, g, &o, err, sizeof err) != PBL_OK)
         fail_msg("pbl_exec_create: %s", err);
     for (pbl_value v = 0; v < pbl_graph_value_count(g); v++) {

@@ -26,6 +26,16 @@ static float uniform(void) /* [0, 1), splitmix64 */
     return (float)((z ^ (z >> 31)) >> 40) / 16777216.0f;
 }
 
+/* Every executor here runs OpenBLAS single-threaded (blas_threads = 1): the bits compared are
+ * those of our storage modes, not of OpenBLAS's threaded products, which may round otherwise
+ * for another thread count (pebble/exec.h, blas_threads). */
+static pbl_exec_options exec_options(void)
+{
+    pbl_exec_options o = pbl_exec_options_default();
+    o.blas_threads = 1;
+    return o;
+}
+
 enum { MAX_P = 256 };
 #ifndef MLP_BATCH
 #define MLP_BATCH 128 /* the zoo's */
@@ -170,12 +180,12 @@ static void check_budgets(net *n, int steps, const char *what)
 {
     char err[512];
     result plain, dyn;
-    pbl_exec_options eo = pbl_exec_options_default();
+    pbl_exec_options eo = exec_options();
     assert_int_equal(train(n, &eo, steps, &plain, err, sizeof err), PBL_OK);
     uint64_t arena = plain.st.arena_bytes;
     const int pct[] = { 70, 50, 30 };
     for (int i = 0; i < 3; i++) {
-        eo = pbl_exec_options_default();
+        eo = exec_options();
         eo.storage = PBL_STORAGE_DYNAMIC;
         eo.budget = arena * (uint64_t)pct[i] / 100;
         pbl_status s = train(n, &eo, steps, &dyn, err, sizeof err);
@@ -233,7 +243,7 @@ static void test_unlimited(void **state)
     net_build(&n, 3, 0, 16, 12, 3, 4);
     char err[512];
     result plain, dyn;
-    pbl_exec_options eo = pbl_exec_options_default();
+    pbl_exec_options eo = exec_options();
     assert_int_equal(train(&n, &eo, 3, &plain, err, sizeof err), PBL_OK);
     eo.storage = PBL_STORAGE_DYNAMIC;
     assert_int_equal(train(&n, &eo, 3, &dyn, err, sizeof err), PBL_OK);
@@ -254,7 +264,7 @@ static void test_budget_too_small(void **state)
     net_build(&n, 4, 0, 24, 20, 5, 6);
     char err[512];
     result plain, dyn;
-    pbl_exec_options eo = pbl_exec_options_default();
+    pbl_exec_options eo = exec_options();
     assert_int_equal(train(&n, &eo, 2, &plain, err, sizeof err), PBL_OK);
     eo.storage = PBL_STORAGE_DYNAMIC;
     const uint64_t tries[] = { 1, 1000 };
@@ -312,7 +322,7 @@ static void test_chain_1000(void **state)
     }
     pbl_exec *e[2];
     char err[512];
-    pbl_exec_options eo = pbl_exec_options_default();
+    pbl_exec_options eo = exec_options();
     assert_int_equal(pbl_exec_create(&e[0], g, &eo, err, sizeof err), PBL_OK);
     eo.storage = PBL_STORAGE_DYNAMIC;
     eo.budget = 10 * 256; /* ten tensors of N floats */
@@ -382,7 +392,7 @@ static void test_victim(void **state)
     size_t len = 0;
     FILE *tr = open_memstream(&buf, &len);
     assert_non_null(tr);
-    pbl_exec_options eo = pbl_exec_options_default();
+    pbl_exec_options eo = exec_options();
     eo.storage = PBL_STORAGE_DYNAMIC;
     eo.budget = 4 * 256;
     eo.evict_log = tr;
@@ -461,7 +471,7 @@ static void test_update_hazard(void **state)
     char err[512], *log = NULL;
     size_t log_len = 0;
     pbl_exec *e[2];
-    pbl_exec_options eo = pbl_exec_options_default();
+    pbl_exec_options eo = exec_options();
     assert_int_equal(pbl_exec_create(&e[0], g, &eo, err, sizeof err), PBL_OK);
     eo.storage = PBL_STORAGE_DYNAMIC;
     eo.budget = 1;
@@ -545,7 +555,7 @@ static void test_alloc_failures(void **state)
     net_build(&n, 3, 0, 16, 12, 3, 4);
     counting c = { .fail_at = -1 };
     pbl_allocator a = { c_alloc, c_free, &c };
-    pbl_exec_options eo = pbl_exec_options_default();
+    pbl_exec_options eo = exec_options();
     eo.allocator = &a;
     eo.storage = PBL_STORAGE_DYNAMIC;
     eo.budget = 1;

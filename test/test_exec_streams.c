@@ -3,7 +3,12 @@
  * random graphs, with the colouring of pbl_graph_streams and with random stream assignments,
  * with unshared and with happens-before-planned storage, NaN poison on — the waits are the
  * fewest the vector clocks allow, and a kernel failing on a worker is a status naming the
- * node, after which the executor runs again. */
+ * node, after which the executor runs again.
+ *
+ * Several streams run OpenBLAS single-threaded; one stream runs it on blas_threads threads,
+ * and OpenBLAS's threaded products may round otherwise (pebble/exec.h). So the one-stream
+ * reference asks for blas_threads = 1: BLAS is held fixed and the bits compared are the
+ * stream runtime's. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -121,6 +126,7 @@ static void test_mlp_streams_match(void **state)
     size_t n_ref, n;
     pbl_exec_options o = pbl_exec_options_default();
     o.poison = 1;
+    o.blas_threads = 1; /* as several streams run it: see the file's comment */
     pbl_exec *e = make_exec(m.g, &o, 1, NULL);
     float *ref = mlp_train(&m, e, STEPS, &n_ref);
     pbl_exec_stats serial;
@@ -303,6 +309,7 @@ static void test_random_graphs_match(void **state)
         size_t n_ref, n;
         pbl_exec_options o = pbl_exec_options_default();
         o.poison = 1;
+        o.blas_threads = 1;
         pbl_exec *e = make_exec(r.g, &o, 1, NULL);
         float *ref = rgraph_run(&r, e, &n_ref);
         pbl_exec_destroy(e);
