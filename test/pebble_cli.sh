@@ -175,7 +175,7 @@ else
 fi
 
 expect_ok "plan example --strategy all --format csv" plan "$example" --strategy all --format csv
-head -n 1 "$tmp/out" | grep -q '^strategy,bytes,lower_bound,ratio,valid,optimal,ms,error$' ||
+head -n 1 "$tmp/out" | grep -q '^strategy,bytes,lower_bound,ratio,valid,optimal,ms,error,note$' ||
     fail "--format csv: bad header '$(head -n 1 "$tmp/out")'"
 [ "$(tail -n +2 "$tmp/out" | wc -l)" -eq "$n_strategies" ] || fail "--format csv: not one row per strategy"
 pass "--strategy all --format csv: header and $n_strategies rows"

@@ -1,10 +1,11 @@
 /* The planner's front door: strategy lookup, record checks, the prologue and epilogue every
- * strategy shares (sorted orders, the assignment, n == 0, objects to offsets), `best`, the
- * lower bound, and the assignment helpers. */
+ * strategy shares (sorted orders, the assignment, n == 0, objects to offsets), `best` (the
+ * anytime portfolio), the deadline, the lower bound, and the assignment helpers. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "graph/base/errmsg.h"
 #include "graph/planner/plan_internal.h"
@@ -25,7 +26,7 @@ static const strategy strategies[] = {
 PBL__API pbl_plan_options pbl_plan_options_default(void)
 {
     pbl_plan_options o = { .allocator = NULL, .align = 1, .capacity = 0, .time_limit = 0,
-                           .mxnet_match_range = 16.0, .mxnet_sweep = 0 };
+                           .mxnet_match_range = 16.0, .mxnet_sweep = 0, .report = NULL };
     return o;
 }
 
@@ -214,73 +215,153 @@ static pbl_status check_records(const pbl_usage_record *r, int32_t n, char *err,
     return PBL_OK;
 }
 
-/* Pairs of records whose lifetimes overlap: at each start, every record already live. */
-static int64_t overlapping_pairs(const pbl_usage_record *r, int32_t n)
+PBL__API const char *pbl_plan_outcome_str(int32_t outcome)
 {
-    event *e = malloc((size_t)(n ? n : 1) * 2 * sizeof *e);
-    if (!e)
-        return INT64_MAX;
-    for (int32_t i = 0; i < n; i++) {
-        e[2 * i] = (event){ r[i].first * 2 + 1, 1 };
-        e[2 * i + 1] = (event){ r[i].last * 2, -1 };
+    switch (outcome) {
+    case PBL_PLAN_NOT_RUN: return "not run (lower bound reached)";
+    case PBL_PLAN_FINISHED: return "finished";
+    case PBL_PLAN_CUT_OFF: return "cut off";
+    case PBL_PLAN_SKIPPED_BUDGET: return "skipped (budget spent)";
+    case PBL_PLAN_FAILED: return "failed";
+    case PBL_PLAN_REJECTED: return "rejected";
+    default: return "?";
     }
-    qsort(e, (size_t)n * 2, sizeof *e, cmp_event);
-    int64_t live = 0, pairs = 0;
-    for (int32_t i = 0; i < 2 * n; i++) {
-        if (e[i].delta > 0)
-            pairs += live;
-        live += e[i].delta;
-    }
-    free(e);
-    return pairs;
 }
 
-/* Strategies whose work grows with the overlapping pairs (or faster): `best` skips them when
- * there are more pairs than PAIR_BUDGET, which keeps it to about a second on 2 cores. Asked
- * for by name, they always run. */
-static const char *const pair_bound[] = { "coloring", "best_fit_heap", "min_cost_flow", "greedy_by_size",
-                                          "greedy_best", "offset_greedy_by_size" };
-#define PAIR_BUDGET INT64_C(5000000)
-
-static int skip_in_best(const char *name, int64_t pairs)
+double pbl__plan_now(void)
 {
-    if (pairs <= PAIR_BUDGET)
-        return 0;
-    for (size_t i = 0; i < sizeof pair_bound / sizeof pair_bound[0]; i++)
-        if (strcmp(pair_bound[i], name) == 0)
-            return 1;
-    return 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* best: every strategy, keeping the smallest result that verifies (ties: the earlier one).
- * A result at the lower bound cannot be beaten, so the search stops there; strategies whose
- * work is quadratic in overlapping lifetimes sit out huge instances (skip_in_best). */
-static pbl_status plan_best(const pbl__plan_in *in, pbl_assignment *out, char *err, size_t errlen)
+pbl_status pbl__plan_by_name(const pbl__plan_in *in, const char *name, pbl_assignment *out)
 {
+    for (int32_t k = 0; k < N_STRATEGIES; k++)
+        if (strcmp(strategies[k].name, name) == 0)
+            return pbl__plan_run(in, strategies[k].fn, strategies[k].fills, out);
+    return PBL_ERR_NOT_FOUND;
+}
+
+/*
+ * best: an anytime portfolio. The strategies run one after another under one deadline, each
+ * result goes through the verifier, the smallest verified one is kept (ties: the earlier),
+ * and the portfolio stops as soon as one reaches the lower bound — nothing can beat it.
+ *
+ * The order, by what each costs and how close it tends to come (nothing here is tuned to a
+ * particular instance):
+ *  1. mxnet, equality, greedy_in_order: O(n log n) whatever the overlap (a few ms at 20k
+ *     records), so a verified result exists almost at once; when sizes repeat (as in graphs
+ *     built from one layer shape) sharing whole buffers can reach the bound by itself.
+ *  2. offset_greedy_by_size, best_fit_heap: every record gets an offset of its own, so no
+ *     slack is lost to a smaller buffer sitting in a larger one's object; on records with
+ *     widely varied sizes (real models) these come closest. Their work grows with n log n plus
+ *     the overlaps each record meets; best_fit_heap tries four orders, so it goes second.
+ *  3. exact: starts from the best packing so far (in->incumbent) and searches below it.
+ *  4. greedy_by_breadth, greedy_by_size, greedy_best, coloring, min_cost_flow: object sharing
+ *     whose work grows with the overlapping pairs or faster, cheapest first.
+ *  5. naive: never smaller than another result; it is the fallback (see below).
+ * One property of the request changes the order: with a capacity, exact goes first — it is
+ * the only strategy that aims at a capacity; the others' results are only checked against it.
+ *
+ * Every strategy sees the deadline and checks it in its main loops: one still running when
+ * time is up stops cleanly (PBL_ERR_TIMEOUT, or what it verifiably has with *cut_off set),
+ * and those after it are skipped. While there is no result at all, the O(n log n) ones of
+ * group 1 and naive (O(n), never fails on valid records) run whatever the budget, so a tiny
+ * budget still yields a verified result, and one far better than naive's. opt.report, when
+ * given, gets every strategy's outcome, arena and time.
+ */
+static const char *const portfolio[] = { "mxnet", "equality", "greedy_in_order", "offset_greedy_by_size",
+                                         "best_fit_heap", "exact", "greedy_by_breadth", "greedy_by_size",
+                                         "greedy_best", "coloring", "min_cost_flow", "naive" };
+#define N_PORTFOLIO ((int32_t)(sizeof portfolio / sizeof portfolio[0]))
+
+/* Group 1 and naive: cheap enough to run past the budget when nothing else has a result. */
+static int is_fallback(const char *name)
+{
+    return strcmp(name, "naive") == 0 || strcmp(name, portfolio[0]) == 0 || strcmp(name, portfolio[1]) == 0 ||
+           strcmp(name, portfolio[2]) == 0;
+}
+
+static pbl_status plan_best(const pbl__plan_in *in0, pbl_assignment *out, char *err, size_t errlen)
+{
+    pbl__plan_in in = *in0;
+    pbl_plan_report local, *rep = in.opt.report ? in.opt.report : &local;
+    double t0 = pbl__plan_now(), budget = in.opt.time_limit > 0 ? in.opt.time_limit : PBL_PLAN_BEST_SECONDS;
+    memset(rep, 0, sizeof *rep);
+    rep->budget = budget;
+    rep->lower_bound = pbl_records_lower_bound(in.r, in.n);
+    if (rep->lower_bound < 0)
+        return PBL_ERR_NOMEM;
+    in.deadline = t0 + budget;
+    in.opt.report = NULL;
+
+    const char *order[N_PORTFOLIO];
+    int32_t n_order = 0;
+    if (in.opt.capacity > 0)
+        order[n_order++] = "exact";
+    for (int32_t k = 0; k < N_PORTFOLIO; k++)
+        if (!(in.opt.capacity > 0 && strcmp(portfolio[k], "exact") == 0))
+            order[n_order++] = portfolio[k];
+
     pbl_assignment best = { 0 };
+    int have = 0, done = 0;
     pbl_status last_error = PBL_OK;
-    int64_t bound = pbl_records_lower_bound(in->r, in->n), pairs = overlapping_pairs(in->r, in->n);
-    for (int32_t s = 0; s < N_STRATEGIES && !(best.offset && best.arena <= bound); s++) {
-        if (skip_in_best(strategies[s].name, pairs))
+    for (int32_t k = 0; k < n_order && k < PBL_PLAN_MAX_STEPS; k++) {
+        pbl_plan_step *step = &rep->step[rep->n_steps++];
+        *step = (pbl_plan_step){ .strategy = order[k], .outcome = PBL_PLAN_NOT_RUN, .arena = -1 };
+        if (done)
             continue;
+        int fallback = !have && is_fallback(order[k]);
+        if (pbl__plan_now() > in.deadline && !fallback) {
+            step->outcome = PBL_PLAN_SKIPPED_BUDGET;
+            continue;
+        }
+        pbl__plan_in sub = in;
+        int32_t cut = 0;
+        sub.cut_off = &cut;
+        sub.incumbent = have ? best.offset : NULL;
+        if (fallback)
+            sub.deadline = 0;
+        double s0 = pbl__plan_now();
         pbl_assignment a = { 0 };
-        pbl_status st = pbl__plan_run(in, strategies[s].fn, strategies[s].fills, &a);
+        pbl_status st = pbl__plan_by_name(&sub, order[k], &a);
+        step->status = st;
         if (st == PBL_ERR_NOMEM) {
             pbl_assignment_free(&best);
             return st;
         }
         if (st == PBL_OK)
-            st = pbl_plan_verify(in->r, in->n, &a, in->opt.align, in->opt.capacity, NULL, 0);
+            st = pbl_plan_verify(in.r, in.n, &a, in.opt.align, in.opt.capacity, NULL, 0);
+        step->seconds = pbl__plan_now() - s0;
         if (st != PBL_OK) {
+            step->outcome = step->status == PBL_ERR_TIMEOUT ? PBL_PLAN_CUT_OFF
+                          : step->status != PBL_OK         ? PBL_PLAN_FAILED
+                                                           : PBL_PLAN_REJECTED;
+            if (step->status == PBL_OK)
+                step->status = st;
             last_error = st;
             pbl_assignment_free(&a);
             continue;
         }
-        pbl__plan_keep_smaller(&best, &a);
+        step->outcome = cut ? PBL_PLAN_CUT_OFF : PBL_PLAN_FINISHED;
+        step->arena = a.arena;
+        if (!have || a.arena < best.arena) {
+            pbl_assignment_free(&best);
+            best = a;
+            have = 1;
+            rep->winner = order[k];
+        } else {
+            pbl_assignment_free(&a);
+        }
+        done = best.arena <= rep->lower_bound;
     }
-    if (!best.offset)
+    rep->seconds = pbl__plan_now() - t0;
+    if (!have) {
         return pbl__errf(err, errlen, last_error != PBL_OK ? last_error : PBL_ERR_INVALID_ARG,
-                         "no strategy produced a verified assignment%s", in->opt.capacity ? " within the capacity" : "");
+                         "no strategy produced a verified assignment%s", in.opt.capacity ? " within the capacity" : "");
+    }
+    rep->reached_lower_bound = best.arena <= rep->lower_bound;
     *out = best;
     return PBL_OK;
 }

@@ -23,6 +23,12 @@ typedef struct pbl__plan_in {
     pbl_plan_options        opt;      /* defaults filled in */
     const pbl__key2        *by_first; /* [n] the records by (first, index): k = first, idx = record */
     const pbl__key2        *by_last;  /* [n] the records by (last, index): k = last, idx = record */
+    /* `best`'s time budget (graph/planner/plan.c), seen by the strategies it runs: */
+    double                  deadline;  /* pbl__plan_now() past which a strategy stops; 0: none */
+    int32_t                *cut_off;   /* may be NULL; set to 1 by a strategy that stopped at the
+                                          deadline but still returns a (partial-effort) result */
+    const int64_t          *incumbent; /* may be NULL: offsets of the best verified packing so
+                                          far, which exact starts from */
 } pbl__plan_in;
 
 typedef pbl_status (*pbl__strategy_fn)(const pbl__plan_in *in, pbl_assignment *out);
@@ -55,6 +61,20 @@ void       pbl__assignment_objects_to_offsets(pbl_assignment *a, int64_t align);
 int64_t    pbl__objects_arena(const int64_t *object_size, int32_t n_objects, int64_t align);
 /* arena = max(offset + size). */
 void       pbl__assignment_finish(pbl_assignment *a, const pbl_usage_record *r);
+
+/* Runs the strategy called `name` (not "best") on in, deadline included. PBL_ERR_NOT_FOUND for
+ * an unknown name. */
+pbl_status pbl__plan_by_name(const pbl__plan_in *in, const char *name, pbl_assignment *out);
+
+/* Seconds on a monotonic clock. */
+double     pbl__plan_now(void);
+/* 1 once in's deadline has passed. A strategy calls it every few dozen steps of its main
+ * loops (a clock read costs about as much as one step) and then returns PBL_ERR_TIMEOUT,
+ * freeing what it built, or what it has with *in->cut_off set. */
+static inline int pbl__plan_expired(const pbl__plan_in *in)
+{
+    return in->deadline > 0 && pbl__plan_now() > in->deadline;
+}
 
 void      *pbl__plan_alloc(const pbl_allocator *al, size_t bytes);   /* NULL on failure */
 void       pbl__plan_free(const pbl_allocator *al, void *p, size_t bytes);

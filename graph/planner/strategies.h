@@ -1,4 +1,5 @@
-/* The strategies, in the order `best` tries them and `--strategy all` prints them. Each
+/* The strategies, in the order `--strategy all` prints them (`best` has its own order, the
+ * portfolio in graph/planner/plan.c). Each
  * X(name, fills) is implemented as pbl__plan_<name> in graph/planner/strategies/; fills says
  * what it fills in the assignment (plan_internal.h: OFFSETS or OBJECTS). `best` is not
  * listed: it is the dispatcher's (graph/planner/plan.c). */

@@ -60,27 +60,72 @@ typedef struct pbl_assignment {
     const pbl_allocator *allocator; /* what the arrays were allocated with */
 } pbl_assignment;
 
+/* What `best` did with one strategy (pbl_plan_report). */
+typedef enum pbl_plan_outcome {
+    PBL_PLAN_NOT_RUN = 0,      /* not started: an earlier result reached the lower bound */
+    PBL_PLAN_FINISHED,         /* ran to its end; its result passed the verifier */
+    PBL_PLAN_CUT_OFF,          /* stopped at the time budget; arena >= 0 when what it had by then
+                                  (e.g. best_fit_heap's finished orders) passed the verifier */
+    PBL_PLAN_SKIPPED_BUDGET,   /* not started: the time budget was spent */
+    PBL_PLAN_FAILED,           /* returned an error (status says which, e.g. not supported) */
+    PBL_PLAN_REJECTED          /* its result failed the verifier (e.g. above the capacity) */
+} pbl_plan_outcome;
+
+typedef struct pbl_plan_step {
+    const char *strategy;      /* static string */
+    int32_t     outcome;       /* a pbl_plan_outcome */
+    int32_t     status;        /* what the strategy returned (a pbl_status) */
+    int64_t     arena;         /* its verified arena, -1 when none */
+    double      seconds;       /* wall-clock time it took, verification included */
+} pbl_plan_step;
+
+#define PBL_PLAN_MAX_STEPS 32
+
+/* Filled by `best` when pbl_plan_options.report points to one: every strategy in the order
+ * best considered them, which one won, and why the others stopped. */
+typedef struct pbl_plan_report {
+    const char   *winner;      /* the strategy whose result best returned (NULL: none) */
+    int32_t       reached_lower_bound; /* the winner's arena equals the lower bound */
+    double        budget;      /* seconds best allowed itself */
+    double        seconds;     /* seconds it took */
+    int64_t       lower_bound;
+    int32_t       n_steps;
+    pbl_plan_step step[PBL_PLAN_MAX_STEPS];
+} pbl_plan_report;
+
+/* A static word for an outcome: "not run (lower bound reached)", "finished", "cut off",
+ * "skipped (budget spent)", "failed", "rejected"; "?" for other values. */
+const char *pbl_plan_outcome_str(int32_t outcome);
+
 typedef struct pbl_plan_options {
     const pbl_allocator *allocator;   /* NULL: malloc/free */
     int64_t align;                    /* offsets are multiples of this (default 1 for records; the
                                          executor uses 64) */
     int64_t capacity;                 /* 0: none; else strategies that can aim for it do, and the
                                          verifier checks arena <= capacity */
-    double  time_limit;               /* seconds for searching strategies (0: their default) */
+    double  time_limit;               /* seconds: for searching strategies (0: their default), and
+                                         `best`'s whole time budget (0: PBL_PLAN_BEST_SECONDS) */
     double  mxnet_match_range;        /* mxnet: a free block matches a request within this factor
                                          (default 16) */
     int32_t mxnet_sweep;              /* mxnet: also try ranges 1, 2, 4, ... up to the range and keep
                                          the best (default 0) */
+    pbl_plan_report *report;          /* NULL, or filled by `best` (see pbl_plan_report) */
 } pbl_plan_options;
+
+#define PBL_PLAN_BEST_SECONDS 1.0     /* `best`'s time budget when time_limit is 0 */
 
 pbl_plan_options pbl_plan_options_default(void);
 
 /* The number of strategies and the name of strategy i (NULL when out of range): "naive",
- * "mxnet", "equality", "greedy_in_order", ..., "best". `best` runs the others and keeps the
- * smallest verified result; it stops early at the lower bound, and on instances with more
- * than five million pairs of overlapping lifetimes it skips the strategies whose work grows
- * with that count (coloring, best_fit_heap, min_cost_flow, greedy_by_size, greedy_best,
- * offset_greedy_by_size). */
+ * "mxnet", "equality", "greedy_in_order", ..., "best". `best` is an anytime portfolio: it
+ * runs the others, strong offset packers first, under a time budget (time_limit, else
+ * PBL_PLAN_BEST_SECONDS), keeps the smallest result that passes pbl_plan_verify, and stops
+ * as soon as one reaches the lower bound. A strategy still running at the budget's end is
+ * cut off (keeping what it verifiably has), later ones are skipped; while nothing has a result
+ * the O(n log n) ones (mxnet, equality, greedy_in_order, then naive) run whatever the budget,
+ * so a small budget still gives a verified result. Its
+ * result depends on the machine's speed only when something was cut off or skipped
+ * (opt.report says). */
 int32_t     pbl_plan_strategy_count(void);
 const char *pbl_plan_strategy_name(int32_t i);
 

@@ -26,7 +26,8 @@ static void print_usage(FILE *f)
             "  --align N            offsets are multiples of N (default 1 for CSV, 64 for graphs,\n"
             "                       whose record sizes are rounded up to it)\n"
             "  --capacity C         the arena must fit in C bytes (default: no limit)\n"
-            "  --time-limit S       seconds for searching strategies (default: their own)\n"
+            "  --time-limit S       seconds for searching strategies (default: their own) and\n"
+            "                       best's whole budget (default 1)\n"
             "  --batch N            zoo graphs: the batch size (default: the model's)\n"
             "  --out FILE           write the assignment (id,lower,upper,size,offset); with\n"
             "                       --strategy all, the smallest valid one; - for standard output\n"
@@ -125,7 +126,32 @@ typedef struct plan_row {
     int64_t     bytes;
     double      ms;
     char        error[1024]; /* why not planned or not valid; "" when valid */
+    pbl_plan_report best;    /* `best` only: what each strategy did */
+    int         has_report;
+    char        note[1024];  /* `best` only: who won, why the others stopped */
 } plan_row;
+
+/* "won by X (reached the lower bound); cut off: ...; skipped (budget spent): ...; ..." */
+static void describe_best(plan_row *p)
+{
+    const pbl_plan_report *rep = &p->best;
+    size_t at = 0, cap = sizeof p->note;
+    at += (size_t)snprintf(p->note, cap, "won by %s%s in %.3f of %.3f s", rep->winner ? rep->winner : "none",
+                           rep->reached_lower_bound ? " (reached the lower bound)" : "", rep->seconds, rep->budget);
+    for (int32_t o = PBL_PLAN_NOT_RUN; o <= PBL_PLAN_REJECTED && at < cap; o++) {
+        if (o == PBL_PLAN_FINISHED)
+            continue;
+        int n = 0;
+        for (int32_t k = 0; k < rep->n_steps && at < cap; k++) {
+            if (rep->step[k].outcome != o)
+                continue;
+            if (n++ == 0)
+                at += (size_t)snprintf(p->note + at, cap - at, "; %s: %s", pbl_plan_outcome_str(o), rep->step[k].strategy);
+            else
+                at += (size_t)snprintf(p->note + at, cap - at, ", %s", rep->step[k].strategy);
+        }
+    }
+}
 
 typedef struct plan_report {
     const char     *source;
@@ -150,8 +176,13 @@ static void print_table(FILE *f, const plan_report *r)
     fprintf(f, "lower bound: %lld bytes\n\n", (long long)r->lower_bound);
     int w = 8;
     for (int i = 0; i < r->n_rows; i++)
+    {
         if ((int)strlen(r->rows[i].name) > w)
             w = (int)strlen(r->rows[i].name);
+        for (int32_t k = 0; r->rows[i].has_report && k < r->rows[i].best.n_steps; k++)
+            if ((int)strlen(r->rows[i].best.step[k].strategy) > w)
+                w = (int)strlen(r->rows[i].best.step[k].strategy);
+    }
     fprintf(f, "%-*s  %15s  %7s  %5s  %10s\n", w, "strategy", "bytes", "ratio", "valid", "ms");
     for (int i = 0; i < r->n_rows; i++) {
         const plan_row *p = &r->rows[i];
@@ -167,11 +198,30 @@ static void print_table(FILE *f, const plan_report *r)
             fprintf(f, "  optimal");
         fprintf(f, "\n");
     }
+    for (int i = 0; i < r->n_rows; i++) {
+        const plan_row *p = &r->rows[i];
+        if (!p->has_report)
+            continue;
+        fprintf(f, "\n%s: %s\n", p->name, p->note);
+        fprintf(f, "  %-*s  %15s  %10s  %s\n", w, "strategy", "bytes", "ms", "outcome");
+        for (int32_t k = 0; k < p->best.n_steps; k++) {
+            const pbl_plan_step *st = &p->best.step[k];
+            fprintf(f, "  %-*s  ", w, st->strategy);
+            if (st->arena >= 0)
+                fprintf(f, "%15lld", (long long)st->arena);
+            else
+                fprintf(f, "%15s", "-");
+            fprintf(f, "  %10.3f  %s", st->seconds * 1e3, pbl_plan_outcome_str(st->outcome));
+            if (st->outcome == PBL_PLAN_FAILED || st->outcome == PBL_PLAN_REJECTED)
+                fprintf(f, " (%s)", pbl_status_name((pbl_status)st->status));
+            fprintf(f, "\n");
+        }
+    }
 }
 
 static void print_csv(FILE *f, const plan_report *r)
 {
-    fprintf(f, "strategy,bytes,lower_bound,ratio,valid,optimal,ms,error\n");
+    fprintf(f, "strategy,bytes,lower_bound,ratio,valid,optimal,ms,error,note\n");
     for (int i = 0; i < r->n_rows; i++) {
         const plan_row *p = &r->rows[i];
         cli_csv_field(f, p->name);
@@ -181,6 +231,8 @@ static void print_csv(FILE *f, const plan_report *r)
             fprintf(f, ",,%lld,", (long long)r->lower_bound);
         fprintf(f, ",%s,%s,%.3f,", p->valid ? "true" : "false", p->optimal ? "true" : "false", p->ms);
         cli_csv_field(f, p->error);
+        fprintf(f, ",");
+        cli_csv_field(f, p->note);
         fprintf(f, "\n");
     }
 }
@@ -201,6 +253,28 @@ static void print_json(FILE *f, const plan_report *r)
         if (p->error[0]) {
             fprintf(f, ", \"error\": ");
             cli_json_string(f, p->error);
+        }
+        if (p->has_report) {
+            fprintf(f, ", \"winner\": ");
+            if (p->best.winner)
+                cli_json_string(f, p->best.winner);
+            else
+                fprintf(f, "null");
+            fprintf(f, ", \"reached_lower_bound\": %s, \"budget_s\": %.3f, \"steps\": [",
+                    p->best.reached_lower_bound ? "true" : "false", p->best.budget);
+            for (int32_t k = 0; k < p->best.n_steps; k++) {
+                const pbl_plan_step *st = &p->best.step[k];
+                fprintf(f, "%s{\"name\": ", k ? ", " : "");
+                cli_json_string(f, st->strategy);
+                fprintf(f, ", \"outcome\": ");
+                cli_json_string(f, pbl_plan_outcome_str(st->outcome));
+                if (st->arena >= 0)
+                    fprintf(f, ", \"bytes\": %lld", (long long)st->arena);
+                else
+                    fprintf(f, ", \"bytes\": null");
+                fprintf(f, ", \"ms\": %.3f}", st->seconds * 1e3);
+            }
+            fprintf(f, "]");
         }
         fprintf(f, "}");
     }
@@ -242,9 +316,15 @@ int cli_plan(int argc, char **argv)
         p->name = all ? pbl_plan_strategy_name(i) : o.strategy;
         pbl_assignment a;
         char err[sizeof p->error / 2];
+        int is_best = strcmp(p->name, "best") == 0;
+        opt.report = is_best ? &p->best : NULL;
         double t0 = cli_now_ms();
         pbl_status s = pbl_plan_records(f->records, f->n, p->name, &opt, &a, err, sizeof err);
         p->ms = cli_now_ms() - t0;
+        if (is_best && p->best.n_steps > 0) {
+            p->has_report = 1;
+            describe_best(p);
+        }
         if (s != PBL_OK) {
             snprintf(p->error, sizeof p->error, "%s (%s)", err[0] ? err : pbl_status_str(s), pbl_status_name(s));
             continue;

@@ -95,16 +95,19 @@ static int is_cheap(const char *name)
 
 static pbl_status offer_others(const pbl__plan_in *in, incumbent *best)
 {
-    pbl_plan_options o = in->opt;
-    o.capacity = 0;
+    pbl__plan_in o = *in; /* `best`'s deadline included */
+    o.opt.capacity = 0;
+    o.cut_off = NULL;
     for (int32_t i = 0; i < pbl_plan_strategy_count(); i++) {
         const char *name = pbl_plan_strategy_name(i);
         if (!name || strcmp(name, "exact") == 0 || strcmp(name, "best") == 0)
             continue;
         if (in->n > OTHERS_MAX_N && !is_cheap(name))
             continue;
+        if (pbl__plan_expired(in))
+            break;
         pbl_assignment a = { 0 };
-        pbl_status s = pbl_plan_records(in->r, in->n, name, &o, &a, NULL, 0);
+        pbl_status s = pbl__plan_by_name(&o, name, &a);
         if (s == PBL_ERR_NOMEM)
             return s;
         if (s == PBL_OK)
@@ -148,6 +151,10 @@ pbl_status pbl__plan_exact(const pbl__plan_in *in, pbl_assignment *out)
         budget.nodes_left = -1;
         budget.deadline = pbl__exact_now() + in->opt.time_limit;
     }
+    /* `best`'s deadline (pbl__plan_now and pbl__exact_now read the same clock) */
+    int bound_by_best = in->deadline > 0 && in->deadline < budget.deadline;
+    if (bound_by_best)
+        budget.deadline = in->deadline;
     int64_t g = align;
     for (int32_t i = 0; i < n; i++)
         g = gcd64(g, in->r[i].size);
@@ -184,6 +191,8 @@ pbl_status pbl__plan_exact(const pbl__plan_in *in, pbl_assignment *out)
         }
         offer(in, &best, trial);
     }
+    if (in->incumbent) /* `best`'s packing so far: the search starts below it */
+        offer(in, &best, in->incumbent);
     s = PBL_OK;
     if (best.arena < 0) {
         /* sizes too large to add up in 64 bits (no packing verified): let the others try */
@@ -279,6 +288,8 @@ pbl_status pbl__plan_exact(const pbl__plan_in *in, pbl_assignment *out)
     optimal = best.arena <= proven;
 
 done:
+    if (bound_by_best && budget.timed_out && in->cut_off)
+        *in->cut_off = 1;
     if (s == PBL_OK) {
         memcpy(out->offset, best.offset, bytes);
         out->optimal = optimal;

@@ -270,6 +270,10 @@ pbl_status pbl__plan_greedy_by_breadth(const pbl__plan_in *in, pbl_assignment *o
 
     int32_t n_obj = 0;
     for (int32_t s = 0; s < n_steps; s++) {
+        if ((s & 63) == 0 && pbl__plan_expired(in)) {
+            n_obj = -1;
+            break;
+        }
         /* the unassigned records live in segment steps[s].idx: every list on its leaf's path */
         int32_t n_batch = 0;
         for (int32_t v = steps[s].idx + leaves; v >= 1; v /= 2) {
@@ -294,8 +298,10 @@ pbl_status pbl__plan_greedy_by_breadth(const pbl__plan_in *in, pbl_assignment *o
             join(&b, i, o);
         }
     }
-    out->n_objects = n_obj;
     pbl__plan_free(al, block, bytes);
     pbl__plan_free(al, pts, bytes0);
+    if (n_obj < 0) /* past `best`'s deadline */
+        return PBL_ERR_TIMEOUT;
+    out->n_objects = n_obj;
     return PBL_OK;
 }

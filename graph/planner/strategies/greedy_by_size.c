@@ -518,11 +518,13 @@ static void place(state *s, int32_t a, int32_t o, int fresh, int32_t step)
 }
 
 /* TFLite's loop with the lazy tree: O((n + K) log n). */
-static int32_t run_sparse(state *s, const pbl__key2 *by_pos, pbl_assignment *out)
+static int32_t run_sparse(state *s, const pbl__key2 *by_pos, pbl_assignment *out, const pbl__plan_in *in)
 {
     const pbl_usage_record *r = s->r;
     int32_t n = s->n, n_obj = 0, served = 0; /* by_pos[0, served): records whose position has come */
     for (int32_t step = 0; step < n; step++) {
+        if ((step & 63) == 0 && pbl__plan_expired(in))
+            return -1;
         while (s->next[1] < 0 && served < n) { /* the next position's records become candidates */
             int32_t p = s->position[by_pos[served].idx];
             for (; served < n && s->position[by_pos[served].idx] == p; served++) {
@@ -579,7 +581,7 @@ static int32_t open_next(const state *s, const open_rec *open, int32_t n_open)
  * gap the new member went into (elsewhere one of o's records is closer), and recomputations
  * use the gap trees. The pass also finds the next record. O(n^2) with a small constant:
  * faster than the lazy tree when most records overlap many others. */
-static int32_t run_dense(state *s, open_rec *open, pbl_assignment *out)
+static int32_t run_dense(state *s, open_rec *open, pbl_assignment *out, const pbl__plan_in *in)
 {
     const pbl_usage_record *r = s->r;
     int32_t n = s->n, n_obj = 0, n_open = n;
@@ -587,6 +589,8 @@ static int32_t run_dense(state *s, open_rec *open, pbl_assignment *out)
         open[i] = (open_rec){ r[i].first, r[i].last, FAR, -1, i, s->position[i] };
     int32_t pick = open_next(s, open, n_open);
     for (int32_t step = 0; step < n; step++) {
+        if ((step & 63) == 0 && pbl__plan_expired(in))
+            return -1;
         open_rec ar = open[pick];
         open[pick] = open[--n_open];
         int32_t a = ar.idx, o, prev, next;
@@ -718,13 +722,15 @@ pbl_status pbl__plan_greedy_by_size(const pbl__plan_in *in, pbl_assignment *out)
             pbl__plan_free(al, block, bytes);
             return PBL_ERR_NOMEM;
         }
-        n_obj = run_dense(&s, open, out);
+        n_obj = run_dense(&s, open, out, in);
         pbl__plan_free(al, open, nn * sizeof *open);
     } else {
-        n_obj = run_sparse(&s, by_pos, out);
+        n_obj = run_sparse(&s, by_pos, out, in);
     }
-    out->n_objects = n_obj;
     pbl__plan_free(al, block, bytes);
+    if (n_obj < 0) /* past `best`'s deadline */
+        return PBL_ERR_TIMEOUT;
+    out->n_objects = n_obj;
     return PBL_OK;
 }
 
@@ -741,6 +747,10 @@ pbl_status pbl__plan_greedy_best(const pbl__plan_in *in, pbl_assignment *out)
         pbl_assignment a = { 0 };
         pbl_status st = pbl__plan_run(in, members[k], PBL__FILLS_OBJECTS, &a);
         if (st == PBL_ERR_NOMEM) {
+            pbl_assignment_free(&best);
+            return st;
+        }
+        if (st == PBL_ERR_TIMEOUT) { /* past `best`'s deadline: the members after it would be too */
             pbl_assignment_free(&best);
             return st;
         }

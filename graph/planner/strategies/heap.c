@@ -194,7 +194,7 @@ static int64_t best_fit(const chunk *c, int32_t n_c, int64_t size, int64_t heap_
 
 /* Places the records in any order: the overlapping placed records come from the segment
  * tree. Returns the heap size. */
-static int64_t place_by_tree(heap *h, const pbl__key4 *order, int64_t align)
+static int64_t place_by_tree(heap *h, const pbl__key4 *order, int64_t align, const pbl__plan_in *in)
 {
     for (int32_t v = 0; v < 2 * h->leaves; v++)
         h->maxlast[v] = -1;
@@ -202,6 +202,8 @@ static int64_t place_by_tree(heap *h, const pbl__key4 *order, int64_t align)
         h->at[p].last = -1;
     int64_t heap_size = 0;
     for (int32_t o = 0; o < h->n; o++) {
+        if ((o & 63) == 0 && pbl__plan_expired(in))
+            return -1;
         int32_t p = order[o].idx, i = h->at_pos[p];
         const pbl_usage_record *ri = &h->r[i];
         /* positions whose start is before this record's end */
@@ -228,12 +230,14 @@ static int64_t place_by_tree(heap *h, const pbl__key4 *order, int64_t align)
 /* Places the records in start order (ties: larger first, then index): the placed records
  * that overlap the next one are exactly those still live, kept sorted by offset, so no tree
  * and no sort is needed. Returns the heap size. */
-static int64_t place_by_start(heap *h, const pbl__key4 *order, int64_t align)
+static int64_t place_by_start(heap *h, const pbl__key4 *order, int64_t align, const pbl__plan_in *in)
 {
     int64_t heap_size = 0;
     int32_t n_live = 0;
     chunk *live = h->found;
     for (int32_t o = 0; o < h->n; o++) {
+        if ((o & 63) == 0 && pbl__plan_expired(in))
+            return -1;
         int32_t i = h->at_pos[order[o].idx];
         const pbl_usage_record *ri = &h->r[i];
         int32_t kept = 0;
@@ -313,16 +317,23 @@ pbl_status pbl__plan_best_fit_heap(const pbl__plan_in *in, pbl_assignment *out)
         h.at_pos[p] = in->by_first[p].idx;
     }
 
+    /* past the deadline (`best`'s budget) an order stops unfinished: the finished orders'
+     * best is returned with *in->cut_off set, or PBL_ERR_TIMEOUT when none finished */
     int64_t best = -1;
     for (int which = 0; which < N_ORDERS; which++) {
         make_order(&h, which, order);
-        int64_t size = which == ORDER_START ? place_by_start(&h, order, in->opt.align)
-                                            : place_by_tree(&h, order, in->opt.align);
+        int64_t size = which == ORDER_START ? place_by_start(&h, order, in->opt.align, in)
+                                            : place_by_tree(&h, order, in->opt.align, in);
+        if (size < 0) {
+            if (in->cut_off)
+                *in->cut_off = 1;
+            break;
+        }
         if (best < 0 || size < best) {
             best = size;
             memcpy(out->offset, h.offset, nn * sizeof *h.offset);
         }
     }
     pbl__plan_free(al, block, bytes);
-    return PBL_OK;
+    return best < 0 ? PBL_ERR_TIMEOUT : PBL_OK;
 }

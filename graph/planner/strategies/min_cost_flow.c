@@ -194,6 +194,11 @@ pbl_status pbl__plan_min_cost_flow(const pbl__plan_in *in, pbl_assignment *out)
     add_edges(&g, r, at_pos, n, freed, n_freed); /* fill */
 
     while (shortest_path(&g, source, sink, dist, stamp, via, cur, next)) {
+        if (pbl__plan_expired(in)) { /* past `best`'s deadline; a path costs far more than a clock read */
+            pbl__plan_free(al, block, bytes);
+            pbl__plan_free(al, block0, bytes0);
+            return PBL_ERR_TIMEOUT;
+        }
         for (int32_t v = sink; v != source;) {
             int32_t a = via[v];
             g.cap[a]--;

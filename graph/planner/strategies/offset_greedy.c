@@ -82,6 +82,10 @@ pbl_status pbl__plan_offset_greedy_by_size(const pbl__plan_in *in, pbl_assignmen
         min_first.v[v] = INT64_MAX;
 
     for (int32_t s = 0; s < n; s++) {
+        if ((s & 63) == 0 && pbl__plan_expired(in)) {
+            pbl__plan_free(al, block, bytes);
+            return PBL_ERR_TIMEOUT;
+        }
         int32_t i = by_size[s].idx;
         int64_t first = r[i].first, last = r[i].last, size = r[i].size;
         /* the placed records at positions whose last is after this record's first, that start

@@ -1,0 +1,216 @@
+/* `best` as an anytime portfolio (graph/planner/plan.c): on seeded random instances its result
+ * verifies and is never larger than that of any strategy it ran to the end, nor than any
+ * strategy run alone when nothing was cut off; its report lists every strategy once, names the
+ * winner with the returned arena, and says why the others stopped; it stops at the first
+ * result at the lower bound; a budget far too small for a large instance still gives a
+ * verified result and says which strategies were cut off or skipped; with a capacity, exact
+ * (the strategy that aims at it) goes first. No assertion depends on how long anything took
+ * except through what the report says happened. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "pebble/plan.h"
+
+typedef struct rng {
+    uint64_t s;
+} rng;
+
+static uint64_t rng_next(rng *g) /* splitmix64 */
+{
+    uint64_t z = (g->s += UINT64_C(0x9E3779B97F4A7C15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
+
+static int64_t rng_range(rng *g, int64_t lo, int64_t hi)
+{
+    return lo + (int64_t)(rng_next(g) % (uint64_t)(hi - lo + 1));
+}
+
+/* n records with lifetimes over about n/4 steps, sizes varied over three decades */
+static void gen_records(rng *g, int32_t n, pbl_usage_record *r)
+{
+    int64_t horizon = (int64_t)n / 4 + 2;
+    for (int32_t i = 0; i < n; i++) {
+        int64_t first = rng_range(g, 0, horizon - 1);
+        int64_t last = first + 1 + rng_range(g, 0, rng_range(g, 0, 1) ? 3 : horizon / 2);
+        r[i] = (pbl_usage_record){ rng_range(g, 1, 1000) * rng_range(g, 1, 64), first, last };
+    }
+}
+
+static const pbl_plan_step *step_of(const pbl_plan_report *rep, const char *name)
+{
+    for (int32_t k = 0; k < rep->n_steps; k++)
+        if (strcmp(rep->step[k].strategy, name) == 0)
+            return &rep->step[k];
+    return NULL;
+}
+
+/* The report covers every strategy but best exactly once, and agrees with the result. */
+static void check_report(const pbl_plan_report *rep, const pbl_assignment *a, int64_t lower)
+{
+    int32_t n_strategies = pbl_plan_strategy_count() - 1; /* not best */
+    assert_int_equal(rep->n_steps, n_strategies);
+    for (int32_t s = 0; s < n_strategies; s++) {
+        const pbl_plan_step *st = step_of(rep, pbl_plan_strategy_name(s));
+        assert_non_null(st);
+        if (st->outcome == PBL_PLAN_FINISHED)
+            assert_true(st->arena >= a->arena); /* best keeps the smallest */
+        if (st->arena >= 0)
+            assert_true(st->outcome == PBL_PLAN_FINISHED || st->outcome == PBL_PLAN_CUT_OFF);
+    }
+    assert_int_equal(rep->lower_bound, lower);
+    assert_non_null(rep->winner);
+    const pbl_plan_step *w = step_of(rep, rep->winner);
+    assert_non_null(w);
+    assert_int_equal(w->arena, a->arena);
+    assert_int_equal(rep->reached_lower_bound, a->arena == lower);
+    /* after a result at the lower bound nothing else runs */
+    int reached = 0;
+    for (int32_t k = 0; k < rep->n_steps; k++) {
+        if (reached)
+            assert_int_equal(rep->step[k].outcome, PBL_PLAN_NOT_RUN);
+        else
+            assert_int_not_equal(rep->step[k].outcome, PBL_PLAN_NOT_RUN);
+        if (rep->step[k].arena >= 0 && rep->step[k].arena == lower)
+            reached = 1;
+    }
+}
+
+static void test_best_never_worse_than_what_it_ran(void **state)
+{
+    (void)state;
+    enum { MAX_N = 300 };
+    static pbl_usage_record r[MAX_N];
+    int32_t n_strategies = pbl_plan_strategy_count() - 1;
+    int compared_alone = 0, stopped_early = 0, searched_on = 0;
+    for (uint64_t seed = 1; seed <= 40; seed++) {
+        rng g = { seed };
+        int32_t n = (int32_t)rng_range(&g, 1, MAX_N);
+        gen_records(&g, n, r);
+        int64_t lower = pbl_records_lower_bound(r, n);
+        pbl_plan_report rep;
+        pbl_plan_options o = pbl_plan_options_default();
+        o.report = &rep;
+        pbl_assignment a;
+        char err[256];
+        assert_int_equal(pbl_plan_records(r, n, "best", &o, &a, err, sizeof err), PBL_OK);
+        assert_int_equal(pbl_plan_verify(r, n, &a, 1, 0, err, sizeof err), PBL_OK);
+        check_report(&rep, &a, lower);
+        if (rep.reached_lower_bound)
+            stopped_early += rep.step[rep.n_steps - 1].outcome == PBL_PLAN_NOT_RUN;
+        else
+            searched_on++;
+        int any_cut = 0;
+        for (int32_t k = 0; k < rep.n_steps; k++)
+            any_cut |= rep.step[k].outcome == PBL_PLAN_CUT_OFF || rep.step[k].outcome == PBL_PLAN_SKIPPED_BUDGET;
+        if (!any_cut) { /* everything best started ran to its end: none alone does better */
+            compared_alone++;
+            o.report = NULL;
+            for (int32_t s = 0; s < n_strategies; s++) {
+                pbl_assignment b;
+                if (pbl_plan_records(r, n, pbl_plan_strategy_name(s), &o, &b, NULL, 0) != PBL_OK)
+                    continue;
+                if (pbl_plan_verify(r, n, &b, 1, 0, NULL, 0) == PBL_OK && b.arena < a.arena)
+                    fail_msg("seed %llu: %s gives %lld alone, best %lld", (unsigned long long)seed,
+                             pbl_plan_strategy_name(s), (long long)b.arena, (long long)a.arena);
+                pbl_assignment_free(&b);
+            }
+        }
+        pbl_assignment_free(&a);
+    }
+    print_message("%d instances compared with every strategy alone; %d stopped early at the lower bound, %d not at "
+                  "it\n", compared_alone, stopped_early, searched_on);
+    assert_true(stopped_early > 0 && searched_on > 0); /* both paths were exercised */
+}
+
+/* Records that never overlap: the first strategy already packs them at the bound. */
+static void test_stops_at_the_lower_bound(void **state)
+{
+    (void)state;
+    pbl_usage_record r[8];
+    for (int32_t i = 0; i < 8; i++)
+        r[i] = (pbl_usage_record){ 10 + i, i, i + 1 };
+    pbl_plan_report rep;
+    pbl_plan_options o = pbl_plan_options_default();
+    o.report = &rep;
+    pbl_assignment a;
+    assert_int_equal(pbl_plan_records(r, 8, "best", &o, &a, NULL, 0), PBL_OK);
+    assert_int_equal(a.arena, 17);
+    assert_true(a.optimal);
+    check_report(&rep, &a, 17);
+    assert_string_equal(rep.winner, rep.step[0].strategy);
+    assert_int_equal(rep.step[0].outcome, PBL_PLAN_FINISHED);
+    for (int32_t k = 1; k < rep.n_steps; k++)
+        assert_int_equal(rep.step[k].outcome, PBL_PLAN_NOT_RUN);
+    pbl_assignment_free(&a);
+}
+
+/* A budget of a nanosecond is spent before the first strategy starts: every strategy is
+ * skipped (or cut off), yet the first, an O(n log n) one, still runs and gives a verified
+ * result, and the report says so. */
+static void test_tiny_budget_still_verified(void **state)
+{
+    (void)state;
+    enum { N = 200000 };
+    pbl_usage_record *r = malloc(N * sizeof *r);
+    assert_non_null(r);
+    rng g = { 7 };
+    gen_records(&g, N, r);
+    int64_t lower = pbl_records_lower_bound(r, N);
+    pbl_plan_report rep;
+    pbl_plan_options o = pbl_plan_options_default();
+    o.report = &rep;
+    o.time_limit = 1e-9;
+    pbl_assignment a;
+    char err[256];
+    assert_int_equal(pbl_plan_records(r, N, "best", &o, &a, err, sizeof err), PBL_OK);
+    assert_int_equal(pbl_plan_verify(r, N, &a, 1, 0, err, sizeof err), PBL_OK);
+    check_report(&rep, &a, lower);
+    int stopped = 0;
+    for (int32_t k = 0; k < rep.n_steps; k++)
+        stopped += rep.step[k].outcome == PBL_PLAN_CUT_OFF || rep.step[k].outcome == PBL_PLAN_SKIPPED_BUDGET;
+    assert_true(stopped >= rep.n_steps - 1);
+    assert_string_equal(rep.winner, rep.step[0].strategy);
+    assert_int_equal(rep.step[0].outcome, PBL_PLAN_FINISHED);
+    pbl_assignment_free(&a);
+    free(r);
+}
+
+/* With a capacity, exact (which aims at it) is tried first. */
+static void test_capacity_tries_exact_first(void **state)
+{
+    (void)state;
+    pbl_usage_record r[] = { { 4, 0, 2 }, { 4, 1, 3 }, { 8, 2, 4 }, { 4, 3, 5 } };
+    pbl_plan_report rep;
+    pbl_plan_options o = pbl_plan_options_default();
+    o.report = &rep;
+    o.capacity = 100;
+    pbl_assignment a;
+    assert_int_equal(pbl_plan_records(r, 4, "best", &o, &a, NULL, 0), PBL_OK);
+    assert_string_equal(rep.step[0].strategy, "exact");
+    assert_string_equal(rep.winner, "exact");
+    check_report(&rep, &a, pbl_records_lower_bound(r, 4));
+    pbl_assignment_free(&a);
+    assert_string_equal(pbl_plan_outcome_str(PBL_PLAN_CUT_OFF), "cut off");
+    assert_string_equal(pbl_plan_outcome_str(99), "?");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_best_never_worse_than_what_it_ran),
+        cmocka_unit_test(test_stops_at_the_lower_bound),
+        cmocka_unit_test(test_tiny_budget_still_verified),
+        cmocka_unit_test(test_capacity_tries_exact_first),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
