@@ -1,10 +1,14 @@
 /*
  * plan_bench: how small and how fast each planner strategy is.
  *
- *   plan_bench [--zoo] [--minimalloc DIR] [--scaling] [--strategies a,b,...] [--format table|json]
+ *   plan_bench [--zoo] [--minimalloc DIR] [--traces DIR] [--scaling] [--strategies a,b,...]
+ *              [--format table|json]
  *
  * --zoo         every zoo graph (inference and training): liveness, then each strategy
  * --minimalloc  every records CSV in DIR (MiniMalloc's challenging suite)
+ * --traces      every *.csv in DIR, by name (real models' usage records, e.g.
+ *               ../shared/planner_traces): times are the fastest of 3 runs, since a shared
+ *               machine only ever adds time; `best`'s cell names the strategy that won
  * --scaling     random residual graphs of 1k, 10k and 100k values: liveness and each strategy
  *
  * Each cell is the arena's ratio to the lower bound (the most bytes live at one step) and the
@@ -19,6 +23,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <dirent.h>
+
 #include "pebble/pebble.h"
 #include "pebble/plan_io.h"
 #include "zoo.h"
@@ -30,6 +36,8 @@ typedef struct cell {
     double  ms;
     int     ok;      /* planned and verified */
     int     skipped; /* the strategy declined (PBL_ERR_UNSUPPORTED, e.g. too large) */
+    const char *winner; /* `best`: the strategy whose result it returned */
+    int     cut;        /* `best`: strategies cut off or skipped for its time budget */
 } cell;
 
 typedef struct row {
@@ -44,6 +52,7 @@ static const char *strategy[MAX_STRATEGIES];
 static int n_strategy;
 static int json;
 static int failures;
+static int fastest; /* times: the fastest run instead of the median (--traces) */
 
 static double now_ms(void)
 {
@@ -65,7 +74,9 @@ static void plan_all(row *rw, const pbl_usage_record *r, int32_t n, int64_t alig
     rw->lower_bound = pbl_records_lower_bound(r, n);
     for (int k = 0; k < n_strategy; k++) {
         pbl_plan_options o = pbl_plan_options_default();
+        pbl_plan_report rep;
         o.align = align;
+        o.report = strcmp(strategy[k], "best") == 0 ? &rep : NULL;
         double times[3];
         int reps = 0;
         cell *c = &rw->c[k];
@@ -93,13 +104,19 @@ static void plan_all(row *rw, const pbl_usage_record *r, int32_t n, int64_t alig
             }
             c->arena = a.arena;
             c->ok = 1;
+            if (o.report) {
+                c->winner = rep.winner;
+                c->cut = 0;
+                for (int32_t j = 0; j < rep.n_steps; j++)
+                    c->cut += rep.step[j].outcome == PBL_PLAN_CUT_OFF || rep.step[j].outcome == PBL_PLAN_SKIPPED_BUDGET;
+            }
             pbl_assignment_free(&a);
             if (times[0] > 1000.0)
                 break;
         }
         if (c->ok) {
             qsort(times, (size_t)reps, sizeof *times, cmp_double);
-            c->ms = times[reps / 2];
+            c->ms = times[fastest ? 0 : reps / 2];
         }
     }
 }
@@ -123,8 +140,13 @@ static void print_row(const row *rw, int first_json)
             const cell *c = &rw->c[k];
             printf("%s{\"name\": \"%s\", ", k ? ", " : "", strategy[k]);
             if (c->ok)
-                printf("\"bytes\": %lld, \"ratio\": %.4f, \"valid\": true, \"ms\": %.3f}", (long long)c->arena,
+            {
+                printf("\"bytes\": %lld, \"ratio\": %.4f, \"valid\": true, \"ms\": %.3f", (long long)c->arena,
                        rw->lower_bound ? (double)c->arena / (double)rw->lower_bound : 1.0, c->ms);
+                if (c->winner)
+                    printf(", \"winner\": \"%s\", \"cut_off_or_skipped\": %d", c->winner, c->cut);
+                printf("}");
+            }
             else
                 printf("\"valid\": false, \"skipped\": %s}", c->skipped ? "true" : "false");
         }
@@ -143,6 +165,10 @@ static void print_row(const row *rw, int first_json)
         printf(" %16s", buf);
     }
     printf("\n");
+    for (int k = 0; k < n_strategy; k++)
+        if (rw->c[k].winner)
+            printf("%-28s   best: won by %s; %d cut off or skipped for the time budget\n", "", rw->c[k].winner,
+                   rw->c[k].cut);
 }
 
 /* ---- graphs ------------------------------------------------------------------------------- */
@@ -340,10 +366,59 @@ static void run_minimalloc(const char *dir, int *first_json)
     }
 }
 
+/* ---- real traces ------------------------------------------------------------------------- */
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void run_traces(const char *dir, int *first_json)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "plan_bench: %s: cannot open the directory\n", dir);
+        failures++;
+        return;
+    }
+    char *names[256];
+    int n_names = 0;
+    for (struct dirent *e; (e = readdir(d)) && n_names < 256;) {
+        size_t len = strlen(e->d_name);
+        if (len > 4 && strcmp(e->d_name + len - 4, ".csv") == 0)
+            names[n_names++] = strdup(e->d_name);
+    }
+    closedir(d);
+    qsort(names, (size_t)n_names, sizeof *names, cmp_str);
+    print_header("Real traces (align 1): arena / lower bound, planning ms (fastest of 3)");
+    fastest = 1;
+    for (int i = 0; i < n_names; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        pbl_records_file f;
+        char err[512];
+        if (!names[i] || pbl_records_read_csv(path, NULL, &f, err, sizeof err) != PBL_OK) {
+            fprintf(stderr, "plan_bench: %s\n", names[i] ? err : "out of memory");
+            failures++;
+            free(names[i]);
+            continue;
+        }
+        row rw;
+        memset(&rw, 0, sizeof rw);
+        snprintf(rw.name, sizeof rw.name, "%.*s", (int)strlen(names[i]) - 4, names[i]);
+        plan_all(&rw, f.records, f.n, 1);
+        print_row(&rw, *first_json);
+        *first_json = 0;
+        pbl_records_file_free(&f);
+        free(names[i]);
+    }
+    fastest = 0;
+}
+
 int main(int argc, char **argv)
 {
     int zoo = 0, scaling = 0;
-    const char *mm = NULL, *only = NULL;
+    const char *mm = NULL, *only = NULL, *traces = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--zoo") == 0)
             zoo = 1;
@@ -351,16 +426,19 @@ int main(int argc, char **argv)
             scaling = 1;
         else if (strcmp(argv[i], "--minimalloc") == 0 && i + 1 < argc)
             mm = argv[++i];
+        else if (strcmp(argv[i], "--traces") == 0 && i + 1 < argc)
+            traces = argv[++i];
         else if (strcmp(argv[i], "--strategies") == 0 && i + 1 < argc)
             only = argv[++i];
         else if (strcmp(argv[i], "--format") == 0 && i + 1 < argc)
             json = strcmp(argv[++i], "json") == 0;
         else {
-            fprintf(stderr, "usage: plan_bench [--zoo] [--minimalloc DIR] [--scaling] [--strategies a,b] [--format table|json]\n");
+            fprintf(stderr, "usage: plan_bench [--zoo] [--minimalloc DIR] [--traces DIR] [--scaling] [--strategies a,b] "
+                            "[--format table|json]\n");
             return 2;
         }
     }
-    if (!zoo && !scaling && !mm)
+    if (!zoo && !scaling && !mm && !traces)
         zoo = scaling = 1;
     for (int32_t k = 0; k < pbl_plan_strategy_count() && n_strategy < MAX_STRATEGIES; k++) {
         const char *s = pbl_plan_strategy_name(k);
@@ -381,6 +459,8 @@ int main(int argc, char **argv)
         run_zoo(&first);
     if (mm)
         run_minimalloc(mm, &first);
+    if (traces)
+        run_traces(traces, &first);
     if (scaling)
         run_scaling(&first);
     if (json)
