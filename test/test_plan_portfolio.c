@@ -4,7 +4,8 @@
  * winner with the returned arena, and says why the others stopped; it stops at the first
  * result at the lower bound; a budget far too small for a large instance still gives a
  * verified result and says which strategies were cut off or skipped; with a capacity, exact
- * (the strategy that aims at it) goes first. No assertion depends on how long anything took
+ * (the strategy that aims at it) goes first; the default budget grows with n past 30,000
+ * records. No assertion depends on how long anything took
  * except through what the report says happened. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -200,6 +201,10 @@ static void test_capacity_tries_exact_first(void **state)
     assert_string_equal(rep.winner, "exact");
     check_report(&rep, &a, pbl_records_lower_bound(r, 4));
     pbl_assignment_free(&a);
+    assert_true(rep.budget == pbl_plan_best_budget(4)); /* no time limit: the default budget */
+    assert_true(pbl_plan_best_budget(4) == 1.0);
+    assert_true(pbl_plan_best_budget(30000) == 1.0);
+    assert_true(pbl_plan_best_budget(50000) == 2.0); /* a second more per 20,000 records past 30,000 */
     assert_string_equal(pbl_plan_outcome_str(PBL_PLAN_CUT_OFF), "cut off");
     assert_string_equal(pbl_plan_outcome_str(99), "?");
 }

@@ -283,11 +283,17 @@ static int is_fallback(const char *name)
            strcmp(name, portfolio[2]) == 0;
 }
 
+PBL__API double pbl_plan_best_budget(int32_t n)
+{
+    double extra = ((double)n - 30000.0) / 20000.0;
+    return extra > 0 ? 1.0 + extra : 1.0;
+}
+
 static pbl_status plan_best(const pbl__plan_in *in0, pbl_assignment *out, char *err, size_t errlen)
 {
     pbl__plan_in in = *in0;
     pbl_plan_report local, *rep = in.opt.report ? in.opt.report : &local;
-    double t0 = pbl__plan_now(), budget = in.opt.time_limit > 0 ? in.opt.time_limit : PBL_PLAN_BEST_SECONDS;
+    double t0 = pbl__plan_now(), budget = in.opt.time_limit > 0 ? in.opt.time_limit : pbl_plan_best_budget(in.n);
     memset(rep, 0, sizeof *rep);
     rep->budget = budget;
     rep->lower_bound = pbl_records_lower_bound(in.r, in.n);

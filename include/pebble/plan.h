@@ -104,7 +104,7 @@ typedef struct pbl_plan_options {
     int64_t capacity;                 /* 0: none; else strategies that can aim for it do, and the
                                          verifier checks arena <= capacity */
     double  time_limit;               /* seconds: for searching strategies (0: their default), and
-                                         `best`'s whole time budget (0: PBL_PLAN_BEST_SECONDS) */
+                                         `best`'s whole time budget (0: pbl_plan_best_budget(n)) */
     double  mxnet_match_range;        /* mxnet: a free block matches a request within this factor
                                          (default 16) */
     int32_t mxnet_sweep;              /* mxnet: also try ranges 1, 2, 4, ... up to the range and keep
@@ -112,14 +112,17 @@ typedef struct pbl_plan_options {
     pbl_plan_report *report;          /* NULL, or filled by `best` (see pbl_plan_report) */
 } pbl_plan_options;
 
-#define PBL_PLAN_BEST_SECONDS 1.0     /* `best`'s time budget when time_limit is 0 */
+/* `best`'s time budget in seconds for n records when time_limit is 0: one second up to 30,000
+ * records, then one more per 20,000 (2.6 s at 62,000), as the work of the strategies that come
+ * closest grows with n; a fixed second would cut them off on the largest real models. */
+double pbl_plan_best_budget(int32_t n);
 
 pbl_plan_options pbl_plan_options_default(void);
 
 /* The number of strategies and the name of strategy i (NULL when out of range): "naive",
  * "mxnet", "equality", "greedy_in_order", ..., "best". `best` is an anytime portfolio: it
  * runs the others, strong offset packers first, under a time budget (time_limit, else
- * PBL_PLAN_BEST_SECONDS), keeps the smallest result that passes pbl_plan_verify, and stops
+ * pbl_plan_best_budget(n)), keeps the smallest result that passes pbl_plan_verify, and stops
  * as soon as one reaches the lower bound. A strategy still running at the budget's end is
  * cut off (keeping what it verifiably has), later ones are skipped; while nothing has a result
  * the O(n log n) ones (mxnet, equality, greedy_in_order, then naive) run whatever the budget,
