@@ -205,6 +205,7 @@ static void test_capacity_tries_exact_first(void **state)
     assert_true(pbl_plan_best_budget(4) == 1.0);
     assert_true(pbl_plan_best_budget(30000) == 1.0);
     assert_true(pbl_plan_best_budget(50000) == 2.0); /* a second more per 20,000 records past 30,000 */
+    assert_true(pbl_plan_best_budget(1000000) == 10.0); /* at most ten */
     assert_string_equal(pbl_plan_outcome_str(PBL_PLAN_CUT_OFF), "cut off");
     assert_string_equal(pbl_plan_outcome_str(99), "?");
 }

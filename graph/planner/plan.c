@@ -286,7 +286,7 @@ static int is_fallback(const char *name)
 PBL__API double pbl_plan_best_budget(int32_t n)
 {
     double extra = ((double)n - 30000.0) / 20000.0;
-    return extra > 0 ? 1.0 + extra : 1.0;
+    return extra <= 0 ? 1.0 : extra < 9.0 ? 1.0 + extra : 10.0;
 }
 
 static pbl_status plan_best(const pbl__plan_in *in0, pbl_assignment *out, char *err, size_t errlen)

@@ -114,7 +114,8 @@ typedef struct pbl_plan_options {
 
 /* `best`'s time budget in seconds for n records when time_limit is 0: one second up to 30,000
  * records, then one more per 20,000 (2.6 s at 62,000), as the work of the strategies that come
- * closest grows with n; a fixed second would cut them off on the largest real models. */
+ * closest grows with n (a fixed second would cut them off on the largest real models), and at
+ * most ten seconds (from 210,000 records: a million-record instance stops there). */
 double pbl_plan_best_budget(int32_t n);
 
 pbl_plan_options pbl_plan_options_default(void);

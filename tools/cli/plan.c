@@ -28,7 +28,7 @@ static void print_usage(FILE *f)
             "  --capacity C         the arena must fit in C bytes (default: no limit)\n"
             "  --time-limit S       seconds for searching strategies (default: their own) and\n"
             "                       best's whole budget (default 1 up to 30,000 records,\n"
-            "                       a second more per 20,000 beyond)\n"
+            "                       a second more per 20,000 beyond, at most 10)\n"
             "  --batch N            zoo graphs: the batch size (default: the model's)\n"
             "  --out FILE           write the assignment (id,lower,upper,size,offset); with\n"
             "                       --strategy all, the smallest valid one; - for standard output\n"

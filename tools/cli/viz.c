@@ -40,7 +40,7 @@ static void print_usage(FILE *f)
             "  --align N          offsets are multiples of N (default 1 for CSV, 64 for graphs)\n"
             "  --time-limit S     seconds for searching strategies (default: their own) and\n"
             "                     best's whole budget (default 1 up to 30,000 records,\n"
-            "                     a second more per 20,000 beyond)\n"
+            "                     a second more per 20,000 beyond, at most 10)\n"
             "  --batch N          zoo graphs: the batch size (default: the model's)\n"
             "  -h, --help         this text\n"
             "\n"
