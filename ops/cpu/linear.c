@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "ops/cpu/kernels.h"
+#include "ops/geometry.h"
 
 pbl_status pbl__cpu_fully_connected(const pbl__kargs *a)
 {
@@ -24,19 +25,10 @@ pbl_status pbl__cpu_fully_connected(const pbl__kargs *a)
 
 pbl_status pbl__cpu_matmul(const pbl__kargs *a)
 {
-    const pbl_shape *sa = &a->in_meta[0].shape, *sb = &a->in_meta[1].shape, *sc = &a->out_meta[0].shape;
-    int r = sa->ndim;
-    int ta = (int)a->attr[0].i, tb = (int)a->attr[1].i;
-    int m = (int)sc->dim[r - 2], n = (int)sc->dim[r - 1];
-    int k = (int)(ta ? sa->dim[r - 2] : sa->dim[r - 1]);
-    int lda = (int)sa->dim[r - 1], ldb = (int)sb->dim[r - 1];
-    int64_t batch = 1;
-    for (int i = 0; i < r - 2; i++)
-        batch *= sc->dim[i];
-    size_t as = (size_t)sa->dim[r - 2] * sa->dim[r - 1], bs = (size_t)sb->dim[r - 2] * sb->dim[r - 1];
-    for (int64_t i = 0; i < batch; i++)
-        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k,
-                    1.0f, PBL__IN(a, 0) + i * as, lda, PBL__IN(a, 1) + i * bs, ldb, 0.0f,
-                    PBL__OUT(a, 0) + i * (size_t)m * n, n);
+    pbl__matmul_geom g = pbl__matmul_geom_of(a);
+    for (int64_t i = 0; i < g.batch; i++)
+        cblas_sgemm(CblasRowMajor, g.ta ? CblasTrans : CblasNoTrans, g.tb ? CblasTrans : CblasNoTrans, g.m, g.n, g.k,
+                    1.0f, PBL__IN(a, 0) + i * g.a_stride, g.lda, PBL__IN(a, 1) + i * g.b_stride, g.ldb, 0.0f,
+                    PBL__OUT(a, 0) + i * (int64_t)g.m * g.n, g.n);
     return PBL_OK;
 }

@@ -20,6 +20,25 @@ extern "C" {
 
 const char *pbl__cublas_status_str(cublasStatus_t st);
 
+/* The sum of every thread's v over a block of THREADS threads (a power of two), as a tree in
+ * part[THREADS] (shared memory): the same order of additions on every launch, so the same
+ * bits (no atomics). Every thread of the block must call it; every thread gets the total, and
+ * part may be reused once it returns. */
+template <int THREADS, typename T>
+__device__ static inline T pbl__block_sum(T v, T *part)
+{
+    part[threadIdx.x] = v;
+    __syncthreads();
+    for (int w = THREADS / 2; w > 0; w /= 2) {
+        if ((int)threadIdx.x < w)
+            part[threadIdx.x] += part[threadIdx.x + w];
+        __syncthreads();
+    }
+    T total = part[0];
+    __syncthreads();
+    return total;
+}
+
 #define PBL__CU(call)                                                                       \
     do {                                                                                    \
         cudaError_t e_ = (call);                                                            \

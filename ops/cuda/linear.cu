@@ -7,6 +7,7 @@
  * operands, keep each one's transpose flag, and swap m and n. No data is moved.
  */
 #include "ops/cuda/common.cuh"
+#include "ops/geometry.h"
 
 const char *pbl__cublas_status_str(cublasStatus_t st)
 {
@@ -43,21 +44,13 @@ done:
 extern "C" pbl_status pbl__cuda_matmul(const pbl__cuda_launch *l, const pbl__kargs *a)
 {
     pbl_status s = PBL_OK;
-    const pbl_shape *sa = &a->in_meta[0].shape, *sb = &a->in_meta[1].shape, *sc = &a->out_meta[0].shape;
-    int r = sa->ndim;
-    int ta = (int)a->attr[0].i, tb = (int)a->attr[1].i;
-    int m = (int)sc->dim[r - 2], n = (int)sc->dim[r - 1];
-    int k = (int)(ta ? sa->dim[r - 2] : sa->dim[r - 1]);
-    int lda = (int)sa->dim[r - 1], ldb = (int)sb->dim[r - 1];
-    long long batch = 1;
-    for (int i = 0; i < r - 2; i++)
-        batch *= sc->dim[i];
-    long long as = (long long)sa->dim[r - 2] * sa->dim[r - 1], bs = (long long)sb->dim[r - 2] * sb->dim[r - 1];
+    pbl__matmul_geom g = pbl__matmul_geom_of(a);
     float one = 1.0f, zero = 0.0f;
     /* row-major C[m, n] = op(A)·op(B)  <=>  column-major Cᵀ[n, m] = op(B)ᵀ·op(A)ᵀ */
-    PBL__CUBLAS(cublasSgemmStridedBatched(l->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                          n, m, k, &one, PBL__IN(a, 1), ldb, bs, PBL__IN(a, 0), lda, as, &zero,
-                                          PBL__OUT(a, 0), n, (long long)m * n, (int)batch));
+    PBL__CUBLAS(cublasSgemmStridedBatched(l->blas, g.tb ? CUBLAS_OP_T : CUBLAS_OP_N, g.ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                          g.n, g.m, g.k, &one, PBL__IN(a, 1), g.ldb, (long long)g.b_stride,
+                                          PBL__IN(a, 0), g.lda, (long long)g.a_stride, &zero, PBL__OUT(a, 0), g.n,
+                                          (long long)g.m * g.n, (int)g.batch));
 done:
     return s;
 }

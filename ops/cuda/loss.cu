@@ -25,20 +25,6 @@ __device__ static int label_ok(int *flag, int tag, int64_t row, int label, int64
     return 0;
 }
 
-/* Sums `v` over the block (LOSS_THREADS threads); thread 0 gets the total. */
-__device__ static double block_sum(double v)
-{
-    __shared__ double part[LOSS_THREADS];
-    part[threadIdx.x] = v;
-    __syncthreads();
-    for (int w = LOSS_THREADS / 2; w > 0; w /= 2) {
-        if ((int)threadIdx.x < w)
-            part[threadIdx.x] += part[threadIdx.x + w];
-        __syncthreads();
-    }
-    return part[0];
-}
-
 /* logits: [n, c], labels: [n] -> loss[0] = mean over rows of (logsumexp(row) − row[label]) */
 __global__ static void ce_k(float *loss, const float *x, const int32_t *lab, int64_t n, int64_t c, int *flag, int tag)
 {
@@ -55,7 +41,8 @@ __global__ static void ce_k(float *loss, const float *x, const int32_t *lab, int
             sum += expf(xr[j] - mx);
         total += (double)(mx + logf(sum) - xr[lab[i]]);
     }
-    total = block_sum(total);
+    __shared__ double part[LOSS_THREADS];
+    total = pbl__block_sum<LOSS_THREADS>(total, part);
     if (threadIdx.x == 0)
         loss[0] = (float)(total / (double)n);
 }
@@ -115,7 +102,8 @@ __global__ static void mse_k(float *loss, const float *p, const float *t, int64_
         double d = (double)p[i] - (double)t[i];
         total += d * d;
     }
-    total = block_sum(total);
+    __shared__ double part[LOSS_THREADS];
+    total = pbl__block_sum<LOSS_THREADS>(total, part);
     if (threadIdx.x == 0)
         loss[0] = (float)(total / (double)n);
 }

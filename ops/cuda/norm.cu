@@ -32,21 +32,6 @@ __device__ static inline int64_t at(const nset &s, int64_t c, int64_t k)
     return c * s.step + (k / s.len) * s.gstride + k % s.len;
 }
 
-/* The sum of every thread's v; every thread gets it (part is reusable on return). */
-__device__ static double block_sum(double v, double *part)
-{
-    part[threadIdx.x] = v;
-    __syncthreads();
-    for (int w = NORM_THREADS / 2; w > 0; w /= 2) {
-        if ((int)threadIdx.x < w)
-            part[threadIdx.x] += part[threadIdx.x + w];
-        __syncthreads();
-    }
-    double total = part[0];
-    __syncthreads();
-    return total;
-}
-
 __global__ static void norm_k(float *y, float *mean, float *inv_std, const float *x, const float *g, const float *b,
                               nset s, double eps)
 {
@@ -56,13 +41,13 @@ __global__ static void norm_k(float *y, float *mean, float *inv_std, const float
         double acc = 0.0;
         for (int64_t k = threadIdx.x; k < m; k += NORM_THREADS)
             acc += (double)x[at(s, c, k)];
-        double mu = block_sum(acc, part) / (double)m;
+        double mu = pbl__block_sum<NORM_THREADS>(acc, part) / (double)m;
         acc = 0.0;
         for (int64_t k = threadIdx.x; k < m; k += NORM_THREADS) {
             double d = (double)x[at(s, c, k)] - mu;
             acc += d * d;
         }
-        double var = block_sum(acc, part) / (double)m;
+        double var = pbl__block_sum<NORM_THREADS>(acc, part) / (double)m;
         float mf = (float)mu, is = (float)(1.0 / sqrt(var + eps));
         if (threadIdx.x == 0) {
             mean[c] = mf;
@@ -90,8 +75,8 @@ __global__ static void norm_grad_k(float *dx, float *dg, float *db, const float 
             a1 += (double)gv;
             a2 += (double)gv * (double)xh;
         }
-        a1 = block_sum(a1, part);
-        a2 = block_sum(a2, part);
+        a1 = pbl__block_sum<NORM_THREADS>(a1, part);
+        a2 = pbl__block_sum<NORM_THREADS>(a2, part);
         if (s.per_set && threadIdx.x == 0) {
             db[c] = (float)a1;
             dg[c] = (float)a2;

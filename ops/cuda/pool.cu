@@ -18,7 +18,7 @@
 #include "ops/cuda/common.cuh"
 
 extern "C" {
-#include "ops/window.h"
+#include "ops/geometry.h"
 }
 
 struct pgeom {

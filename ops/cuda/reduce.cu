@@ -73,15 +73,9 @@ __global__ static void sum_all_k(float *y, const float *x, int64_t n, float scal
     float acc = 0.0f;
     for (int64_t i = threadIdx.x; i < n; i += ALL_THREADS)
         acc += x[i];
-    part[threadIdx.x] = acc;
-    __syncthreads();
-    for (int w = ALL_THREADS / 2; w > 0; w /= 2) {
-        if ((int)threadIdx.x < w)
-            part[threadIdx.x] += part[threadIdx.x + w];
-        __syncthreads();
-    }
+    acc = pbl__block_sum<ALL_THREADS>(acc, part);
     if (threadIdx.x == 0)
-        y[0] = part[0] * scale;
+        y[0] = acc * scale;
 }
 
 static pbl_status sum_into(const pbl__cuda_launch *l, const pbl__kargs *a, const pbl_shape *big,

@@ -1,12 +1,16 @@
 /*
+ * The geometry kernels walk, worked out once from a node's metas and attributes and shared by
+ * the shape rules, the CPU kernels (ops/cpu/) and the CUDA kernels (ops/cuda/): sliding
+ * windows (conv, pooling), concat's blocks, and batched products' strides.
+ *
  * Sliding windows over the two spatial dims of NCHW tensors, shared by the shape rules of
  * ops/conv.c and ops/pool.c. Attributes follow ONNX: `stride` and `dilation` list 1 or 2 ints
  * (one value for both dims, or [h, w]; empty: 1), `pad` lists 1, 2 or 4 ints (all sides,
  * [h, w] for both ends, or [top, left, bottom, right]; empty: 0), `kernel` 1 or 2 ints.
  * An output dim is floor((in + pad_begin + pad_end − dilation·(kernel − 1) − 1) / stride) + 1.
  */
-#ifndef PBL_WINDOW_H
-#define PBL_WINDOW_H
+#ifndef PBL_OPS_GEOMETRY_H
+#define PBL_OPS_GEOMETRY_H
 
 #include "graph/ir/op.h"
 
@@ -97,6 +101,66 @@ static inline void pbl__window_out(const pbl__window *w, const pbl_shape *x, int
         int64_t span = x->dim[2 + k] + w->pad[k] + w->pad[k + 2] - w->dilation[k] * (w->kernel[k] - 1) - 1;
         out[k] = span < 0 ? 0 : span / w->stride[k] + 1;
     }
+}
+
+/* concat along `axis`: y: [outer, Σ d_i, inner] is, per outer index, one row of `row` bytes
+ * made of each x_i: [outer, d_i, inner]'s block of d_i·inner elements, in input order. */
+typedef struct pbl__concat_geom {
+    int64_t axis, outer, inner;
+    size_t  esize, row; /* bytes of one element, of one row of y */
+} pbl__concat_geom;
+
+static inline pbl__concat_geom pbl__concat_geom_of(const pbl__kargs *a)
+{
+    const pbl_shape *ys = &a->out_meta[0].shape;
+    pbl__concat_geom g;
+    g.axis = a->attr[0].i < 0 ? a->attr[0].i + ys->ndim : a->attr[0].i;
+    g.esize = pbl_dtype_size(a->out_meta[0].dtype);
+    g.outer = 1;
+    g.inner = 1;
+    for (int32_t d = 0; d < ys->ndim; d++) {
+        if (d < g.axis)
+            g.outer *= ys->dim[d];
+        else if (d > g.axis)
+            g.inner *= ys->dim[d];
+    }
+    g.row = (size_t)(ys->dim[g.axis] * g.inner) * g.esize;
+    return g;
+}
+
+/* Bytes of input i's block in each row of y. */
+static inline size_t pbl__concat_block(const pbl__concat_geom *g, const pbl__kargs *a, int32_t i)
+{
+    return (size_t)(a->in_meta[i].shape.dim[g->axis] * g->inner) * g->esize;
+}
+
+/* matmul: c [.., m, n] = op(a) [.., m, k] · op(b) [.., k, n] (op: transposed when ta / tb,
+ * attributes 0 and 1), over `batch` products of the leading dims; a and b row-major with
+ * leading dims lda, ldb and a_stride, b_stride elements between one product's operands and
+ * the next (c's: m·n). */
+typedef struct pbl__matmul_geom {
+    int     ta, tb, m, n, k, lda, ldb;
+    int64_t batch, a_stride, b_stride;
+} pbl__matmul_geom;
+
+static inline pbl__matmul_geom pbl__matmul_geom_of(const pbl__kargs *a)
+{
+    const pbl_shape *sa = &a->in_meta[0].shape, *sb = &a->in_meta[1].shape, *sc = &a->out_meta[0].shape;
+    int r = sa->ndim;
+    pbl__matmul_geom g;
+    g.ta = (int)a->attr[0].i;
+    g.tb = (int)a->attr[1].i;
+    g.m = (int)sc->dim[r - 2];
+    g.n = (int)sc->dim[r - 1];
+    g.k = (int)(g.ta ? sa->dim[r - 2] : sa->dim[r - 1]);
+    g.lda = (int)sa->dim[r - 1];
+    g.ldb = (int)sb->dim[r - 1];
+    g.batch = 1;
+    for (int i = 0; i < r - 2; i++)
+        g.batch *= sc->dim[i];
+    g.a_stride = sa->dim[r - 2] * sa->dim[r - 1];
+    g.b_stride = sb->dim[r - 2] * sb->dim[r - 1];
+    return g;
 }
 
 #endif
