@@ -52,15 +52,31 @@ int32_t pbl__distinct_times(const pbl_usage_record *r, int32_t n, int64_t *pts)
 
 void pbl__span_radix_sort(pbl__span *a, pbl__span *tmp, int32_t n, uint64_t top)
 {
+    /* The histograms of every digit in one read, and a digit all spans share (the high
+     * bytes, often) costs no scatter: a third of offset_greedy_by_size's time on an 18k-record
+     * trace was here. LSD order, each pass stable: the result is the same either way. */
+    int     passes = 0;
+    int32_t count[8][257];
+    while (passes < 8 && (top >> (8 * passes)) != 0)
+        passes++;
+    memset(count, 0, (size_t)passes * sizeof count[0]);
+    for (int32_t i = 0; i < n; i++) {
+        uint64_t x = (uint64_t)a[i].offset;
+        for (int p = 0; p < passes; p++)
+            count[p][((x >> (8 * p)) & 255) + 1]++;
+    }
     pbl__span *from = a, *to = tmp;
-    for (int shift = 0; shift < 64 && (top >> shift) != 0; shift += 8) {
-        int32_t count[257] = { 0 };
-        for (int32_t i = 0; i < n; i++)
-            count[(((uint64_t)from[i].offset >> shift) & 255) + 1]++;
+    for (int p = 0; p < passes; p++) {
+        int32_t *c = count[p];
+        int shared = 0;
+        for (int d = 1; d <= 256 && !shared; d++)
+            shared = c[d] == n;
+        if (shared)
+            continue;
         for (int d = 0; d < 256; d++)
-            count[d + 1] += count[d];
+            c[d + 1] += c[d];
         for (int32_t i = 0; i < n; i++)
-            to[count[((uint64_t)from[i].offset >> shift) & 255]++] = from[i];
+            to[c[((uint64_t)from[i].offset >> (8 * p)) & 255]++] = from[i];
         pbl__span *t = from;
         from = to;
         to = t;
