@@ -385,13 +385,10 @@ static pbl_status create(pbl_exec **out, const pbl_graph *g, const pbl_exec_opti
         o.streams = e->be == &pbl__backend_cuda && o.storage != PBL_STORAGE_DYNAMIC ? 2 : 1;
     e->cuda_graph = o.cuda_graph && e->be->graph_begin && e->be->graph_end && e->be->graph_launch &&
                     o.storage != PBL_STORAGE_DYNAMIC;
-    /* Validation reports through the graph's message, which the executor copies. */
-    if (s == PBL_OK) {
-        pbl_graph *mg = (pbl_graph *)g;
-        s = pbl_graph_validate(mg);
-        if (s != PBL_OK)
-            pbl__exec_fail(e, s, "%s", pbl_graph_errmsg(g));
-    }
+    /* Validation only reads g (several executors may be created from one graph at once) and
+     * reports into the executor's message. */
+    if (s == PBL_OK)
+        s = pbl__graph_check(g, &e->mem, e->errmsg, sizeof e->errmsg);
     if (s == PBL_OK) {
         e->ptr = pbl__mem_calloc(&e->mem, NV(e) * sizeof *e->ptr);
         e->bound = pbl__mem_calloc(&e->mem, NV(e) * sizeof *e->bound);

@@ -194,7 +194,7 @@ static pbl_status fill_attrs(pbl_graph *g, const pbl__op *op, const char *who, c
     return PBL_OK;
 }
 
-pbl_status pbl__graph_infer_node(pbl_graph *g, const pbl__node *n, pbl__meta *out)
+pbl_status pbl__graph_infer_node(const pbl_graph *g, const pbl__node *n, pbl__meta *out, char *err, size_t errlen)
 {
     const pbl__op *op = pbl__op_get(n->op);
     pbl__meta in[PBL__MAX_IN];
@@ -205,12 +205,12 @@ pbl_status pbl__graph_infer_node(pbl_graph *g, const pbl__node *n, pbl__meta *ou
                          .err = detail, .errlen = sizeof detail };
     pbl_status s = op->infer(&c);
     if (s != PBL_OK)
-        return pbl__graph_fail(g, s, "node '%s' (%s): %s", n->name, op->name, detail);
+        return pbl__errf(err, errlen, s, "node '%s' (%s): %s", n->name, op->name, detail);
     for (int32_t k = 0; k < op->n_out; k++) {
         if (!shape_ok(&out[k].shape)) {
             char sb[96];
-            return pbl__graph_fail(g, PBL_ERR_SHAPE, "node '%s' (%s): output %d would have shape %s",
-                                   n->name, op->name, (int)k, pbl_shape_str(&out[k].shape, sb, sizeof sb));
+            return pbl__errf(err, errlen, PBL_ERR_SHAPE, "node '%s' (%s): output %d would have shape %s", n->name,
+                             op->name, (int)k, pbl_shape_str(&out[k].shape, sb, sizeof sb));
         }
     }
     return PBL_OK;
@@ -272,7 +272,7 @@ PBL__API pbl_status pbl_graph_add_node(pbl_graph *g, const pbl_node_desc *d, pbl
         goto fail_free_node;
     pbl__meta out_meta[PBL__MAX_OUT];
     memset(out_meta, 0, sizeof out_meta);
-    s = pbl__graph_infer_node(g, &n, out_meta);
+    s = pbl__graph_infer_node(g, &n, out_meta, g->errmsg, sizeof g->errmsg);
     if (s != PBL_OK)
         goto fail_free_node;
 

@@ -78,7 +78,14 @@ void pbl__graph_truncate(pbl_graph *g, int32_t n_values, int32_t n_nodes);
 pbl_status pbl__graph_rename_value(pbl_graph *g, pbl_value v, const char *name);
 
 /* Runs node n's shape rule on its current inputs into out[] (the op's n_out). The message,
- * on failure, names the node, the op and the shapes involved. */
-pbl_status pbl__graph_infer_node(pbl_graph *g, const pbl__node *n, pbl__meta *out);
+ * on failure, goes to err (errlen bytes; err may be NULL) and names the node, the op and the
+ * shapes involved. Reads g only. */
+pbl_status pbl__graph_infer_node(const pbl_graph *g, const pbl__node *n, pbl__meta *out, char *err, size_t errlen);
+
+/* pbl_graph_validate's checks on a graph that is only read: scratch memory comes from m and
+ * the message, on failure, goes to err (errlen bytes; err may be NULL), so nothing is written
+ * into g and several threads may check one graph at once (the executor, liveness and stream
+ * planning take a const graph). Same statuses as pbl_graph_validate. */
+pbl_status pbl__graph_check(const pbl_graph *g, pbl__mem *m, char *err, size_t errlen);
 
 #endif

@@ -168,12 +168,11 @@ PBL__API pbl_status pbl_graph_liveness(const pbl_graph *g, const pbl_liveness_op
     }
     memset(out, 0, sizeof *out);
     pbl_liveness_options o = opt ? *opt : pbl_liveness_options_default();
-    pbl_status s = pbl_graph_validate((pbl_graph *)g); /* writes only the graph's message */
-    if (s != PBL_OK) {
-        return pbl__errf(err, errlen, s, "%s", pbl_graph_errmsg(g));
-    }
     pbl__mem m;
     pbl__mem_init(&m, o.allocator);
+    pbl_status s = pbl__graph_check(g, &m, err, errlen); /* g is only read */
+    if (s != PBL_OK)
+        return s;
     size_t nv = (size_t)(g->n_values ? g->n_values : 1);
     live_state st = { .g = g, .out = out, .align = o.align > 0 ? o.align : 1 };
     int32_t *order = NULL;

@@ -221,12 +221,11 @@ pbl_status pbl__graph_streams_given(const pbl_graph *g, const pbl_stream_options
     if (o.n_streams < 1 || o.n_streams > PBL_MAX_STREAMS) {
         return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "streams: n_streams is %d, not in 1..%d", (int)o.n_streams, PBL_MAX_STREAMS);
     }
-    pbl_status s = pbl_graph_validate((pbl_graph *)g); /* writes only the graph's message */
-    if (s != PBL_OK) {
-        return pbl__errf(err, errlen, s, "%s", pbl_graph_errmsg(g));
-    }
     pbl__mem m;
     pbl__mem_init(&m, o.allocator);
+    pbl_status s = pbl__graph_check(g, &m, err, errlen); /* g is only read */
+    if (s != PBL_OK)
+        return s;
     out->allocator = o.allocator;
     int32_t *order = NULL, n = 0;
     step_deps sd = { 0 };

@@ -62,7 +62,8 @@
  * rounding, not to the bit.
  *
  * The graph must outlive the executor and must not change while it exists.
- * Thread-safety: one executor is used by one thread at a time; executors are independent.
+ * Thread-safety: one executor is used by one thread at a time; executors are independent, and
+ * several threads may create executors from one graph at once (creation only reads it).
  */
 #ifndef PEBBLE_EXEC_H
 #define PEBBLE_EXEC_H

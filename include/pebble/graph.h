@@ -38,8 +38,11 @@
  * input id that names no value, leaving the graph unchanged. pbl_graph_validate re-checks a
  * whole graph (after pbl_graph_set_input rewiring, or after loading one) including cycles.
  *
- * Thread-safety: a graph may be read from several threads at once; any call that changes it
- * needs exclusive access. Different graphs are independent.
+ * Thread-safety: a graph may be read from several threads at once — every call taking a
+ * `const pbl_graph *` only reads it (executors, liveness, stream planning validate it into
+ * their own message, not the graph's); any call that changes it needs exclusive access,
+ * pbl_graph_validate included (it records its message in the graph). Different graphs are
+ * independent.
  */
 #ifndef PEBBLE_GRAPH_H
 #define PEBBLE_GRAPH_H

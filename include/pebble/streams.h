@@ -41,7 +41,8 @@
  *     pbl_stream_plan_free(&sp);
  *
  * Nothing here keeps global state except the lock every igraph call in pebble takes (Debian's
- * igraph is not thread-safe); everything is thread-safe on distinct data.
+ * igraph is not thread-safe); everything is thread-safe on distinct data, and one graph may be
+ * planned from several threads at once (it is only read).
  */
 #ifndef PEBBLE_STREAMS_H
 #define PEBBLE_STREAMS_H
