@@ -68,6 +68,8 @@ struct pbl_exec {
     int                 captured;     /* the backend holds a capture of the current pointers */
     uint64_t            runs;
     char               *kernel_err;   /* n_streams * KERR */
+    char               *scratch;      /* CPU kernels' scratch: n_streams * scratch_bytes */
+    size_t              scratch_bytes;
     char                errmsg[512];
 };
 
@@ -121,6 +123,7 @@ PBL__API void pbl_exec_destroy(pbl_exec *e)
     size_t nsteps1 = (size_t)e->n_steps + 1;
     pbl__stream_sync_free(&e->sync, &e->mem);
     pbl__mem_free(&e->mem, e->kernel_err, (size_t)(e->n_streams ? e->n_streams : 1) * KERR);
+    pbl__mem_free(&e->mem, e->scratch, (size_t)e->n_streams * e->scratch_bytes);
     pbl__mem_free(&e->mem, e->steps, (size_t)(e->n_steps ? e->n_steps : 1) * sizeof *e->steps);
     pbl__mem_free(&e->mem, e->io_pool, (e->n_io ? e->n_io : 1) * sizeof *e->io_pool);
     pbl__mem_free(&e->mem, e->meta_pool, (e->n_io ? e->n_io : 1) * sizeof *e->meta_pool);
@@ -168,6 +171,23 @@ static pbl_status build_steps(pbl_exec *e, const int32_t *order, const int32_t *
                                 .attr = nd->attr, .n_in = nd->n_in, .n_out = nd->n_out,
                                 .err = e->kernel_err + (size_t)s->stream * KERR, .errlen = KERR };
         at += (size_t)(nd->n_in + nd->n_out);
+        if (e->be == &pbl__backend_cpu && s->op->cpu_scratch) {
+            size_t need = s->op->cpu_scratch(&s->args);
+            if (need > e->scratch_bytes)
+                e->scratch_bytes = need;
+        }
+    }
+    /* one scratch per stream, the most any step needs: kernels on two streams run at once */
+    if (e->scratch_bytes) {
+        e->scratch = pbl__mem_alloc(&e->mem, (size_t)e->n_streams * e->scratch_bytes);
+        if (!e->scratch) {
+            e->scratch_bytes = 0;
+            return pbl__exec_fail(e, PBL_ERR_NOMEM, "out of memory for the kernels' scratch");
+        }
+        for (int32_t i = 0; i < n; i++) {
+            e->steps[i].args.scratch = e->scratch + (size_t)e->steps[i].stream * e->scratch_bytes;
+            e->steps[i].args.scratch_bytes = e->scratch_bytes;
+        }
     }
     return PBL_OK;
 }

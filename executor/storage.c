@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "graph/planner/plan_internal.h"
 #include "graph/streams/stream_internal.h"
 #include "graph/ir/registry.h"
 
@@ -172,8 +173,13 @@ pbl_status pbl__storage_plan(const pbl_graph *g, const pbl_exec_options *o, int3
             return st;
         }
     }
-    int64_t lb = pbl_records_lower_bound(s->live.records, s->live.n_records);
-    s->lower_bound = lb > 0 ? (uint64_t)lb : 0;
+    int64_t lb = pbl__records_lower_bound(s->live.records, s->live.n_records, o->allocator);
+    if (lb < 0) {
+        snprintf(err, errlen, "out of memory");
+        pbl__storage_free(s, m);
+        return PBL_ERR_NOMEM;
+    }
+    s->lower_bound = (uint64_t)lb;
     /* the baseline under its one definition: the naive strategy on these very records, so it
      * is what `pebble plan --strategy naive` prints for the graph (place_values sums the
      * other baseline, every value apart: unshared_bytes) */

@@ -158,6 +158,7 @@ const pbl__op pbl__op_conv2d = {
     .grad_reads_in = 0x3, /* w for dx, x for dw; b's data is never read */
     .cost = conv_cost,
     .cpu = pbl__cpu_conv2d,
+    .cpu_scratch = pbl__cpu_conv2d_scratch,
 };
 
 const pbl__op pbl__op_conv2d_grad_input = {
@@ -166,6 +167,7 @@ const pbl__op pbl__op_conv2d_grad_input = {
     .infer = conv_grad_input_infer,
     .cost = conv_grad_input_cost,
     .cpu = pbl__cpu_conv2d_grad_input,
+    .cpu_scratch = pbl__cpu_conv2d_grad_input_scratch,
 };
 
 const pbl__op pbl__op_conv2d_grad_weight = {
@@ -174,4 +176,5 @@ const pbl__op pbl__op_conv2d_grad_weight = {
     .infer = conv_grad_weight_infer,
     .cost = conv_grad_weight_cost,
     .cpu = pbl__cpu_conv2d_grad_weight,
+    .cpu_scratch = pbl__cpu_conv2d_grad_weight_scratch,
 };

@@ -255,6 +255,58 @@ static void test_unlimited(void **state)
     pbl_graph_destroy(n.g);
 }
 
+/* A convolution (its CPU kernels use the column-buffer scratch the runtime allocates at
+ * create): dynamic mode, with no budget and with half of it, gives the planned bits. */
+static void test_conv(void **state)
+{
+    (void)state;
+    enum { B = 2, C = 3, S = 6, F = 4, CLS = 3 };
+    net n = { .batch = B, .in = C * S * S, .classes = CLS };
+    assert_int_equal(pbl_graph_create(&n.g, NULL), PBL_OK);
+    pbl_graph *g = n.g;
+    n.x = pbl_input(g, "x", PBL_SHAPE(B, C * S * S));
+    n.y = pbl_label(g, "y", PBL_I32, PBL_SHAPE(B));
+    n.p[n.np++] = pbl_param(g, "wc", PBL_SHAPE(F, C, 3, 3));
+    n.p[n.np++] = pbl_param(g, "wf", PBL_SHAPE(CLS, F * S * S));
+    n.p[n.np++] = pbl_param(g, "bf", PBL_SHAPE(CLS));
+    static const int64_t pad[4] = { 1, 1, 1, 1 };
+    const pbl_attr attrs[] = { PBL_ATTR_INTS("pad", pad, 4) };
+    pbl_value in[2] = { pbl_reshape(g, n.x, PBL_SHAPE(B, C, S, S)), n.p[0] }, h;
+    pbl_node_desc d = { .op = "conv2d", .name = "conv", .inputs = in, .n_inputs = 2, .attrs = attrs, .n_attrs = 1 };
+    assert_int_equal(pbl_graph_add_node(g, &d, NULL, &h), PBL_OK);
+    n.logits = pbl_fully_connected(g, pbl_flatten(g, pbl_relu(g, h), 1), n.p[1], n.p[2]);
+    n.loss = pbl_softmax_cross_entropy(g, n.logits, n.y);
+    assert_int_equal(pbl_graph_build_status(g), PBL_OK);
+    assert_int_equal(pbl_graph_set_output(g, "loss", n.loss), PBL_OK);
+    assert_int_equal(pbl_graph_set_output(g, "logits", n.logits), PBL_OK);
+    pbl_value grads[3];
+    assert_int_equal(pbl_graph_gradient(g, n.loss, n.p, n.np, grads), PBL_OK);
+    pbl_optimizer_options o = pbl_optimizer_options_default(PBL_OPTIM_ADAM);
+    assert_int_equal(pbl_graph_add_optimizer(g, &o, n.p, grads, n.np), PBL_OK);
+
+    char err[512];
+    result plain, dyn, tight;
+    pbl_exec_options eo = pbl_exec_options_default();
+    assert_int_equal(train(&n, &eo, 3, &plain, err, sizeof err), PBL_OK);
+    eo.storage = PBL_STORAGE_DYNAMIC;
+    assert_int_equal(train(&n, &eo, 3, &dyn, err, sizeof err), PBL_OK);
+    assert_memory_equal(dyn.bytes, plain.bytes, plain.n);
+    eo.budget = dyn.st.dynamic_unlimited_peak / 2;
+    if (eo.budget < dyn.st.dynamic_min_budget)
+        eo.budget = dyn.st.dynamic_min_budget;
+    if (train(&n, &eo, 3, &tight, err, sizeof err) == PBL_ERR_BUDGET) /* the smallest that works */
+        eo.budget = named_budget(err);
+    assert_int_equal(train(&n, &eo, 3, &tight, err, sizeof err), PBL_OK);
+    assert_memory_equal(tight.bytes, plain.bytes, plain.n);
+    printf("  conv net: dynamic mode unlimited and at %llu of %llu bytes (%lld evictions): the planned bits\n",
+           (unsigned long long)eo.budget, (unsigned long long)dyn.st.dynamic_unlimited_peak,
+           (long long)tight.st.evictions);
+    free(plain.bytes);
+    free(dyn.bytes);
+    free(tight.bytes);
+    pbl_graph_destroy(g);
+}
+
 /* A budget below what can work is refused at create with the smallest budget that works;
  * that budget runs (same bits), and one chunk less is refused again. */
 static void test_budget_too_small(void **state)
@@ -601,6 +653,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_victim),
         cmocka_unit_test(test_unlimited),
+        cmocka_unit_test(test_conv),
         cmocka_unit_test(test_mlp_budgets),
         cmocka_unit_test(test_mlp100_budgets),
         cmocka_unit_test(test_budget_too_small),

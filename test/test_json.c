@@ -539,6 +539,38 @@ static void test_allocation_failures(void **state)
         assert_true(total > 10);
     }
     remove(path);
+
+    /* pbl_graph_to_json's text comes from the graph's allocator: each of its allocations
+     * failed in turn is PBL_ERR_NOMEM with nothing more live, and the text is the same */
+    counting c = { .fail_at = -1 };
+    pbl_allocator a = { c_alloc, c_free, &c };
+    pbl_graph *h;
+    assert_int_equal(pbl_graph_from_json(&h, t, len, &a, err, sizeof err), PBL_OK);
+    long blocks = c.live_blocks, start = c.count;
+    size_t bytes = c.live_bytes;
+    char *u;
+    size_t ulen;
+    assert_int_equal(pbl_graph_to_json(h, &u, &ulen, err, sizeof err), PBL_OK);
+    long n_json = c.count - start;
+    assert_int_equal(ulen, len);
+    assert_memory_equal(u, t, len);
+    assert_int_equal(c.live_blocks, blocks + 1);
+    pbl_json_free(u);
+    assert_int_equal(c.live_blocks, blocks);
+    assert_int_equal(c.live_bytes, bytes);
+    for (long n = 0; n < n_json; n++) {
+        c.fail_at = c.count + n;
+        u = (char *)&u;
+        assert_int_equal(pbl_graph_to_json(h, &u, &ulen, err, sizeof err), PBL_ERR_NOMEM);
+        assert_null(u);
+        assert_int_equal(c.live_blocks, blocks);
+        assert_int_equal(c.live_bytes, bytes);
+    }
+    printf("  mlp_train to text (%zu bytes): %ld allocations from the graph's allocator, each failed in turn: "
+           "PBL_ERR_NOMEM and nothing more live\n", len, n_json);
+    assert_true(n_json >= 1);
+    pbl_graph_destroy(h);
+    assert_int_equal(c.live_blocks, 0);
     pbl_json_free(t);
     pbl_graph_destroy(g);
 }

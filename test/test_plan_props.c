@@ -462,6 +462,7 @@ static void test_allocation_failures(void **state)
             pbl_status s = pbl_plan_records(r, 60, name, &o, &a, err, sizeof err);
             runs++;
             if (s == PBL_OK) {
+                c.fail_at = -1; /* the check of the result: its scratch comes from al too */
                 assert_int_equal(pbl_plan_verify(r, 60, &a, 64, 0, err, sizeof err), PBL_OK);
                 pbl_assignment_free(&a);
             } else if (s != PBL_ERR_NOMEM && s != PBL_ERR_UNSUPPORTED) {
@@ -477,6 +478,35 @@ static void test_allocation_failures(void **state)
         }
     }
     printf("allocation failures: %ld runs over %d strategies, no leak\n", runs, (int)pbl_plan_strategy_count());
+
+    /* pbl_plan_verify's scratch comes from the assignment's allocator: failing each of its
+     * allocations is PBL_ERR_NOMEM and frees what it took */
+    counting c = { .fail_at = -1 };
+    pbl_allocator al = { c_alloc, c_free, &c };
+    pbl_plan_options o = pbl_plan_options_default();
+    o.allocator = &al;
+    pbl_assignment a;
+    char err[256];
+    assert_int_equal(pbl_plan_records(r, 60, "naive", &o, &a, err, sizeof err), PBL_OK);
+    size_t held = c.live;
+    long before = c.count, verify_allocs = 0;
+    for (;; verify_allocs++) {
+        c.fail_at = before + verify_allocs;
+        c.failed = 0;
+        c.count = before;
+        pbl_status s = pbl_plan_verify(r, 60, &a, 1, 0, err, sizeof err);
+        assert_int_equal(c.live, held);
+        if (!c.failed) {
+            assert_int_equal(s, PBL_OK);
+            break;
+        }
+        assert_int_equal(s, PBL_ERR_NOMEM);
+    }
+    printf("pbl_plan_verify: each of its %ld allocations failed in turn: PBL_ERR_NOMEM, nothing leaked\n",
+           verify_allocs);
+    assert_int_equal(verify_allocs, 2);
+    pbl_assignment_free(&a);
+    assert_int_equal(c.live, 0);
 }
 
 /* ---- MiniMalloc's example --------------------------------------------------------------------- */

@@ -92,6 +92,8 @@ struct pbl__dtr {
     int64_t             last_evictions, last_remats;
     int32_t             last_max_depth;
     char                kerr[256];
+    void               *scratch;    /* CPU kernels' scratch: the most a scheduled node needs */
+    size_t              scratch_bytes;
 };
 
 #define ARR(d, p, n) ((p) = pbl__mem_calloc((d)->mem, (size_t)((n) ? (n) : 1) * sizeof *(p)))
@@ -276,7 +278,7 @@ static pbl_status exec_node(pbl__dtr *d, void **ptr, const frame *f, char *err, 
         d->kerr[0] = '\0';
         pbl__kargs a = { .in = in, .out = out, .in_meta = in_meta, .out_meta = out_meta, .attr = nd->attr,
                          .n_in = nd->n_in, .n_out = nd->n_out, .run = d->run, .err = d->kerr,
-                         .errlen = sizeof d->kerr };
+                         .errlen = sizeof d->kerr, .scratch = d->scratch, .scratch_bytes = d->scratch_bytes };
         const pbl__op *op = pbl__op_get(nd->op);
         /* eager: the kernel must be done before its inputs can be freed or evicted */
         s = d->be->run(d->bctx, 0, op, &a);
@@ -671,7 +673,37 @@ void pbl__dtr_destroy(pbl__dtr *d)
     FREE(d, d->res, nv);
     FREE(d, d->res_pos, nv);
     pbl__dtr_dsu_free(&d->dsu, d->mem);
+    pbl__mem_free(d->mem, d->scratch, d->scratch_bytes);
     pbl__mem_free(d->mem, d, sizeof *d);
+}
+
+/* The most scratch a scheduled node's CPU kernel needs (rematerialisation reruns scheduled
+ * nodes only), allocated once here: kernels never allocate. */
+static pbl_status alloc_scratch(pbl__dtr *d)
+{
+    if (d->be != &pbl__backend_cpu)
+        return PBL_OK;
+    size_t most = 0;
+    for (int32_t t = 0; t < d->n_steps; t++) {
+        const pbl__node *nd = &d->g->nodes[d->schedule[t]];
+        const pbl__op *op = pbl__op_get(nd->op);
+        if (!op->cpu_scratch)
+            continue;
+        pbl__meta in_meta[PBL__MAX_IN], out_meta[PBL__MAX_OUT];
+        for (int32_t k = 0; k < nd->n_in; k++)
+            in_meta[k] = d->g->values[nd->in[k]].meta;
+        for (int32_t k = 0; k < nd->n_out; k++)
+            out_meta[k] = d->g->values[nd->out[k]].meta;
+        pbl__kargs a = { .in_meta = in_meta, .out_meta = out_meta, .attr = nd->attr, .n_in = nd->n_in,
+                         .n_out = nd->n_out };
+        size_t need = op->cpu_scratch(&a);
+        if (need > most)
+            most = need;
+    }
+    if (most && !(d->scratch = pbl__mem_alloc(d->mem, most)))
+        return PBL_ERR_NOMEM;
+    d->scratch_bytes = most;
+    return PBL_OK;
 }
 
 pbl_status pbl__dtr_create(pbl__dtr **out, const pbl__dtr_config *c, char *err, size_t errlen)
@@ -691,6 +723,8 @@ pbl_status pbl__dtr_create(pbl__dtr **out, const pbl__dtr_config *c, char *err, 
     d->n_steps = c->st->live.n_steps;
     d->schedule = c->st->live.schedule;
     pbl_status s = build_tables(d, err, errlen);
+    if (s == PBL_OK && alloc_scratch(d) != PBL_OK)
+        s = pbl__errf(err, errlen, PBL_ERR_NOMEM, "dynamic mode: out of memory for the kernels' scratch");
     if (s == PBL_OK)
         s = check_budget(d, err, errlen);
     if (s == PBL_OK) {

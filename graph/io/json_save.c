@@ -16,13 +16,28 @@
 #include "graph/ir/registry.h"
 #include "pebble/json.h"
 
+/* The text handed out sits after a header that says how to free it: it comes from the
+ * graph's allocator, and pbl_json_free gets only the pointer. */
+typedef struct text_head {
+    pbl_allocator hook;   /* zeroed: malloc/free */
+    size_t        bytes;  /* the whole block, header included */
+} text_head;
+
 /* A growing text; `failed` is sticky so a whole document can be written and checked once. */
 typedef struct text {
+    pbl__mem m;        /* the graph's hook, counted here: the graph is only read */
+    char  *block;      /* a text_head, then cap bytes of text */
     char  *p;
     size_t len, cap;
     int    failed;     /* out of memory */
     const char *bad;   /* a string that is not UTF-8, else NULL */
 } text;
+
+static void text_drop(text *t)
+{
+    pbl__mem_free(&t->m, t->block, sizeof(text_head) + t->cap);
+    t->block = t->p = NULL;
+}
 
 static void put(text *t, const char *s, size_t n)
 {
@@ -32,12 +47,13 @@ static void put(text *t, const char *s, size_t n)
         size_t cap = t->cap ? t->cap : 4096;
         while (cap < t->len + n + 1)
             cap *= 2;
-        char *q = realloc(t->p, cap);
+        char *q = pbl__mem_resize(&t->m, t->block, t->block ? sizeof(text_head) + t->cap : 0, sizeof(text_head) + cap);
         if (!q) {
             t->failed = 1;
             return;
         }
-        t->p = q;
+        t->block = q;
+        t->p = q + sizeof(text_head);
         t->cap = cap;
     }
     memcpy(t->p + t->len, s, n);
@@ -234,6 +250,7 @@ PBL__API pbl_status pbl_graph_to_json(const pbl_graph *g, char **out, size_t *le
     if (!g || !out)
         return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "pbl_graph_to_json: no graph or no place for the text");
     text t = { 0 };
+    pbl__mem_init(&t.m, &g->mem.hook);
     putf(&t, "{\n  \"format\": \"pebble-graph\",\n  \"version\": \"%d.%d\",\n", PBL_JSON_VERSION_MAJOR,
          PBL_JSON_VERSION_MINOR);
     if (g->has_gradient)
@@ -272,7 +289,7 @@ PBL__API pbl_status pbl_graph_to_json(const pbl_graph *g, char **out, size_t *le
     puts_(&t, g->n_outputs ? "\n  ]\n}\n" : "]\n}\n");
 
     if (t.failed) {
-        free(t.p);
+        text_drop(&t);
         return pbl__errf(err, errlen, PBL_ERR_NOMEM, "graph to JSON: out of memory (%zu bytes of text written)", t.len);
     }
     if (t.bad) {
@@ -281,10 +298,13 @@ PBL__API pbl_status pbl_graph_to_json(const pbl_graph *g, char **out, size_t *le
         for (; t.bad[k] && k < 40; k++)
             shown[k] = (unsigned char)t.bad[k] >= 0x20 && (unsigned char)t.bad[k] < 0x7f ? t.bad[k] : '?';
         shown[k] = '\0';
-        free(t.p);
+        text_drop(&t);
         return pbl__errf(err, errlen, PBL_ERR_UNSUPPORTED, "graph to JSON: the name '%s' is not valid UTF-8, which JSON cannot hold",
                    shown);
     }
+    text_head *h = (text_head *)t.block;
+    h->hook = t.m.hook;
+    h->bytes = sizeof *h + t.cap;
     *out = t.p;
     if (len)
         *len = t.len;
@@ -293,7 +313,13 @@ PBL__API pbl_status pbl_graph_to_json(const pbl_graph *g, char **out, size_t *le
 
 PBL__API void pbl_json_free(char *text_)
 {
-    free(text_);
+    if (!text_)
+        return;
+    text_head *h = (text_head *)(text_ - sizeof(text_head));
+    pbl__mem m;
+    pbl__mem_init(&m, &h->hook);
+    m.live = h->bytes; /* a fresh count that holds just this block */
+    pbl__mem_free(&m, h, h->bytes);
 }
 
 PBL__API pbl_status pbl_graph_save_json(const pbl_graph *g, const char *path, char *err, size_t errlen)
@@ -316,6 +342,6 @@ PBL__API pbl_status pbl_graph_save_json(const pbl_graph *g, const char *path, ch
         if (s == PBL_OK)
             s = c;
     }
-    free(body);
+    pbl_json_free(body);
     return s;
 }

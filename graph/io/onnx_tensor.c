@@ -208,6 +208,10 @@ static pbl_status tensor_parse(const uint8_t *bytes, size_t len, const char *pat
 {
     pbl_status s = PBL_OK;
     pbl__onnx_pb pb = { .m = m };
+    /* heap: what the caller gets; pbl_onnx_tensor has no allocator, so that is malloc'd (a
+     * pbl__mem without a hook), and pbl_onnx_tensor_free frees it the same way */
+    pbl__mem heap;
+    pbl__mem_init(&heap, NULL);
     ProtobufCAllocator pa = pbl__onnx_pb_allocator(&pb);
     Onnx__TensorProto *t = onnx__tensor_proto__unpack(&pa, len, bytes);
     pbl__onnx_data d = { 0 };
@@ -218,21 +222,19 @@ static pbl_status tensor_parse(const uint8_t *bytes, size_t len, const char *pat
     }
     char what[512];
     snprintf(what, sizeof what, "%s", path);
-    pbl__mem heap;
-    pbl__mem_init(&heap, NULL);
     s = pbl__onnx_data_decode(t, &heap, m, &d, what, err, errlen);
     if (s != PBL_OK)
         goto done;
     out->shape = d.shape;
-    out->name = strdup(t->name ? t->name : "");
+    out->name = pbl__mem_strdup(&heap, t->name ? t->name : "");
     if (d.is_int) {
         out->dtype = PBL_I32;
-        int32_t *v = malloc((size_t)d.numel * sizeof *v);
+        int32_t *v = pbl__mem_alloc(&heap, (size_t)d.numel * sizeof *v);
         if (v) {
             for (int64_t i = 0; i < d.numel; i++) {
                 if (d.ints[i] < INT32_MIN || d.ints[i] > INT32_MAX) {
-                    free(v);
-                    free(out->name);
+                    pbl__mem_free(&heap, v, (size_t)d.numel * sizeof *v);
+                    pbl__mem_strfree(&heap, out->name);
                     memset(out, 0, sizeof *out);
                     s = pbl__errf(err, errlen, PBL_ERR_UNSUPPORTED, "%s: element %lld is %lld, outside int32", path,
                              (long long)i, (long long)d.ints[i]);
@@ -245,7 +247,7 @@ static pbl_status tensor_parse(const uint8_t *bytes, size_t len, const char *pat
         out->bytes = (size_t)d.numel * sizeof *v;
     } else {
         out->dtype = PBL_F32;
-        out->data = d.f; /* heap is plain malloc: ownership passes to the caller */
+        out->data = d.f; /* from heap: ownership passes to the caller */
         d.f = NULL;
         out->bytes = (size_t)d.numel * sizeof(float);
     }
@@ -254,8 +256,7 @@ static pbl_status tensor_parse(const uint8_t *bytes, size_t len, const char *pat
         s = pbl__errf(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", path);
     }
 done:
-    if (d.f)
-        free(d.f);
+    pbl__mem_free(&heap, d.f, (size_t)d.numel * sizeof *d.f);
     pbl__mem_free(m, d.ints, d.ints ? (size_t)d.numel * sizeof *d.ints : 0);
     if (t)
         onnx__tensor_proto__free_unpacked(t, &pa);
@@ -315,7 +316,9 @@ PBL__API pbl_status pbl_onnx_tensor_write(const char *path, const pbl_onnx_tenso
     tp.raw_data.len = t->bytes;
     tp.raw_data.data = t->data;
     size_t n = onnx__tensor_proto__get_packed_size(&tp);
-    uint8_t *buf = malloc(n ? n : 1);
+    pbl__mem m;
+    pbl__mem_init(&m, NULL);
+    uint8_t *buf = pbl__mem_alloc(&m, n ? n : 1);
     if (!buf)
         return pbl__errf(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", path);
     onnx__tensor_proto__pack(&tp, buf);
@@ -331,7 +334,7 @@ PBL__API pbl_status pbl_onnx_tensor_write(const char *path, const pbl_onnx_tenso
         if (s == PBL_OK)
             s = c;
     }
-    free(buf);
+    pbl__mem_free(&m, buf, n ? n : 1);
     return s;
 }
 
@@ -339,7 +342,9 @@ PBL__API void pbl_onnx_tensor_free(pbl_onnx_tensor *t)
 {
     if (!t)
         return;
-    free(t->name);
-    free(t->data);
+    pbl__mem m; /* as pbl_onnx_tensor_read allocated them: no hook */
+    pbl__mem_init(&m, NULL);
+    pbl__mem_strfree(&m, t->name);
+    pbl__mem_free(&m, t->data, t->bytes);
     memset(t, 0, sizeof *t);
 }

@@ -76,6 +76,9 @@ typedef struct pbl__kargs {
     char                *err;       /* a kernel that fails on its data explains here */
     size_t               errlen;
     const pbl__par      *par;       /* CPU: threads to split long loops over, or NULL (serial) */
+    void                *scratch;   /* CPU: host memory for this kernel alone while it runs (its
+                                       stream's), at least the op's cpu_scratch bytes */
+    size_t               scratch_bytes;
 } pbl__kargs;
 
 /* A node's work, from its shapes alone: the one cost model of pebble. graph/ir/cost.h turns
@@ -127,6 +130,11 @@ typedef struct pbl__op {
     int32_t               n_mutates;
     pbl__cost_fn          cost;             /* NULL: a map (the default of pbl__cost_fn) */
     pbl__cpu_fn           cpu;              /* NULL: shape-only, planned but never run */
+    /* Optional: the host scratch bytes the CPU kernel needs for a node (from the kargs'
+     * metas and attrs; data pointers unset). The executor allocates the most any step
+     * needs once per stream, at create, through its accounted allocator, so kernels never
+     * allocate. NULL: none. */
+    size_t              (*cpu_scratch)(const pbl__kargs *a);
 } pbl__op;
 
 /* Helpers shared by shape rules. */

@@ -179,11 +179,12 @@ static int cmp_event(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-PBL__API int64_t pbl_records_lower_bound(const pbl_usage_record *r, int32_t n)
+int64_t pbl__records_lower_bound(const pbl_usage_record *r, int32_t n, const pbl_allocator *al)
 {
     if (n <= 0)
         return 0;
-    event *e = malloc((size_t)n * 2 * sizeof *e);
+    size_t bytes = (size_t)n * 2 * sizeof(event);
+    event *e = pbl__plan_alloc(al, bytes);
     if (!e)
         return -1;
     for (int32_t i = 0; i < n; i++) {
@@ -197,8 +198,13 @@ PBL__API int64_t pbl_records_lower_bound(const pbl_usage_record *r, int32_t n)
         if (live > best)
             best = live;
     }
-    free(e);
+    pbl__plan_free(al, e, bytes);
     return best;
+}
+
+PBL__API int64_t pbl_records_lower_bound(const pbl_usage_record *r, int32_t n)
+{
+    return pbl__records_lower_bound(r, n, NULL);
 }
 
 static pbl_status check_records(const pbl_usage_record *r, int32_t n, char *err, size_t errlen)
@@ -296,9 +302,9 @@ static pbl_status plan_best(const pbl__plan_in *in0, pbl_assignment *out, char *
     double t0 = pbl__plan_now(), budget = in.opt.time_limit > 0 ? in.opt.time_limit : pbl_plan_best_budget(in.n);
     memset(rep, 0, sizeof *rep);
     rep->budget = budget;
-    rep->lower_bound = pbl_records_lower_bound(in.r, in.n);
+    rep->lower_bound = pbl__records_lower_bound(in.r, in.n, in.opt.allocator);
     if (rep->lower_bound < 0)
-        return PBL_ERR_NOMEM;
+        return pbl__errf(err, errlen, PBL_ERR_NOMEM, "plan: out of memory");
     in.deadline = t0 + budget;
     in.opt.report = NULL;
 
@@ -339,6 +345,11 @@ static pbl_status plan_best(const pbl__plan_in *in0, pbl_assignment *out, char *
         }
         if (st == PBL_OK)
             st = pbl_plan_verify(in.r, in.n, &a, in.opt.align, in.opt.capacity, NULL, 0);
+        if (st == PBL_ERR_NOMEM) { /* the verifier's scratch: no verdict, so no result */
+            pbl_assignment_free(&a);
+            pbl_assignment_free(&best);
+            return st;
+        }
         step->seconds = pbl__plan_now() - s0;
         if (st != PBL_OK) {
             step->outcome = step->status == PBL_ERR_TIMEOUT ? PBL_PLAN_CUT_OFF
@@ -411,7 +422,12 @@ PBL__API pbl_status pbl_plan_records(const pbl_usage_record *r, int32_t n, const
         snprintf(err, errlen, "strategy '%s': %s", name, pbl_status_str(s));
     if (s != PBL_OK)
         return s;
-    if (!a.optimal && a.arena == pbl_records_lower_bound(r, n))
+    int64_t bound = a.optimal ? 0 : pbl__records_lower_bound(r, n, in.opt.allocator);
+    if (bound < 0) {
+        pbl_assignment_free(&a);
+        return pbl__errf(err, errlen, PBL_ERR_NOMEM, "plan: out of memory");
+    }
+    if (!a.optimal && a.arena == bound)
         a.optimal = 1;
     *out = a;
     return PBL_OK;

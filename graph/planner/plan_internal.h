@@ -78,6 +78,8 @@ static inline int pbl__plan_expired(const pbl__plan_in *in)
 
 void      *pbl__plan_alloc(const pbl_allocator *al, size_t bytes);   /* NULL on failure */
 void       pbl__plan_free(const pbl_allocator *al, void *p, size_t bytes);
+/* pbl_records_lower_bound with its scratch from al (NULL: malloc); -1 if out of memory. */
+int64_t    pbl__records_lower_bound(const pbl_usage_record *r, int32_t n, const pbl_allocator *al);
 
 static inline int64_t pbl__align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
 

@@ -34,11 +34,13 @@ PBL__API pbl_status pbl_plan_verify(const pbl_usage_record *r, int32_t n, const 
     if (n == 0)
         return PBL_OK;
 
-    pbl__key2 *ev = malloc((size_t)n * 2 * sizeof *ev);
-    int32_t *live = malloc((size_t)n * sizeof *live); /* live records sorted by offset */
+    /* scratch from the assignment's allocator: the caller's hook reaches it */
+    size_t ev_bytes = (size_t)n * 2 * sizeof(pbl__key2), live_bytes = (size_t)n * sizeof(int32_t);
+    pbl__key2 *ev = pbl__plan_alloc(a->allocator, ev_bytes);
+    int32_t *live = pbl__plan_alloc(a->allocator, live_bytes); /* live records sorted by offset */
     if (!ev || !live) {
-        free(ev);
-        free(live);
+        pbl__plan_free(a->allocator, ev, ev_bytes);
+        pbl__plan_free(a->allocator, live, live_bytes);
         return pbl__errf(err, errlen, PBL_ERR_NOMEM, "verify: out of memory");
     }
     for (int32_t i = 0; i < n; i++) {
@@ -79,7 +81,7 @@ PBL__API pbl_status pbl_plan_verify(const pbl_usage_record *r, int32_t n, const 
         live[lo] = i;
         n_live++;
     }
-    free(ev);
-    free(live);
+    pbl__plan_free(a->allocator, ev, ev_bytes);
+    pbl__plan_free(a->allocator, live, live_bytes);
     return s;
 }

@@ -314,7 +314,7 @@ static int64_t safe_lower_bound(const pbl_stream_plan *sp, const pbl_stream_reco
     if (summarise(sp, sr, m, &y) != PBL_OK)
         return -1;
     pbl_usage_record *w = safe_records(&y, sr, m);
-    int64_t lb = w ? pbl_records_lower_bound(w, sr->n_records) : -1;
+    int64_t lb = w ? pbl__records_lower_bound(w, sr->n_records, &m->hook) : -1;
     pbl__mem_free(m, w, (size_t)(y.n ? y.n : 1) * sizeof *w);
     summary_free(&y);
     return lb;

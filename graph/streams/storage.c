@@ -5,6 +5,7 @@
 
 #include "graph/base/errmsg.h"
 #include "graph/ir/graph_internal.h"
+#include "graph/planner/plan_internal.h"
 #include "graph/streams/stream_internal.h"
 
 static const char *value_name(const pbl_graph *g, pbl_value v) { return g->values[v].name; }
@@ -35,10 +36,13 @@ PBL__API pbl_status pbl_graph_stream_storage(const pbl_graph *g, pbl_stream_plan
     pbl_status s = pbl_graph_stream_liveness(g, sp, &lo, &out->live, err, errlen);
     if (s != PBL_OK)
         return s;
-    out->lower_bound = pbl_records_lower_bound(out->live.records, out->live.n_records);
+    out->lower_bound = pbl__records_lower_bound(out->live.records, out->live.n_records, o.allocator);
     char why[512] = "";
     int32_t ra = -1, rb = -1;
-    s = pbl__stream_plan_records(sp, &out->live, &o, &out->plan, &out->n_added_waits, &ra, &rb, why, sizeof why);
+    if (out->lower_bound < 0)
+        s = pbl__errf(why, sizeof why, PBL_ERR_NOMEM, "out of memory");
+    else
+        s = pbl__stream_plan_records(sp, &out->live, &o, &out->plan, &out->n_added_waits, &ra, &rb, why, sizeof why);
     if (s != PBL_OK) {
         if (ra >= 0 && rb >= 0)
             pbl__errf(err, errlen, s, "stream storage: values '%s' and '%s': %s",

@@ -83,7 +83,8 @@ extern "C" {
 #define PBL_JSON_VERSION_MINOR 0
 
 /* Writes g as JSON text into a new NUL-terminated buffer *text of *len bytes (len may be
- * NULL), to be released with pbl_json_free. Returns PBL_OK, PBL_ERR_UNSUPPORTED (a name that
+ * NULL), allocated with g's allocator (pbl_graph_options.allocator, which must then outlive
+ * the text) and released with pbl_json_free. Returns PBL_OK, PBL_ERR_UNSUPPORTED (a name that
  * is not valid UTF-8, which JSON cannot hold) or PBL_ERR_NOMEM; err (may be NULL) explains. */
 pbl_status pbl_graph_to_json(const pbl_graph *g, char **text, size_t *len, char *err, size_t errlen);
 

@@ -4,7 +4,6 @@
  *                                                      the input element it was copied from)
  *   conv2d_grad_weight dw_g = Σ_n dy_g · col_g(x)ᵀ   (samples added in order, sgemm beta 1) */
 #include <cblas.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "ops/cpu/kernels.h"
@@ -74,28 +73,70 @@ static conv_geom conv_geom_of(const pbl__kargs *a, const pbl_shape *xs, const pb
     return g;
 }
 
-/* One column matrix. The executor has no per-kernel scratch memory yet: it comes from malloc,
- * and its failure is PBL_ERR_NOMEM naming the op. */
-static pbl_status col_alloc(const pbl__kargs *a, const char *op, const conv_geom *g, float **col)
+/* The geometries of the three kernels: the same unpacking, from the shapes each one has. */
+static conv_geom geom_conv2d(const pbl__kargs *a)
 {
-    if ((*col = malloc((size_t)(g->K * g->P) * sizeof **col)))
+    return conv_geom_of(a, &a->in_meta[0].shape, &a->in_meta[1].shape, &a->out_meta[0].shape);
+}
+static conv_geom geom_grad_input(const pbl__kargs *a)
+{
+    return conv_geom_of(a, &a->out_meta[0].shape, &a->in_meta[1].shape, &a->in_meta[0].shape);
+}
+static conv_geom geom_grad_weight(const pbl__kargs *a)
+{
+    return conv_geom_of(a, &a->in_meta[1].shape, &a->out_meta[0].shape, &a->in_meta[0].shape);
+}
+
+/* a 1x1 kernel with stride 1 and no padding reads x as it lies: no im2col */
+static int is_direct(const conv_geom *g)
+{
+    const pbl__window *w = &g->win;
+    return g->K == g->Cg && w->stride[0] == 1 && w->stride[1] == 1 && !w->pad[0] && !w->pad[1] && !w->pad[2] &&
+           !w->pad[3];
+}
+
+static size_t col_bytes(const conv_geom *g) { return (size_t)(g->K * g->P) * sizeof(float); }
+
+/* The column matrix of one (sample, group), in the executor's scratch (op->cpu_scratch sized
+ * it at create), so a kernel allocates nothing. */
+static pbl_status col_get(const pbl__kargs *a, const char *op, const conv_geom *g, float **col)
+{
+    *col = a->scratch;
+    if (a->scratch && a->scratch_bytes >= col_bytes(g))
         return PBL_OK;
-    snprintf(a->err, a->errlen, "%s: out of memory for the column buffer (%lld floats)", op, (long long)(g->K * g->P));
+    snprintf(a->err, a->errlen, "%s: no scratch for the column buffer (%zu bytes given, %zu needed)", op,
+             a->scratch ? a->scratch_bytes : 0, col_bytes(g));
     return PBL_ERR_NOMEM;
+}
+
+size_t pbl__cpu_conv2d_scratch(const pbl__kargs *a)
+{
+    conv_geom g = geom_conv2d(a);
+    return is_direct(&g) ? 0 : col_bytes(&g);
+}
+
+size_t pbl__cpu_conv2d_grad_input_scratch(const pbl__kargs *a)
+{
+    conv_geom g = geom_grad_input(a);
+    return col_bytes(&g);
+}
+
+size_t pbl__cpu_conv2d_grad_weight_scratch(const pbl__kargs *a)
+{
+    conv_geom g = geom_grad_weight(a);
+    return col_bytes(&g);
 }
 
 /* x[N,C,H,W] w[Co,C/g,KH,KW] b?[Co] -> y[N,Co,OH,OW]; per sample and group
  * y_g[Co/g, OH·OW] = w_g[Co/g, C/g·KH·KW] · col_g[C/g·KH·KW, OH·OW] (+ b). */
 pbl_status pbl__cpu_conv2d(const pbl__kargs *a)
 {
-    conv_geom g = conv_geom_of(a, &a->in_meta[0].shape, &a->in_meta[1].shape, &a->out_meta[0].shape);
+    conv_geom g = geom_conv2d(a);
     const pbl__window *win = &g.win;
-    /* a 1x1 kernel with stride 1 and no padding reads x as it lies: no im2col */
-    int direct = g.K == g.Cg && win->stride[0] == 1 && win->stride[1] == 1 && !win->pad[0] && !win->pad[1] &&
-                 !win->pad[2] && !win->pad[3];
+    int direct = is_direct(&g);
     float *col = NULL;
     pbl_status s;
-    if (!direct && (s = col_alloc(a, "conv2d", &g, &col)) != PBL_OK)
+    if (!direct && (s = col_get(a, "conv2d", &g, &col)) != PBL_OK)
         return s;
     const float *x = PBL__IN(a, 0), *wt = PBL__IN(a, 1), *b = a->n_in == 3 ? PBL__IN(a, 2) : NULL;
     float *y = PBL__OUT(a, 0);
@@ -116,7 +157,6 @@ pbl_status pbl__cpu_conv2d(const pbl__kargs *a)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)Cog, (int)P, (int)K, 1.0f, wt + gi * Cog * K,
                         (int)K, direct ? xg : col, (int)P, beta, yg, (int)P);
         }
-    free(col);
     return PBL_OK;
 }
 
@@ -150,9 +190,9 @@ static void col2im(const float *col, int64_t C, int64_t H, int64_t W, const pbl_
  * col[C/g·KH·KW, OH·OW] = w_gᵀ · dy_g, then col2im into dx_g. */
 pbl_status pbl__cpu_conv2d_grad_input(const pbl__kargs *a)
 {
-    conv_geom g = conv_geom_of(a, &a->out_meta[0].shape, &a->in_meta[1].shape, &a->in_meta[0].shape);
+    conv_geom g = geom_grad_input(a);
     float *col;
-    pbl_status s = col_alloc(a, "conv2d_grad_input", &g, &col);
+    pbl_status s = col_get(a, "conv2d_grad_input", &g, &col);
     if (s != PBL_OK)
         return s;
     const float *dy = PBL__IN(a, 0), *wt = PBL__IN(a, 1);
@@ -165,7 +205,6 @@ pbl_status pbl__cpu_conv2d_grad_input(const pbl__kargs *a)
                         (int)K, dy + (n * g.Co + gi * Cog) * P, (int)P, 0.0f, col, (int)P);
             col2im(col, Cg, g.H, g.W, &g.win, g.OH, g.OW, dx + (n * g.C + gi * Cg) * g.H * g.W);
         }
-    free(col);
     return PBL_OK;
 }
 
@@ -173,9 +212,9 @@ pbl_status pbl__cpu_conv2d_grad_input(const pbl__kargs *a)
  * col_g(x_n)ᵀ, the samples added in order (sgemm with beta 1 after the first). */
 pbl_status pbl__cpu_conv2d_grad_weight(const pbl__kargs *a)
 {
-    conv_geom g = conv_geom_of(a, &a->in_meta[1].shape, &a->out_meta[0].shape, &a->in_meta[0].shape);
+    conv_geom g = geom_grad_weight(a);
     float *col;
-    pbl_status s = col_alloc(a, "conv2d_grad_weight", &g, &col);
+    pbl_status s = col_get(a, "conv2d_grad_weight", &g, &col);
     if (s != PBL_OK)
         return s;
     const float *dy = PBL__IN(a, 0), *x = PBL__IN(a, 1);
@@ -189,6 +228,5 @@ pbl_status pbl__cpu_conv2d_grad_weight(const pbl__kargs *a)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)Cog, (int)K, (int)P, 1.0f,
                         dy + (n * g.Co + gi * Cog) * P, (int)P, col, (int)P, n ? 1.0f : 0.0f, dw + gi * Cog * K, (int)K);
         }
-    free(col);
     return PBL_OK;
 }

@@ -11,6 +11,11 @@
 PBL__OP_LIST(PBL__CPU_DECL)
 #undef PBL__CPU_DECL
 
+/* Scratch sizes (pbl__op.cpu_scratch) of the kernels that need some: the column matrix. */
+size_t pbl__cpu_conv2d_scratch(const pbl__kargs *a);
+size_t pbl__cpu_conv2d_grad_input_scratch(const pbl__kargs *a);
+size_t pbl__cpu_conv2d_grad_weight_scratch(const pbl__kargs *a);
+
 /* Hot element-wise loops are compiled for AVX-512 and AVX2 beside the baseline, picked once
  * at load time by the dynamic linker (GCC target_clones), so one binary runs everywhere.
  * Not under ThreadSanitizer: the clones' ifunc resolvers are instrumented and run during

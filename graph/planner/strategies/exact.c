@@ -158,7 +158,7 @@ pbl_status pbl__plan_exact(const pbl__plan_in *in, pbl_assignment *out)
     int64_t g = align;
     for (int32_t i = 0; i < n; i++)
         g = gcd64(g, in->r[i].size);
-    int64_t lb = pbl_records_lower_bound(in->r, n);
+    int64_t lb = pbl__records_lower_bound(in->r, n, al);
     if (lb < 0)
         return PBL_ERR_NOMEM;
     lb = (lb + g - 1) / g * g;
