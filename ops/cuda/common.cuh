@@ -20,6 +20,29 @@ extern "C" {
 
 const char *pbl__cublas_status_str(cublasStatus_t st);
 
+/* One row's max and its sum of exp(x − max) (each exp into e[j] when e is not NULL): the
+ * softmax family's two passes, in the order of ops/cpu/kernels.h's pbl__row_max and
+ * pbl__row_sum_exp, so a row gives the CPU's bits where expf agrees. */
+__device__ static inline float pbl__dev_row_max(const float *x, int64_t n)
+{
+    float mx = x[0];
+    for (int64_t j = 1; j < n; j++)
+        mx = x[j] > mx ? x[j] : mx;
+    return mx;
+}
+
+__device__ static inline float pbl__dev_row_sum_exp(const float *x, int64_t n, float mx, float *e)
+{
+    float sum = 0.0f;
+    for (int64_t j = 0; j < n; j++) {
+        float v = expf(x[j] - mx);
+        if (e)
+            e[j] = v;
+        sum += v;
+    }
+    return sum;
+}
+
 /* The sum of every thread's v over a block of THREADS threads (a power of two), as a tree in
  * part[THREADS] (shared memory): the same order of additions on every launch, so the same
  * bits (no atomics). Every thread of the block must call it; every thread gets the total, and

@@ -33,13 +33,8 @@ __global__ static void ce_k(float *loss, const float *x, const int32_t *lab, int
         if (!label_ok(flag, tag, i, lab[i], c))
             continue;
         const float *xr = x + i * c;
-        float mx = xr[0];
-        for (int64_t j = 1; j < c; j++)
-            mx = xr[j] > mx ? xr[j] : mx;
-        float sum = 0.0f;
-        for (int64_t j = 0; j < c; j++)
-            sum += expf(xr[j] - mx);
-        total += (double)(mx + logf(sum) - xr[lab[i]]);
+        float mx = pbl__dev_row_max(xr, c);
+        total += (double)(mx + logf(pbl__dev_row_sum_exp(xr, c, mx, NULL)) - xr[lab[i]]);
     }
     __shared__ double part[LOSS_THREADS];
     total = pbl__block_sum<LOSS_THREADS>(total, part);
@@ -57,16 +52,8 @@ __global__ static void ce_grad_k(float *dx, const float *x, const int32_t *lab, 
         float scale = dloss[0] / (float)n;
         const float *xr = x + i * c;
         float *dr = dx + i * c;
-        float mx = xr[0];
-        for (int64_t j = 1; j < c; j++)
-            mx = xr[j] > mx ? xr[j] : mx;
-        float sum = 0.0f;
-        for (int64_t j = 0; j < c; j++) {
-            float e = expf(xr[j] - mx);
-            dr[j] = e;
-            sum += e;
-        }
-        float inv = scale / sum;
+        float mx = pbl__dev_row_max(xr, c);
+        float inv = scale / pbl__dev_row_sum_exp(xr, c, mx, dr);
         for (int64_t j = 0; j < c; j++)
             dr[j] *= inv;
         dr[lab[i]] -= scale;

@@ -15,16 +15,8 @@ __global__ static void softmax_k(float *y, const float *x, int64_t rows, int64_t
     PBL__GRID_LOOP(r, rows) {
         const float *xr = x + r * cols;
         float *yr = y + r * cols;
-        float mx = xr[0];
-        for (int64_t j = 1; j < cols; j++)
-            mx = xr[j] > mx ? xr[j] : mx;
-        float sum = 0.0f;
-        for (int64_t j = 0; j < cols; j++) {
-            float e = expf(xr[j] - mx);
-            if (!logarithm)
-                yr[j] = e;
-            sum += e;
-        }
+        float mx = pbl__dev_row_max(xr, cols);
+        float sum = pbl__dev_row_sum_exp(xr, cols, mx, logarithm ? NULL : yr);
         if (logarithm) {
             float lse = mx + logf(sum);
             for (int64_t j = 0; j < cols; j++)
