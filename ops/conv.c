@@ -6,13 +6,13 @@
  *   conv2d_grad_input   dy[N,Cout,OH,OW] w                          ->  dx (shape: x's shape)
  *   conv2d_grad_weight  dy x                                        ->  dw (shape: w's shape)
  *
- * Attributes stride, pad, dilation (see ops/geometry.h) and groups (1; depthwise is groups = C).
+ * Attributes stride, pad, dilation (see ops/shared/geometry.h) and groups (1; depthwise is groups = C).
  * The bias gradient is sum(dy) over axes 0, 2, 3. The gradient ops take the shape they produce
  * as an attribute rather than the tensor itself, so dx does not keep x alive (nor dw w): dx
  * reads w's data, dw reads x's, the bias gradient reads neither.
  */
 #include "ops/cpu/kernels.h"
-#include "ops/geometry.h"
+#include "ops/shared/geometry.h"
 
 enum { CV_STRIDE, CV_PAD, CV_DILATION, CV_GROUPS, CV_SHAPE };
 static const pbl__attr_spec conv_attrs[] = {

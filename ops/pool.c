@@ -10,11 +10,11 @@
  *   avg_pool2d_grad       dy          ->  dx               shape: x's shape
  *   global_avg_pool_grad  dy          ->  dx               shape: x's shape
  *
- * Window attributes as in ops/geometry.h (ONNX's: stride defaults to 1, not to the kernel);
+ * Window attributes as in ops/shared/geometry.h (ONNX's: stride defaults to 1, not to the kernel);
  * padding must be smaller than the kernel, so no window lies wholly in the padding.
  */
 #include "ops/cpu/kernels.h"
-#include "ops/geometry.h"
+#include "ops/shared/geometry.h"
 
 enum { PL_KERNEL, PL_STRIDE, PL_PAD, PL_DILATION, PL_SHAPE };
 static const pbl__attr_spec pool_attrs[] = {

@@ -4,7 +4,7 @@
 
 #include "ops/cpu/broadcast.h"
 #include "ops/cpu/kernels.h"
-#include "ops/reduce.h"
+#include "ops/shared/reduce.h"
 
 enum { RED_AXES, RED_KEEPDIMS };
 static const pbl__attr_spec reduce_attrs[] = {

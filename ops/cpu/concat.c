@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "ops/cpu/kernels.h"
-#include "ops/geometry.h"
+#include "ops/shared/geometry.h"
 
 /* y: [outer, Σ d_i, inner] from each x_i: [outer, d_i, inner], one block of d_i·inner per
  * outer index and input. */

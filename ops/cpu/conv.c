@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "ops/cpu/kernels.h"
-#include "ops/geometry.h"
+#include "ops/shared/geometry.h"
 
 /* The output columns [*lo, *hi) whose input column ow·s − pad + tap lies inside [0, W). */
 static void valid_range(int64_t W, int64_t OW, int64_t s, int64_t off, int64_t *lo, int64_t *hi)

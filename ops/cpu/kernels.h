@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "graph/ir/registry.h"
+#include "ops/shared/formulas.h"
 
 #define PBL__CPU_DECL(n) pbl_status pbl__cpu_##n(const pbl__kargs *a);
 PBL__OP_LIST(PBL__CPU_DECL)
@@ -51,47 +52,5 @@ static inline void pbl__cpu_for(const pbl__kargs *a, int64_t n, int64_t cost, pb
 #define PBL__IN(a, i)  ((const float *)(a)->in[i])
 #define PBL__OUT(a, k) ((float *)(a)->out[k])
 #define PBL__NUMEL(m)  pbl_shape_numel(&(m).shape)
-
-/* The activations' formulas, one place for the activation kernels (ops/cpu/activation.c)
- * and the fused ones (ops/cpu/fused.c), so fused and unfused results are the same bits. */
-#define PBL__INV_SQRT2 0.70710678118654752440f
-static inline float pbl__act_relu(float v) { return v > 0.0f ? v : 0.0f; }
-static inline float pbl__act_sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
-static inline float pbl__act_tanh(float v) { return tanhf(v); }
-static inline float pbl__act_gelu(float v) { return 0.5f * v * (1.0f + erff(v * PBL__INV_SQRT2)); }
-
-/* Their gradients: g the incoming gradient, v the saved output y (relu, sigmoid, tanh) or the
- * input x (gelu), one place for the gradient kernels and matmul_act_grad (ops/cpu/fused.c). */
-#define PBL__INV_SQRT_2PI 0.39894228040143267794f
-static inline float pbl__act_relu_grad(float g, float v) { return v > 0.0f ? g : 0.0f; }
-static inline float pbl__act_sigmoid_grad(float g, float v) { return g * v * (1.0f - v); }
-static inline float pbl__act_tanh_grad(float g, float v) { return g * (1.0f - v * v); }
-/* d/dx [x·Φ(x)] = Φ(x) + x·φ(x) */
-static inline float pbl__act_gelu_grad(float g, float v)
-{
-    return g * (0.5f * (1.0f + erff(v * PBL__INV_SQRT2)) + v * PBL__INV_SQRT_2PI * expf(-0.5f * v * v));
-}
-
-/* Row helpers of the softmax family: the max of x[0..n), and Σ exp(x[j] − mx), writing each
- * exp(x[j] − mx) to e[j] when e is not NULL. Subtracting the max keeps exp from overflowing. */
-static inline float pbl__row_max(const float *x, int64_t n)
-{
-    float mx = x[0];
-    for (int64_t j = 1; j < n; j++)
-        mx = x[j] > mx ? x[j] : mx;
-    return mx;
-}
-
-static inline float pbl__row_sum_exp(const float *x, int64_t n, float mx, float *e)
-{
-    float sum = 0.0f;
-    for (int64_t j = 0; j < n; j++) {
-        float v = expf(x[j] - mx);
-        if (e)
-            e[j] = v;
-        sum += v;
-    }
-    return sum;
-}
 
 #endif

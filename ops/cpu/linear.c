@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "ops/cpu/kernels.h"
-#include "ops/geometry.h"
+#include "ops/shared/geometry.h"
 
 pbl_status pbl__cpu_fully_connected(const pbl__kargs *a)
 {

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "ops/cpu/kernels.h"
-#include "ops/geometry.h"
+#include "ops/shared/geometry.h"
 
 /* The taps k (0 ≤ k < K) of output position o whose input o·s − pad + k·d lies in [0, X):
  * [*lo, *hi), an empty range when none does. */

@@ -3,7 +3,7 @@
 
 #include "ops/cpu/broadcast.h"
 #include "ops/cpu/kernels.h"
-#include "ops/reduce.h"
+#include "ops/shared/reduce.h"
 
 /* A bias gradient: y[cols] = Σ over rows of x[rows, cols], split by columns. */
 typedef struct col_sum {

@@ -1,9 +1,7 @@
-/* CUDA kernels: activations and their gradients, the formulas of ops/cpu/activation.c. All
+/* CUDA kernels: activations and their gradients, the formulas of ops/shared/formulas.h. All
  * may run in place: each element reads only its own index. */
 #include "ops/cuda/common.cuh"
 
-#define INV_SQRT2    0.70710678118654752440f
-#define INV_SQRT_2PI 0.39894228040143267794f
 
 /* The forward ops read x (v = x[i]); the gradient ops read (dy, s) -> dx, v = s[i] with s
  * the saved output y (or input x for gelu), and the incoming gradient as gs[i] (a named
@@ -29,13 +27,12 @@
 #define UNARY(name, expr)  ACTIVATION(name, 1, expr)
 #define BINARY(name, expr) ACTIVATION(name, 2, expr)
 
-UNARY(relu, pbl__dact_relu(v))
-UNARY(sigmoid, pbl__dact_sigmoid(v))
-UNARY(tanh, pbl__dact_tanh(v))
-UNARY(gelu, pbl__dact_gelu(v))
+UNARY(relu, pbl__act_relu(v))
+UNARY(sigmoid, pbl__act_sigmoid(v))
+UNARY(tanh, pbl__act_tanh(v))
+UNARY(gelu, pbl__act_gelu(v))
 
-BINARY(relu_grad, v > 0.0f ? gs[i] : 0.0f)
-BINARY(sigmoid_grad, gs[i] * v * (1.0f - v))
-BINARY(tanh_grad, gs[i] * (1.0f - v * v))
-/* d/dx [x·Φ(x)] = Φ(x) + x·φ(x) */
-BINARY(gelu_grad, gs[i] * (0.5f * (1.0f + erff(v * INV_SQRT2)) + v * INV_SQRT_2PI * expf(-0.5f * v * v)))
+BINARY(relu_grad, pbl__act_relu_grad(gs[i], v))
+BINARY(sigmoid_grad, pbl__act_sigmoid_grad(gs[i], v))
+BINARY(tanh_grad, pbl__act_tanh_grad(gs[i], v))
+BINARY(gelu_grad, pbl__act_gelu_grad(gs[i], v))

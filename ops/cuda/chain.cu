@@ -2,7 +2,7 @@
  * CUDA kernel of elementwise_chain (ops/fused.c; codes in graph/ir/fused_codes.h): one thread per
  * element runs the whole program on its running value v, in registers, and writes y once.
  * Each step is the f32 expression of the CPU kernel (ops/cpu/fused.c) and of the op it
- * replaced (the activations through common.cuh's pbl__dact_*), so results equal the CPU's
+ * replaced (the activations through common.cuh's pbl__act_*), so results equal the CPU's
  * except where CUDA's expf/tanhf/erff differ from glibc's by an ulp.
  *
  * y may be x's storage (the op's in-place offer): a thread reads every input at its index
@@ -29,10 +29,10 @@ __global__ static void chain_k(float *y, const float *x, chain_prog p, int64_t n
         for (int32_t k = 0; k < p.n; k++) {
             const float *b = p.b[k];
             switch (p.code[k]) {
-            case PBL__CHAIN_RELU: v = pbl__dact_relu(v); break;
-            case PBL__CHAIN_SIGMOID: v = pbl__dact_sigmoid(v); break;
-            case PBL__CHAIN_TANH: v = pbl__dact_tanh(v); break;
-            case PBL__CHAIN_GELU: v = pbl__dact_gelu(v); break;
+            case PBL__CHAIN_RELU: v = pbl__act_relu(v); break;
+            case PBL__CHAIN_SIGMOID: v = pbl__act_sigmoid(v); break;
+            case PBL__CHAIN_TANH: v = pbl__act_tanh(v); break;
+            case PBL__CHAIN_GELU: v = pbl__act_gelu(v); break;
             case PBL__CHAIN_ADD: v = v + b[i]; break;
             case PBL__CHAIN_SUB: v = v - b[i]; break;
             case PBL__CHAIN_MUL: v = v * b[i]; break;

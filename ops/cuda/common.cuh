@@ -13,35 +13,13 @@
 #include <cstdio>
 
 #include "ops/cuda/kernels.h"
+#include "ops/shared/formulas.h"
 
 extern "C" {
 #include "ops/cpu/broadcast.h"
 }
 
 const char *pbl__cublas_status_str(cublasStatus_t st);
-
-/* One row's max and its sum of exp(x − max) (each exp into e[j] when e is not NULL): the
- * softmax family's two passes, in the order of ops/cpu/kernels.h's pbl__row_max and
- * pbl__row_sum_exp, so a row gives the CPU's bits where expf agrees. */
-__device__ static inline float pbl__dev_row_max(const float *x, int64_t n)
-{
-    float mx = x[0];
-    for (int64_t j = 1; j < n; j++)
-        mx = x[j] > mx ? x[j] : mx;
-    return mx;
-}
-
-__device__ static inline float pbl__dev_row_sum_exp(const float *x, int64_t n, float mx, float *e)
-{
-    float sum = 0.0f;
-    for (int64_t j = 0; j < n; j++) {
-        float v = expf(x[j] - mx);
-        if (e)
-            e[j] = v;
-        sum += v;
-    }
-    return sum;
-}
 
 /* The sum of every thread's v over a block of THREADS threads (a power of two), as a tree in
  * part[THREADS] (shared memory): the same order of additions on every launch, so the same
@@ -141,13 +119,5 @@ __device__ static inline int64_t pbl__dbcast_offset(const pbl__dbcast &b, int64_
     }
     return off;
 }
-
-/* The activations' formulas of ops/cpu/kernels.h (pbl__act_*) for device code: the activation
- * kernels, fully_connected_act's epilogue and elementwise_chain's steps share them. */
-#define PBL__DINV_SQRT2 0.70710678118654752440f
-__device__ static inline float pbl__dact_relu(float v) { return v > 0.0f ? v : 0.0f; }
-__device__ static inline float pbl__dact_sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
-__device__ static inline float pbl__dact_tanh(float v) { return tanhf(v); }
-__device__ static inline float pbl__dact_gelu(float v) { return 0.5f * v * (1.0f + erff(v * PBL__DINV_SQRT2)); }
 
 #endif

@@ -6,7 +6,7 @@
  * destination pitch, so a concat along axis 0 of more than 2 GiB, or any y row past it, is
  * copied as one 1-D copy per row instead (one copy in all when outer is 1). */
 #include "ops/cuda/common.cuh"
-#include "ops/geometry.h"
+#include "ops/shared/geometry.h"
 
 #define PITCH_MAX ((size_t)2147483647)
 

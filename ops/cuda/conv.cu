@@ -28,7 +28,7 @@
 #include "ops/cuda/common.cuh"
 
 extern "C" {
-#include "ops/geometry.h"
+#include "ops/shared/geometry.h"
 }
 
 struct geom {

@@ -32,10 +32,10 @@ __global__ static void epilogue_k(float *y, const float *b, int64_t rows, int64_
         if (b)
             v = v + b[i % cols];
         switch (act) {
-        case PBL__ACT_RELU: v = pbl__dact_relu(v); break;
-        case PBL__ACT_SIGMOID: v = pbl__dact_sigmoid(v); break;
-        case PBL__ACT_TANH: v = pbl__dact_tanh(v); break;
-        case PBL__ACT_GELU: v = pbl__dact_gelu(v); break;
+        case PBL__ACT_RELU: v = pbl__act_relu(v); break;
+        case PBL__ACT_SIGMOID: v = pbl__act_sigmoid(v); break;
+        case PBL__ACT_TANH: v = pbl__act_tanh(v); break;
+        case PBL__ACT_GELU: v = pbl__act_gelu(v); break;
         default: break;
         }
         y[i] = v;
@@ -284,13 +284,10 @@ __global__ static void act_grad_k(float *dx, const float *sv, int64_t n, int act
     PBL__GRID_LOOP(i, n) {
         float g = dx[i], v = sv[i];
         switch (act) {
-        case PBL__ACT_RELU: g = v > 0.0f ? g : 0.0f; break;
-        case PBL__ACT_SIGMOID: g = g * v * (1.0f - v); break;
-        case PBL__ACT_TANH: g = g * (1.0f - v * v); break;
-        case PBL__ACT_GELU:
-            g = g * (0.5f * (1.0f + erff(v * 0.70710678118654752440f)) +
-                     v * 0.39894228040143267794f * expf(-0.5f * v * v));
-            break;
+        case PBL__ACT_RELU: g = pbl__act_relu_grad(g, v); break;
+        case PBL__ACT_SIGMOID: g = pbl__act_sigmoid_grad(g, v); break;
+        case PBL__ACT_TANH: g = pbl__act_tanh_grad(g, v); break;
+        case PBL__ACT_GELU: g = pbl__act_gelu_grad(g, v); break;
         default: break;
         }
         dx[i] = g;

@@ -7,7 +7,7 @@
  * operands, keep each one's transpose flag, and swap m and n. No data is moved.
  */
 #include "ops/cuda/common.cuh"
-#include "ops/geometry.h"
+#include "ops/shared/geometry.h"
 
 const char *pbl__cublas_status_str(cublasStatus_t st)
 {

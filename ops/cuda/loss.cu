@@ -33,8 +33,8 @@ __global__ static void ce_k(float *loss, const float *x, const int32_t *lab, int
         if (!label_ok(flag, tag, i, lab[i], c))
             continue;
         const float *xr = x + i * c;
-        float mx = pbl__dev_row_max(xr, c);
-        total += (double)(mx + logf(pbl__dev_row_sum_exp(xr, c, mx, NULL)) - xr[lab[i]]);
+        float mx = pbl__row_max(xr, c);
+        total += (double)(mx + logf(pbl__row_sum_exp(xr, c, mx, NULL)) - xr[lab[i]]);
     }
     __shared__ double part[LOSS_THREADS];
     total = pbl__block_sum<LOSS_THREADS>(total, part);
@@ -52,8 +52,8 @@ __global__ static void ce_grad_k(float *dx, const float *x, const int32_t *lab, 
         float scale = dloss[0] / (float)n;
         const float *xr = x + i * c;
         float *dr = dx + i * c;
-        float mx = pbl__dev_row_max(xr, c);
-        float inv = scale / pbl__dev_row_sum_exp(xr, c, mx, dr);
+        float mx = pbl__row_max(xr, c);
+        float inv = scale / pbl__row_sum_exp(xr, c, mx, dr);
         for (int64_t j = 0; j < c; j++)
             dr[j] *= inv;
         dr[lab[i]] -= scale;

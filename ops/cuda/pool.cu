@@ -18,7 +18,7 @@
 #include "ops/cuda/common.cuh"
 
 extern "C" {
-#include "ops/geometry.h"
+#include "ops/shared/geometry.h"
 }
 
 struct pgeom {

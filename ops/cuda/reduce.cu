@@ -10,7 +10,7 @@
 #include "ops/cuda/common.cuh"
 
 extern "C" {
-#include "ops/reduce.h"
+#include "ops/shared/reduce.h"
 }
 
 struct walk {

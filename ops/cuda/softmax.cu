@@ -15,8 +15,8 @@ __global__ static void softmax_k(float *y, const float *x, int64_t rows, int64_t
     PBL__GRID_LOOP(r, rows) {
         const float *xr = x + r * cols;
         float *yr = y + r * cols;
-        float mx = pbl__dev_row_max(xr, cols);
-        float sum = pbl__dev_row_sum_exp(xr, cols, mx, logarithm ? NULL : yr);
+        float mx = pbl__row_max(xr, cols);
+        float sum = pbl__row_sum_exp(xr, cols, mx, logarithm ? NULL : yr);
         if (logarithm) {
             float lse = mx + logf(sum);
             for (int64_t j = 0; j < cols; j++)

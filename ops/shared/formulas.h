@@ -1,0 +1,60 @@
+/* Formulas the kernels of both backends share (ops/cpu/ and ops/cuda/): the activations and
+ * their gradients, and the softmax family's row passes. Each is one inline function compiled
+ * for the host and, under nvcc, for the device too. */
+#ifndef PBL_OPS_FORMULAS_H
+#define PBL_OPS_FORMULAS_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define PBL__HD __host__ __device__
+#else
+#define PBL__HD
+#endif
+
+/* The activations' formulas, one place for the activation kernels and the fused ones of both
+ * backends (ops/cpu/, ops/cuda/), so fused and unfused results, CPU and GPU, are the same
+ * formulas (and the same bits where the math library agrees). */
+#define PBL__INV_SQRT2 0.70710678118654752440f
+PBL__HD static inline float pbl__act_relu(float v) { return v > 0.0f ? v : 0.0f; }
+PBL__HD static inline float pbl__act_sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
+PBL__HD static inline float pbl__act_tanh(float v) { return tanhf(v); }
+PBL__HD static inline float pbl__act_gelu(float v) { return 0.5f * v * (1.0f + erff(v * PBL__INV_SQRT2)); }
+
+/* Their gradients: g the incoming gradient, v the saved output y (relu, sigmoid, tanh) or the
+ * input x (gelu), one place for the gradient kernels and matmul_act_grad (ops/cpu/fused.c). */
+#define PBL__INV_SQRT_2PI 0.39894228040143267794f
+PBL__HD static inline float pbl__act_relu_grad(float g, float v) { return v > 0.0f ? g : 0.0f; }
+PBL__HD static inline float pbl__act_sigmoid_grad(float g, float v) { return g * v * (1.0f - v); }
+PBL__HD static inline float pbl__act_tanh_grad(float g, float v) { return g * (1.0f - v * v); }
+/* d/dx [x·Φ(x)] = Φ(x) + x·φ(x) */
+PBL__HD static inline float pbl__act_gelu_grad(float g, float v)
+{
+    return g * (0.5f * (1.0f + erff(v * PBL__INV_SQRT2)) + v * PBL__INV_SQRT_2PI * expf(-0.5f * v * v));
+}
+
+/* Row helpers of the softmax family: the max of x[0..n), and Σ exp(x[j] − mx), writing each
+ * exp(x[j] − mx) to e[j] when e is not NULL. Subtracting the max keeps exp from overflowing. */
+PBL__HD static inline float pbl__row_max(const float *x, int64_t n)
+{
+    float mx = x[0];
+    for (int64_t j = 1; j < n; j++)
+        mx = x[j] > mx ? x[j] : mx;
+    return mx;
+}
+
+PBL__HD static inline float pbl__row_sum_exp(const float *x, int64_t n, float mx, float *e)
+{
+    float sum = 0.0f;
+    for (int64_t j = 0; j < n; j++) {
+        float v = expf(x[j] - mx);
+        if (e)
+            e[j] = v;
+        sum += v;
+    }
+    return sum;
+}
+
+#endif
