@@ -7,6 +7,7 @@
 
 #include <protobuf-c/protobuf-c.h>
 
+#include "graph/base/errmsg.h"
 #include "graph/base/mem.h"
 #include "onnx/onnx.pb-c.h"
 #include "pebble/onnx.h"
@@ -85,8 +86,8 @@ typedef struct pbl__onnx_ctx {
     size_t            errlen;
 } pbl__onnx_ctx;
 
-/* Formats the message into c->err and returns s. */
-pbl_status pbl__onnx_fail(pbl__onnx_ctx *c, pbl_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Formats the message into c->err and returns s (the one formatter, graph/base/errmsg.h). */
+#define pbl__onnx_fail(c, s, ...) pbl__errf((c)->err, (c)->errlen, (s), __VA_ARGS__)
 /* "node 'fc1' (Gemm)" or "node #3 (Gemm)" for messages, into buf. */
 const char *pbl__onnx_node_label(pbl__onnx_ctx *c, char *buf, size_t n);
 

@@ -59,14 +59,6 @@ PBL__API pbl_onnx_options pbl_onnx_options_default(void)
 /* ---- the loader's state ---------------------------------------------------------------------- */
 
 
-pbl_status pbl__onnx_fail(pbl__onnx_ctx *c, pbl_status s, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    pbl__verrf(c->err, c->errlen, s, fmt, ap);
-    va_end(ap);
-    return s;
-}
 
 static const char *str(const char *s) { return s ? s : ""; }
 

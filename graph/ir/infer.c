@@ -4,14 +4,6 @@
 #include "graph/base/errmsg.h"
 #include "graph/ir/op.h"
 
-pbl_status pbl__infer_fail(pbl__infer_ctx *c, pbl_status s, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    pbl__verrf(c->err, c->errlen, s, fmt, ap);
-    va_end(ap);
-    return s;
-}
 
 pbl_status pbl__infer_check_f32(pbl__infer_ctx *c, int32_t i, const char *what)
 {

@@ -6,6 +6,7 @@
 #ifndef PBL_OP_H
 #define PBL_OP_H
 
+#include "graph/base/errmsg.h"
 #include "graph/ir/graph_internal.h"
 
 #define PBL__MAX_IN  16
@@ -145,8 +146,8 @@ pbl_status pbl__infer_check_same(pbl__infer_ctx *c, int32_t i, int32_t j, const 
 pbl_status pbl__infer_grad_pair(pbl__infer_ctx *c);
 /* A "shape" attribute as a shape: at most PBL_MAX_DIMS positive dims. */
 pbl_status pbl__infer_shape_attr(pbl__infer_ctx *c, const pbl__attr_val *a, pbl_shape *out);
-pbl_status pbl__infer_fail(pbl__infer_ctx *c, pbl_status s, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* Fails a shape rule with status s and the detail in c->err (the one formatter). */
+#define pbl__infer_fail(c, s, ...) pbl__errf((c)->err, (c)->errlen, (s), __VA_ARGS__)
 
 /* Helpers shared by cost rules (graph/ir/cost.c). */
 int64_t pbl__cost_numel(const pbl__meta *m);                /* elements; 1 for a scalar */

@@ -158,6 +158,20 @@ static void build_records(live_state *s, int inplace)
     pbl__live_build_records(&b, s->order);
 }
 
+pbl_status pbl__live_records_alloc(const pbl_graph *g, pbl__mem *m, pbl_usage_record **records,
+                                   pbl_value **record_value, int32_t **value_record)
+{
+    size_t nv = (size_t)(g->n_values ? g->n_values : 1);
+    *records = pbl__mem_alloc(m, nv * sizeof **records);
+    *record_value = pbl__mem_alloc(m, nv * sizeof **record_value);
+    *value_record = pbl__mem_alloc(m, nv * sizeof **value_record);
+    if (!*records || !*record_value || !*value_record)
+        return PBL_ERR_NOMEM;
+    for (int32_t v = 0; v < g->n_values; v++)
+        (*value_record)[v] = -1;
+    return PBL_OK;
+}
+
 PBL__API pbl_status pbl_graph_liveness(const pbl_graph *g, const pbl_liveness_options *opt, pbl_graph_records *out,
                                        char *err, size_t errlen)
 {
@@ -182,18 +196,14 @@ PBL__API pbl_status pbl_graph_liveness(const pbl_graph *g, const pbl_liveness_op
     st.order = order;
     out->allocator = o.allocator;
     out->n_values = g->n_values;
-    out->records = pbl__mem_alloc(&m, nv * sizeof *out->records);
-    out->record_value = pbl__mem_alloc(&m, nv * sizeof *out->record_value);
-    out->value_record = pbl__mem_alloc(&m, nv * sizeof *out->value_record);
+    s = pbl__live_records_alloc(g, &m, &out->records, &out->record_value, &out->value_record);
     /* n_values slots (every node has an output, so n_nodes <= n_values): one size to free */
     out->schedule = pbl__mem_alloc(&m, nv * sizeof *out->schedule);
-    s = PBL_ERR_NOMEM;
     snprintf(why, sizeof why, "out of memory");
-    if (!out->records || !out->record_value || !out->value_record || !out->schedule ||
-        pbl__live_reads_init(&st.reads, g, order, st.n, &m) != PBL_OK)
+    if (s != PBL_OK || !out->schedule || pbl__live_reads_init(&st.reads, g, order, st.n, &m) != PBL_OK) {
+        s = PBL_ERR_NOMEM;
         goto done;
-    for (int32_t v = 0; v < g->n_values; v++)
-        out->value_record[v] = -1;
+    }
     memcpy(out->schedule, order, (size_t)st.n * sizeof *out->schedule);
     out->n_steps = st.n;
     build_records(&st, o.inplace);

@@ -27,6 +27,13 @@ pbl_status pbl__live_reads_init(pbl__live_reads *lr, const pbl_graph *g, const p
                                 pbl__mem *m);
 void       pbl__live_reads_free(pbl__live_reads *lr, const pbl_graph *g, pbl__mem *m); /* accepts a zeroed one */
 
+/* The arrays both liveness passes fill (pbl_graph_records and pbl_stream_records alike):
+ * records, record_value and value_record, n_values slots each (at least one, the sizes their
+ * free functions free), value_record all -1. PBL_OK or PBL_ERR_NOMEM (what was allocated is
+ * stored, for the caller's cleanup). */
+pbl_status pbl__live_records_alloc(const pbl_graph *g, pbl__mem *m, pbl_usage_record **records,
+                                   pbl_value **record_value, int32_t **value_record);
+
 typedef struct pbl__live_build {
     const pbl_graph  *g;
     const pbl__live_reads *reads;

@@ -169,17 +169,16 @@ PBL__API pbl_status pbl_graph_stream_liveness(const pbl_graph *g, const pbl_stre
     uint8_t *scheduled = pbl__mem_calloc(&m, nn);
     out->allocator = o.allocator;
     out->n_values = g->n_values;
-    out->records = pbl__mem_alloc(&m, nv * sizeof *out->records);
-    out->record_value = pbl__mem_alloc(&m, nv * sizeof *out->record_value);
-    out->value_record = pbl__mem_alloc(&m, nv * sizeof *out->value_record);
+    s = pbl__live_records_alloc(g, &m, &out->records, &out->record_value, &out->value_record);
     out->to_end = pbl__mem_calloc(&m, nv * sizeof *out->to_end);
     st.vacc = pbl__mem_alloc(&m, nv * (size_t)S * sizeof *st.vacc);
     st.racc = pbl__mem_alloc(&m, nv * (size_t)S * sizeof *st.racc);
-    s = PBL_ERR_NOMEM;
     snprintf(why, sizeof why, "out of memory");
-    if (!scheduled || !out->records || !out->record_value || !out->value_record || !out->to_end || !st.vacc ||
-        !st.racc || pbl__stream_clocks(sp, &m, &st.clock) != PBL_OK)
+    if (s != PBL_OK || !scheduled || !out->to_end || !st.vacc || !st.racc ||
+        pbl__stream_clocks(sp, &m, &st.clock) != PBL_OK) {
+        s = PBL_ERR_NOMEM;
         goto done;
+    }
     s = PBL_ERR_INVALID_ARG;
     for (int32_t t = 0; t < sp->n_steps; t++) {
         pbl_node i = sp->schedule ? sp->schedule[t] : -1;
@@ -190,11 +189,9 @@ PBL__API pbl_status pbl_graph_stream_liveness(const pbl_graph *g, const pbl_stre
         }
         scheduled[i] = 1;
     }
-    for (int32_t v = 0; v < g->n_values; v++) {
-        out->value_record[v] = -1;
+    for (int32_t v = 0; v < g->n_values; v++)
         for (int32_t k = 0; k < S; k++)
             st.vacc[(size_t)v * S + k] = -1;
-    }
     for (int32_t t = 0; t < sp->n_steps; t++) {
         const pbl__node *nd = &g->nodes[sp->schedule[t]];
         for (int32_t k = 0; k < nd->n_in + nd->n_out; k++) {
