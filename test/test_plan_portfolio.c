@@ -186,6 +186,20 @@ static void test_tiny_budget_still_verified(void **state)
     free(r);
 }
 
+/* A capacity below the lower bound: nothing can fit, and best says so with
+ * PBL_ERR_INFEASIBLE (the CLI's exit 1), not with the last rejected strategy's verdict. */
+static void test_capacity_below_bound_is_infeasible(void **state)
+{
+    (void)state;
+    pbl_usage_record r[] = { { 4, 0, 2 }, { 4, 1, 3 }, { 8, 2, 4 }, { 4, 3, 5 } };
+    pbl_plan_options o = pbl_plan_options_default();
+    o.capacity = pbl_records_lower_bound(r, 4) - 1;
+    pbl_assignment a;
+    char err[256];
+    assert_int_equal(pbl_plan_records(r, 4, "best", &o, &a, err, sizeof err), PBL_ERR_INFEASIBLE);
+    assert_non_null(strstr(err, "within the capacity"));
+}
+
 /* With a capacity, exact (which aims at it) is tried first. */
 static void test_capacity_tries_exact_first(void **state)
 {
@@ -217,6 +231,7 @@ int main(void)
         cmocka_unit_test(test_stops_at_the_lower_bound),
         cmocka_unit_test(test_tiny_budget_still_verified),
         cmocka_unit_test(test_capacity_tries_exact_first),
+        cmocka_unit_test(test_capacity_below_bound_is_infeasible),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

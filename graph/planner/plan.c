@@ -357,7 +357,8 @@ static pbl_status plan_best(const pbl__plan_in *in0, pbl_assignment *out, char *
                                                            : PBL_PLAN_REJECTED;
             if (step->status == PBL_OK)
                 step->status = st;
-            last_error = st;
+            if (last_error != PBL_ERR_INFEASIBLE) /* a proof that nothing fits outranks a miss */
+                last_error = st;
             pbl_assignment_free(&a);
             continue;
         }
@@ -375,6 +376,9 @@ static pbl_status plan_best(const pbl__plan_in *in0, pbl_assignment *out, char *
     }
     rep->seconds = pbl__plan_now() - t0;
     if (!have) {
+        /* more bytes live at one step than the capacity: no strategy could have fitted */
+        if (in.opt.capacity && rep->lower_bound > in.opt.capacity)
+            last_error = PBL_ERR_INFEASIBLE;
         return pbl__errf(err, errlen, last_error != PBL_OK ? last_error : PBL_ERR_INVALID_ARG,
                          "no strategy produced a verified assignment%s", in.opt.capacity ? " within the capacity" : "");
     }
