@@ -107,6 +107,15 @@ static int create_temp(char *tmp, const char *target)
     return -1; /* errno is EEXIST: a hundred names taken, someone is guessing */
 }
 
+/* Frees o's target and temporary names (either may be NULL), allocated for a target of
+ * target_len bytes. */
+static void drop_names(pbl__file_out *o, size_t target_len)
+{
+    pbl__mem_free(&o->mem, o->target, target_len + 1);
+    pbl__mem_free(&o->mem, o->tmp, target_len + TMP_EXTRA);
+    o->target = o->tmp = NULL;
+}
+
 pbl_status pbl__file_out_open(pbl__file_out *o, const char *path, const pbl_allocator *a, char *err,
                               size_t errlen)
 {
@@ -141,9 +150,7 @@ pbl_status pbl__file_out_open(pbl__file_out *o, const char *path, const pbl_allo
         memcpy(o->target, target, target_len + 1);
     free(real);
     if (!o->target || !o->tmp) {
-        pbl__mem_free(&o->mem, o->target, target_len + 1);
-        pbl__mem_free(&o->mem, o->tmp, target_len + TMP_EXTRA);
-        o->target = o->tmp = NULL;
+        drop_names(o, target_len);
         return pbl__errf(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", path);
     }
     remove_stale_temps(o->target, o->tmp);
@@ -151,14 +158,7 @@ pbl_status pbl__file_out_open(pbl__file_out *o, const char *path, const pbl_allo
     int fd = create_temp(o->tmp, o->target);
     /* the replacement keeps the permission bits of the file it replaces: a private 0600
      * file must not come back as 0644 */
-    if (fd >= 0 && exists && fchmod(fd, st.st_mode & 07777) != 0) {
-        int e = errno;
-        close(fd);
-        remove(o->tmp);
-        fd = -1;
-        errno = e;
-    }
-    if (fd >= 0 && !(o->f = fdopen(fd, "wb"))) {
+    if (fd >= 0 && ((exists && fchmod(fd, st.st_mode & 07777) != 0) || !(o->f = fdopen(fd, "wb")))) {
         int e = errno;
         close(fd);
         remove(o->tmp);
@@ -169,13 +169,12 @@ pbl_status pbl__file_out_open(pbl__file_out *o, const char *path, const pbl_allo
         /* the temporary's name is random: the message names the folder's problem, not it */
         pbl_status s = pbl__errf(err, errlen, PBL_ERR_IO, "%s: cannot create a temporary file beside it: %s", path,
                                  strerror(errno ? errno : EIO));
-        pbl__mem_free(&o->mem, o->target, target_len + 1);
-        pbl__mem_free(&o->mem, o->tmp, target_len + TMP_EXTRA);
-        o->target = o->tmp = NULL;
+        drop_names(o, target_len);
         return s;
     }
     return PBL_OK;
 }
+
 pbl_status pbl__file_out_close(pbl__file_out *o, int keep, char *err, size_t errlen)
 {
     pbl_status s = PBL_OK;
@@ -198,10 +197,7 @@ pbl_status pbl__file_out_close(pbl__file_out *o, int keep, char *err, size_t err
     if (o->tmp) {
         if (!keep || s != PBL_OK)
             remove(o->tmp);
-        size_t target_len = strlen(o->target);
-        pbl__mem_free(&o->mem, o->tmp, target_len + TMP_EXTRA);
-        pbl__mem_free(&o->mem, o->target, target_len + 1);
-        o->tmp = o->target = NULL;
+        drop_names(o, strlen(o->target));
     }
     return s;
 }
