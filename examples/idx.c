@@ -1,10 +1,14 @@
 /* IDX reader over zlib's gz* calls, which read gzip and plain files alike. */
+#define _XOPEN_SOURCE 700 /* O_NOCTTY, O_CLOEXEC */
 #include "idx.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <zlib.h>
 
@@ -42,6 +46,47 @@ static int read_exact(gzFile f, const char *path, const char *what, uint8_t *p, 
     return 0;
 }
 
+/* Opens path for gzread after checking it is a regular file no larger than an IDX file may be
+ * (plain, the largest header and IDX_MAX_BYTES of data; compressed, less). The open does not
+ * wait on a FIFO (O_NONBLOCK), so a FIFO, a device or a directory is refused at once, by name.
+ * NULL with err set on failure. */
+static gzFile open_bounded(const char *path, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        goto fail_close;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s: is %s, not a regular file", path,
+                 S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO"
+                 : S_ISCHR(st.st_mode) ? "a character device" : "not a plain file");
+        goto fail_close;
+    }
+    if ((uint64_t)st.st_size > IDX_MAX_BYTES + 4 + 4 * IDX_MAX_RANK) {
+        snprintf(err, errlen, "%s: %lld bytes is more than an IDX file may hold (%zu bytes of data)",
+                 path, (long long)st.st_size, IDX_MAX_BYTES);
+        goto fail_close;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    gzFile f = gzdopen(fd, "rb");
+    if (!f) {
+        snprintf(err, errlen, "cannot open %s: out of memory", path);
+        goto fail_close;
+    }
+    return f;
+fail_close:
+    close(fd);
+    return NULL;
+}
+
 int idx_read(idx_array *out, const char *path, int rank, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
@@ -49,13 +94,9 @@ int idx_read(idx_array *out, const char *path, int rank, char *err, size_t errle
         snprintf(err, errlen, "%s: rank %d is not supported", path, rank);
         return -1;
     }
-    errno = 0;
-    gzFile f = gzopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "cannot open %s: %s", path,
-                 errno ? strerror(errno) : "out of memory");
+    gzFile f = open_bounded(path, err, errlen);
+    if (!f)
         return -1;
-    }
 
     uint8_t head[4 + 4 * IDX_MAX_RANK];
     if (read_exact(f, path, "the header", head, 4 + 4 * (size_t)rank, err, errlen) != 0)
@@ -100,7 +141,17 @@ int idx_read(idx_array *out, const char *path, int rank, char *err, size_t errle
             snprintf(err, errlen, "%s: reading past the data: %s", path, gzerror(f, &r));
         goto fail_free_data;
     }
-    gzclose(f);
+    /* The data is all there, but a gzip stream cut inside its 8-byte trailer (the CRC-32 and
+     * length that prove the data intact) reads exactly as a whole one; zlib says so only
+     * when the file is closed. */
+    int closed = gzclose(f);
+    if (closed != Z_OK) {
+        snprintf(err, errlen, "%s: truncated: the gzip stream ends %s", path,
+                 closed == Z_BUF_ERROR ? "before its trailer (CRC-32 and length)" : "with an error");
+        free(out->data);
+        memset(out, 0, sizeof *out);
+        return -1;
+    }
     return 0;
 
 fail_free_data:

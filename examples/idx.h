@@ -31,8 +31,10 @@ typedef struct idx_array {
 
 /* Reads an unsigned-byte IDX file of rank `rank` (1 for labels, 3 for images) from `path`
  * (gzip or plain). Returns 0, or -1 with a one-line message in err naming the file and what
- * is wrong: cannot open, bad magic, wrong rank, a zero or oversized dimension, truncated
- * data, trailing data. On failure *out holds nothing to free. */
+ * is wrong: cannot open, not a regular file (a FIFO, a device: refused without waiting), a
+ * file larger than IDX_MAX_BYTES of data, bad magic, wrong rank, a zero or oversized
+ * dimension, truncated data (a gzip stream without its CRC-32/length trailer included),
+ * trailing data. On failure *out holds nothing to free. */
 int  idx_read(idx_array *out, const char *path, int rank, char *err, size_t errlen);
 void idx_array_free(idx_array *a); /* accepts an array that failed to read */
 

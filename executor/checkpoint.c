@@ -38,6 +38,7 @@
 
 #include "executor/exec_internal.h"
 #include "graph/base/export.h"
+#include "graph/base/file_in.h"
 #include "graph/base/file_out.h"
 
 #define CKPT_VERSION      1u
@@ -306,25 +307,15 @@ static pbl_status read_whole_file(pbl_exec *e, const char *path, unsigned char *
     pbl_status s = PBL_OK;
     *out = NULL;
     *out_len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return pbl__exec_fail(e, PBL_ERR_IO, "loading '%s': %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0) {
-        s = pbl__exec_fail(e, PBL_ERR_IO, "loading '%s': %s", path, strerror(errno));
-        goto fail_close;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        s = pbl__exec_fail(e, PBL_ERR_IO, "loading '%s': not a regular file", path);
-        goto fail_close;
-    }
-    if ((uint64_t)st.st_size > CKPT_MAX_FILE || (uint64_t)st.st_size > SIZE_MAX) {
-        s = pbl__exec_fail(e, PBL_ERR_FORMAT,
-                           "loading '%s': %lld bytes is more than a checkpoint may hold (4 GiB)",
-                           path, (long long)st.st_size);
-        goto fail_close;
-    }
-    size_t len = (size_t)st.st_size;
+    /* a regular file of at most CKPT_MAX_FILE bytes, opened without blocking on a FIFO */
+    FILE *f;
+    uint64_t size;
+    char why[1024];
+    s = pbl__file_in_open(path, "a checkpoint", CKPT_MAX_FILE < SIZE_MAX ? CKPT_MAX_FILE : SIZE_MAX, &f, &size,
+                          why, sizeof why);
+    if (s != PBL_OK)
+        return pbl__exec_fail(e, s, "loading %s", why);
+    size_t len = (size_t)size;
     unsigned char *p = pbl__exec_malloc(e, len ? len : 1);
     if (!p) {
         s = pbl__exec_fail(e, PBL_ERR_NOMEM, "loading '%s': out of memory (%zu bytes)", path,

@@ -21,7 +21,7 @@ graph/passes/           pebble/ graph/base/ graph/ir/ graph/autodiff/ graph/live
 graph/io/               pebble/ graph/base/ graph/ir/ graph/planner/ graph/streams/ graph/io/ onnx/
 ops/                    pebble/ graph/base/ graph/ir/ ops/
 executor/               pebble/ graph/ ops/ executor/
-tools/                  pebble/ tools/ graph/base/file_out.h
+tools/                  pebble/ tools/ graph/base/file_out.h graph/base/file_in.h
 examples/               pebble/ examples/ tools/args/
 bench/                  pebble/ tools/zoo/ bench/
 '

@@ -11,6 +11,7 @@
 #include <jansson.h>
 
 #include "graph/base/errmsg.h"
+#include "graph/base/file_in.h"
 #include "graph/ir/graph_internal.h"
 #include "graph/ir/schedule.h"
 #include "graph/ir/registry.h"
@@ -746,35 +747,11 @@ PBL__API pbl_status pbl_graph_load_json(pbl_graph **out, const char *path, const
     }
     pbl__mem m;
     pbl__mem_init(&m, a);
-    pbl_status s = PBL_ERR_IO;
-    char *text = NULL;
-    size_t len = 0, cap = 0;
-    errno = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        return pbl__errf(err, errlen, PBL_ERR_IO, "%s: cannot open: %s", path, strerror(errno ? errno : EIO));
-    }
-    for (;;) {
-        if (len == cap) {
-            size_t ncap = cap ? cap * 2 : 65536;
-            char *q = pbl__mem_resize(&m, text, cap, ncap);
-            if (!q) {
-                s = pbl__errf(err, errlen, PBL_ERR_NOMEM, "%s: out of memory reading it (%zu bytes so far)", path,
-                              len);
-                goto done;
-            }
-            text = q;
-            cap = ncap;
-        }
-        size_t got = fread(text + len, 1, cap - len, f);
-        len += got;
-        if (got == 0)
-            break;
-    }
-    if (ferror(f)) {
-        s = pbl__errf(err, errlen, s, "%s: reading: %s", path, strerror(errno ? errno : EIO));
-        goto done;
-    }
+    unsigned char *text = NULL;
+    size_t len = 0;
+    pbl_status s = pbl__file_in_read(path, "a JSON graph", PBL__FILE_IN_MAX_TEXT, &m, &text, &len, err, errlen);
+    if (s != PBL_OK)
+        return s;
     {
         size_t plen = strlen(path) + 3;
         char *prefix = pbl__mem_alloc(&m, plen);
@@ -783,11 +760,10 @@ PBL__API pbl_status pbl_graph_load_json(pbl_graph **out, const char *path, const
             goto done;
         }
         snprintf(prefix, plen, "%s: ", path);
-        s = load_text(out, text, len, a, prefix, err, errlen);
+        s = load_text(out, (const char *)text, len, a, prefix, err, errlen);
         pbl__mem_free(&m, prefix, plen);
     }
 done:
-    fclose(f);
-    pbl__mem_free(&m, text, cap);
+    pbl__mem_free(&m, text, len + 1);
     return s;
 }

@@ -43,7 +43,8 @@ pbl_status pbl__onnx_data_decode(const Onnx__TensorProto *t, pbl__mem *fmem, pbl
                                  pbl__onnx_data *out, const char *what, char *err, size_t errlen);
 void       pbl__onnx_data_free(pbl__onnx_data *d, pbl__mem *fmem, pbl__mem *imem);
 
-/* Reads a whole file into memory from m. PBL_ERR_IO names the path and errno text. */
+/* Reads a whole file (a regular one, at most PBL__FILE_IN_MAX_BINARY bytes: graph/base/file_in.h)
+ * into memory from m: *len + 1 bytes to free. PBL_ERR_IO names the path and errno text. */
 pbl_status pbl__onnx_read_file(const char *path, pbl__mem *m, uint8_t **data, size_t *len,
                                char *err, size_t errlen);
 

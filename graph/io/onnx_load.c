@@ -569,6 +569,6 @@ PBL__API pbl_status pbl_graph_load_onnx(pbl_graph **out, const char *path, const
             err[pl + 1] = ' ';
         }
     }
-    pbl__mem_free(&m, data, len ? len : 1);
+    pbl__mem_free(&m, data, len + 1);
     return s;
 }

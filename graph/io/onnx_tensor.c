@@ -9,6 +9,7 @@
 
 #include "graph/base/errmsg.h"
 #include "graph/base/export.h"
+#include "graph/base/file_in.h"
 #include "graph/base/file_out.h"
 #include "graph/io/onnx_internal.h"
 
@@ -151,52 +152,7 @@ void pbl__onnx_data_free(pbl__onnx_data *d, pbl__mem *fmem, pbl__mem *imem)
 pbl_status pbl__onnx_read_file(const char *path, pbl__mem *m, uint8_t **data, size_t *len,
                                char *err, size_t errlen)
 {
-    *data = NULL;
-    *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return pbl__errf(err, errlen, PBL_ERR_IO, "%s: %s", path, strerror(errno));
-    pbl_status s = PBL_OK;
-    size_t cap = 0, n = 0;
-    uint8_t *buf = NULL;
-    for (;;) {
-        if (n == cap) {
-            size_t ncap = cap ? cap * 2 : 65536;
-            uint8_t *nb = pbl__mem_resize(m, buf, cap, ncap);
-            if (!nb) {
-                s = pbl__errf(err, errlen, PBL_ERR_NOMEM, "%s: out of memory reading %zu bytes", path, ncap);
-                goto fail_free;
-            }
-            buf = nb;
-            cap = ncap;
-        }
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0) {
-            if (ferror(f)) {
-                s = pbl__errf(err, errlen, PBL_ERR_IO, "%s: read error: %s", path, strerror(errno));
-                goto fail_free;
-            }
-            break;
-        }
-    }
-    fclose(f);
-    /* shrink the block to what was read, so the caller frees exactly *len bytes (1 when empty) */
-    if (n != cap) {
-        uint8_t *nb = pbl__mem_resize(m, buf, cap, n ? n : 1);
-        if (!nb) {
-            pbl__mem_free(m, buf, cap);
-            return pbl__errf(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", path);
-        }
-        buf = nb;
-    }
-    *data = buf;
-    *len = n;
-    return PBL_OK;
-fail_free:
-    pbl__mem_free(m, buf, cap);
-    fclose(f);
-    return s;
+    return pbl__file_in_read(path, "a protobuf file", PBL__FILE_IN_MAX_BINARY, m, data, len, err, errlen);
 }
 
 /* ---- tensor files ---------------------------------------------------------------------------- */
@@ -278,7 +234,7 @@ PBL__API pbl_status pbl_onnx_tensor_read(const char *path, pbl_onnx_tensor *out,
     if (s != PBL_OK)
         return s;
     s = tensor_parse(bytes, len, path, &m, out, err, errlen);
-    pbl__mem_free(&m, bytes, len ? len : 1);
+    pbl__mem_free(&m, bytes, len + 1);
     return s;
 }
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "graph/base/errmsg.h"
+#include "graph/base/file_in.h"
 #include "graph/base/file_out.h"
 #include "graph/planner/plan_internal.h"
 #include "pebble/plan_io.h"
@@ -580,12 +581,9 @@ PBL__API pbl_status pbl_records_read_csv(const char *path, const pbl_allocator *
     if (!r)
         return PBL_ERR_NOMEM;
     pbl_status s;
-    errno = 0;
-    r->f = fopen(path, "rb");
-    if (!r->f) {
-        s = pbl__errf(err, errlen, PBL_ERR_IO, "%s: cannot open: %s", path, strerror(errno ? errno : EIO));
+    s = pbl__file_in_open(path, "a records CSV", PBL__FILE_IN_MAX_TEXT, &r->f, NULL, err, errlen);
+    if (s != PBL_OK)
         goto fail_free_reader;
-    }
     s = read_records(r, out);
     fclose(r->f);
 fail_free_reader:

@@ -9,7 +9,8 @@
 #include <strings.h>
 
 #include "cli.h"
-#include "graph/base/file_out.h" /* private to the library; the CLI links it statically */
+#include "graph/base/file_in.h"  /* private to the library; the CLI links it statically */
+#include "graph/base/file_out.h"
 
 static int ends_with(const char *s, const char *ext)
 {
@@ -176,11 +177,13 @@ int cli_tensor_read(const char *path, pbl_onnx_tensor *t)
     if (cli_is_stdio(path))
         return stdin_tensor_read(t);
     if (ends_with(path, ".npy")) {
-        FILE *f = fopen(path, "rb");
-        if (!f) {
+        FILE *f;
+        char err[2048];
+        pbl_status s = pbl__file_in_open(path, "a .npy tensor", PBL__FILE_IN_MAX_BINARY, &f, NULL, err, sizeof err);
+        if (s != PBL_OK) {
             memset(t, 0, sizeof *t);
-            cli_error("%s: %s", path, strerror(errno));
-            return CLI_FAIL;
+            cli_error("%s", err);
+            return s == PBL_ERR_IO ? CLI_FAIL : CLI_USAGE;
         }
         return npy_read(f, path, t);
     }
