@@ -1,6 +1,8 @@
 /* Optimizer updates as ops, so one training step is one graph: sgd, sgd_momentum, adam.
  * Each writes its parameter and state in place (mutates): w' is w's storage, and the
  * scheduler orders every other reader of w before the update. Kernels: ops/cpu/optim.c. */
+#include <math.h>
+
 #include "ops/cpu/kernels.h"
 
 /* in: w g [m [v t]]; every state must be shaped like w, t must hold one element */
@@ -29,8 +31,9 @@ static pbl_status update_infer(pbl__infer_ctx *c, int32_t n_like_w)
 
 static pbl_status lr_check(pbl__infer_ctx *c, double lr, double wd)
 {
-    if (!(lr >= 0.0) || !(wd >= 0.0))
-        return pbl__infer_fail(c, PBL_ERR_ATTR, "lr (%g) and weight_decay (%g) must be non-negative", lr, wd);
+    /* an infinite rate turns every weight into inf or nan on the first step: never meant */
+    if (!(lr >= 0.0 && isfinite(lr)) || !(wd >= 0.0 && isfinite(wd)))
+        return pbl__infer_fail(c, PBL_ERR_ATTR, "lr (%g) and weight_decay (%g) must be finite and non-negative", lr, wd);
     return PBL_OK;
 }
 
@@ -98,8 +101,8 @@ static pbl_status adam_infer(pbl__infer_ctx *c)
     for (int k = 1; k <= 2 && s == PBL_OK; k++)
         if (!(c->attr[k].f >= 0.0 && c->attr[k].f < 1.0))
             s = pbl__infer_fail(c, PBL_ERR_ATTR, "beta%d is %g; it must be in [0, 1)", k, c->attr[k].f);
-    if (s == PBL_OK && !(c->attr[3].f > 0.0))
-        s = pbl__infer_fail(c, PBL_ERR_ATTR, "eps is %g; it must be positive", c->attr[3].f);
+    if (s == PBL_OK && !(c->attr[3].f > 0.0 && isfinite(c->attr[3].f)))
+        s = pbl__infer_fail(c, PBL_ERR_ATTR, "eps is %g; it must be finite and positive", c->attr[3].f);
     return s == PBL_OK ? update_infer(c, 4) : s;
 }
 

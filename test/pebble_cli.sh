@@ -295,7 +295,7 @@ pass "plan on a header-only file (no records): exit 0, lower bound 0"
 # ---- other failures: exit 1 ------------------------------------------------------------------
 
 expect_error 1 "$tmp/missing.csv: cannot open: No such file or directory" "plan on a missing file" plan "$tmp/missing.csv"
-expect_error 1 "$tmp: cannot read: Is a directory" "plan on a directory" plan "$tmp"
+expect_error 1 "$tmp: is a directory, not a regular file" "plan on a directory" plan "$tmp"
 expect_error 1 "$tmp/nowhere/plan.csv: cannot create" "--out into a missing directory" \
     plan "$example" --out "$tmp/nowhere/plan.csv"
 [ ! -e "$tmp/nowhere" ] || fail "--out into a missing directory created it"

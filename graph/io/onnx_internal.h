@@ -123,8 +123,16 @@ pbl_status pbl__onnx_emit(pbl__onnx_ctx *c, const char *op, const pbl_value *in,
 /* Converts the current node (c->node) into pebble nodes and defines its outputs. */
 typedef pbl_status (*pbl__onnx_convert_fn)(pbl__onnx_ctx *c);
 
-/* n's converter, or NULL when pebble does not map its op (graph/io/onnx_ops.c). */
-pbl__onnx_convert_fn pbl__onnx_find_op(const Onnx__NodeProto *n);
+/* The default domain's opsets pebble converts (ONNX 1.0 to 1.17): the ops it maps keep, up to
+ * opset 22, meanings its converters follow (opset 13's Softmax axis, 18's Reduce axes input). */
+#define PBL__ONNX_OPSET_MIN 1
+#define PBL__ONNX_OPSET_MAX 22
+
+/* Whether pebble maps n's op (graph/io/onnx_ops.c). */
+int pbl__onnx_known_op(const Onnx__NodeProto *n);
+/* Converts c->node, a known op: refuses an attribute its op's entry does not list, then runs
+ * the op's converter. */
+pbl_status pbl__onnx_convert(pbl__onnx_ctx *c);
 /* Whether d names ONNX's default domain ("" or "ai.onnx"). */
 int         pbl__onnx_default_domain(const char *d);
 /* Input i's name, or NULL when absent or empty (an omitted optional input). */

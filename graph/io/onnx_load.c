@@ -251,11 +251,11 @@ static pbl_status check_ops(pbl__onnx_ctx *c, const Onnx__GraphProto *gp)
             return pbl__onnx_fail(c, PBL_ERR_FORMAT, "node #%zu is missing", i);
         if (!n->op_type || !n->op_type[0])
             return pbl__onnx_fail(c, PBL_ERR_FORMAT, "node #%zu has no op_type", i);
-        if (pbl__onnx_find_op(n))
+        if (pbl__onnx_known_op(n))
             continue;
         int seen = 0; /* each op type once: the first node that uses it */
         for (size_t j = 0; j < i && !seen; j++)
-            seen = !pbl__onnx_find_op(gp->node[j]) && strcmp(gp->node[j]->op_type, n->op_type) == 0 &&
+            seen = !pbl__onnx_known_op(gp->node[j]) && strcmp(gp->node[j]->op_type, n->op_type) == 0 &&
                    strcmp(str(gp->node[j]->domain), str(n->domain)) == 0;
         if (seen)
             continue;
@@ -368,8 +368,16 @@ static pbl_status convert_graph(pbl__onnx_ctx *c, const Onnx__ModelProto *m)
         return pbl__onnx_fail(c, PBL_ERR_FORMAT, "the model has no graph");
     c->opset = 0;
     for (size_t i = 0; i < m->n_opset_import; i++)
-        if (m->opset_import[i] && pbl__onnx_default_domain(m->opset_import[i]->domain) && m->opset_import[i]->has_version)
-            c->opset = m->opset_import[i]->version;
+        if (m->opset_import[i] && pbl__onnx_default_domain(m->opset_import[i]->domain)) {
+            int64_t v = m->opset_import[i]->has_version ? m->opset_import[i]->version : 0;
+            /* an opset pebble does not know may change what an op means: refuse it rather than
+             * run the model under another opset's rules */
+            if (v < PBL__ONNX_OPSET_MIN || v > PBL__ONNX_OPSET_MAX)
+                return pbl__onnx_fail(c, PBL_ERR_UNSUPPORTED,
+                                      "opset_import[%zu]: the default domain's opset version is %lld; pebble accepts %d to %d",
+                                      i, (long long)v, PBL__ONNX_OPSET_MIN, PBL__ONNX_OPSET_MAX);
+            c->opset = v;
+        }
     if (c->opset == 0)
         c->opset = 1; /* IR without an opset import: the first opset */
     if ((s = check_ops(c, gp)) != PBL_OK)
@@ -423,7 +431,7 @@ static pbl_status convert_graph(pbl__onnx_ctx *c, const Onnx__ModelProto *m)
                 continue;
             c->node = nd;
             c->node_index = (int32_t)i;
-            if ((s = pbl__onnx_find_op(nd)(c)) != PBL_OK)
+            if ((s = pbl__onnx_convert(c)) != PBL_OK)
                 goto done;
             done[i] = 1;
             left--;

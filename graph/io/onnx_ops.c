@@ -45,6 +45,16 @@ static pbl_status attr_float(pbl__onnx_ctx *c, const char *name, double dflt, do
     return PBL_OK;
 }
 
+/* An int attribute that is a flag: 0 or 1, anything else refused (transB=7 is a broken model,
+ * not "true"). */
+static pbl_status attr_bool(pbl__onnx_ctx *c, const char *name, int64_t dflt, int64_t *out)
+{
+    pbl_status s = attr_int(c, name, dflt, out);
+    if (s == PBL_OK && *out != 0 && *out != 1)
+        NODE_FAIL(c, PBL_ERR_ATTR, "attribute %s is %lld; it must be 0 or 1", name, (long long)*out);
+    return s;
+}
+
 /* An ints attribute into buf (at most max); *n = -1 when absent. */
 static pbl_status attr_ints(pbl__onnx_ctx *c, const char *name, int64_t *buf, int32_t max, int32_t *n)
 {
@@ -198,8 +208,13 @@ static pbl_status cv_dropout(pbl__onnx_ctx *c)
     if ((s = need_inputs(c, 1, 3)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &x)) != PBL_OK)
         return s;
     int64_t is_test = 1;
-    if ((s = attr_int(c, "is_test", 1, &is_test)) != PBL_OK) /* opset < 7 */
+    double ratio;
+    if ((s = attr_bool(c, "is_test", 1, &is_test)) != PBL_OK || /* opset < 7 */
+        (s = attr_float(c, "ratio", 0.5, &ratio)) != PBL_OK)     /* opset < 12; then an input */
         return s;
+    /* inference ignores the ratio, but one outside [0, 1) says the model is not what it claims */
+    if (!(ratio >= 0 && ratio < 1))
+        NODE_FAIL(c, PBL_ERR_ATTR, "attribute ratio is %g; it must be in [0, 1)", ratio);
     const char *tm = pbl__onnx_in_name(n, 2);
     if (tm) {
         const int64_t *v;
@@ -257,7 +272,7 @@ static pbl_status cv_gemm(pbl__onnx_ctx *c)
     double alpha, beta;
     pbl_status s;
     if ((s = need_inputs(c, 2, 3)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &a)) != PBL_OK ||
-        (s = attr_int(c, "transA", 0, &ta)) != PBL_OK || (s = attr_int(c, "transB", 0, &tb)) != PBL_OK ||
+        (s = attr_bool(c, "transA", 0, &ta)) != PBL_OK || (s = attr_bool(c, "transB", 0, &tb)) != PBL_OK ||
         (s = attr_float(c, "alpha", 1.0, &alpha)) != PBL_OK || (s = attr_float(c, "beta", 1.0, &beta)) != PBL_OK)
         return s;
     if (pbl__onnx_in_name(n, 2) && (s = pbl__onnx_get(c, n->input[2], &cc)) != PBL_OK)
@@ -456,7 +471,7 @@ static pbl_status cv_reshape(pbl__onnx_ctx *c)
     const int64_t *dims;
     int64_t nd;
     if ((s = need_inputs(c, 1, 2)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &x)) != PBL_OK ||
-        (s = attr_int(c, "allowzero", 0, &allowzero)) != PBL_OK ||
+        (s = attr_bool(c, "allowzero", 0, &allowzero)) != PBL_OK ||
         (s = attr_ints(c, "shape", attr_shape, PBL_MAX_DIMS, &n_attr)) != PBL_OK)
         return s;
     if (pbl__onnx_in_name(n, 1)) {
@@ -515,7 +530,7 @@ static pbl_status cv_reduce(pbl__onnx_ctx *c, const char *op)
     int32_t na;
     pbl_status s;
     if ((s = need_inputs(c, 1, 2)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &x)) != PBL_OK ||
-        (s = attr_int(c, "keepdims", 1, &keep)) != PBL_OK || (s = attr_int(c, "noop_with_empty_axes", 0, &noop)) != PBL_OK ||
+        (s = attr_bool(c, "keepdims", 1, &keep)) != PBL_OK || (s = attr_bool(c, "noop_with_empty_axes", 0, &noop)) != PBL_OK ||
         (s = attr_ints(c, "axes", axes, PBL_MAX_INTS, &na)) != PBL_OK)
         return s;
     if (na < 0)
@@ -628,8 +643,10 @@ static pbl_status cv_batch_norm(pbl__onnx_ctx *c)
     int64_t training;
     pbl_status s;
     if ((s = need_inputs(c, 5, 5)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &x)) != PBL_OK ||
-        (s = attr_float(c, "epsilon", 1e-5, &eps)) != PBL_OK || (s = attr_int(c, "training_mode", 0, &training)) != PBL_OK)
+        (s = attr_float(c, "epsilon", 1e-5, &eps)) != PBL_OK || (s = attr_bool(c, "training_mode", 0, &training)) != PBL_OK)
         return s;
+    if (!(eps >= 0 && isfinite(eps)))
+        NODE_FAIL(c, PBL_ERR_ATTR, "attribute epsilon is %g; it must be a finite number >= 0", eps);
     if (training)
         NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "training_mode 1 is not supported (inference only)%s", "");
     for (size_t k = 1; k < n->n_output; k++)
@@ -743,7 +760,8 @@ static pbl_status cv_conv(pbl__onnx_ctx *c)
         return s;
     pbl_shape sx = pbl__onnx_shape_of(c, in[0]), sw = pbl__onnx_shape_of(c, in[1]);
     if (sx.ndim != 4 || sw.ndim != 4)
-        NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "only 2-D convolutions (X rank 4) are supported; X has rank %d", (int)sx.ndim);
+        NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "only 2-D convolutions (X and W of rank 4) are supported; %s has rank %d",
+                  sx.ndim != 4 ? "X" : "W", (int)(sx.ndim != 4 ? sx.ndim : sw.ndim));
     if ((s = window_attrs(c, &sx, &sw.dim[2], at, stride, pads, dil)) != PBL_OK)
         return s;
     at[3] = PBL_ATTR_INT("groups", groups);
@@ -761,9 +779,9 @@ static pbl_status cv_pool(pbl__onnx_ctx *c, const char *op)
     pbl_attr at[4];
     pbl_status s;
     if ((s = need_inputs(c, 1, 1)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &x)) != PBL_OK ||
-        (s = attr_ints(c, "kernel_shape", kernel, 2, &nk)) != PBL_OK || (s = attr_int(c, "ceil_mode", 0, &ceil_mode)) != PBL_OK ||
+        (s = attr_ints(c, "kernel_shape", kernel, 2, &nk)) != PBL_OK || (s = attr_bool(c, "ceil_mode", 0, &ceil_mode)) != PBL_OK ||
         (s = attr_int(c, "storage_order", 0, &storage)) != PBL_OK ||
-        (s = attr_int(c, "count_include_pad", 0, &count_pad)) != PBL_OK)
+        (s = attr_bool(c, "count_include_pad", 0, &count_pad)) != PBL_OK)
         return s;
     if (nk != 2)
         NODE_FAIL(c, nk < 0 ? PBL_ERR_FORMAT : PBL_ERR_UNSUPPORTED, "kernel_shape must list 2 ints (2-D pooling)%s", "");
@@ -788,31 +806,81 @@ static pbl_status cv_max_pool(pbl__onnx_ctx *c) { return cv_pool(c, "max_pool2d"
 static pbl_status cv_avg_pool(pbl__onnx_ctx *c) { return cv_pool(c, "avg_pool2d"); }
 static pbl_status cv_global_avg_pool(pbl__onnx_ctx *c) { return cv_unary(c, "global_avg_pool"); }
 
+/* Each op with the attributes pebble knows for it, over every opset it accepts: the ones its
+ * converter reads, and the few it may ignore because they cannot change the result at inference
+ * (consumed_inputs and broadcast, legacy hints from opsets before 7; Dropout's seed;
+ * BatchNormalization's momentum, used only in training; Conv's kernel_shape, which the weight's
+ * shape already says). Any other attribute is refused: pebble cannot know whether it changes
+ * what the node computes, and a model run with it silently ignored could be wrong. Constant's
+ * attributes (one value, in one of several forms) are checked by its converter. */
 typedef struct onnx_op {
     const char *name;
     pbl__onnx_convert_fn fn;
+    const char *attrs; /* space-separated names; NULL: the converter checks */
 } onnx_op;
 
+#define BINARY_ATTRS "consumed_inputs broadcast"
+#define WINDOW_ATTRS "strides pads dilations auto_pad"
 static const onnx_op onnx_ops[] = {
-    { "Add", cv_add }, { "Sub", cv_sub }, { "Mul", cv_mul }, { "Div", cv_div },
-    { "Gemm", cv_gemm }, { "MatMul", cv_matmul },
-    { "Relu", cv_relu }, { "Sigmoid", cv_sigmoid }, { "Tanh", cv_tanh },
-    { "Softmax", cv_softmax }, { "LogSoftmax", cv_log_softmax },
-    { "Flatten", cv_flatten }, { "Reshape", cv_reshape }, { "Identity", cv_identity },
-    { "Transpose", cv_transpose }, { "ReduceSum", cv_reduce_sum }, { "ReduceMean", cv_reduce_mean },
-    { "Concat", cv_concat }, { "Dropout", cv_dropout }, { "Constant", cv_constant },
-    { "BatchNormalization", cv_batch_norm }, { "Conv", cv_conv }, { "MaxPool", cv_max_pool },
-    { "AveragePool", cv_avg_pool }, { "GlobalAveragePool", cv_global_avg_pool },
+    { "Add", cv_add, BINARY_ATTRS }, { "Sub", cv_sub, BINARY_ATTRS }, { "Mul", cv_mul, BINARY_ATTRS },
+    { "Div", cv_div, BINARY_ATTRS },
+    { "Gemm", cv_gemm, "transA transB alpha beta broadcast" }, { "MatMul", cv_matmul, "" },
+    { "Relu", cv_relu, "consumed_inputs" }, { "Sigmoid", cv_sigmoid, "consumed_inputs" },
+    { "Tanh", cv_tanh, "consumed_inputs" },
+    { "Softmax", cv_softmax, "axis" }, { "LogSoftmax", cv_log_softmax, "axis" },
+    { "Flatten", cv_flatten, "axis" }, { "Reshape", cv_reshape, "shape allowzero consumed_inputs" },
+    { "Identity", cv_identity, "" },
+    { "Transpose", cv_transpose, "perm" }, { "ReduceSum", cv_reduce_sum, "axes keepdims noop_with_empty_axes" },
+    { "ReduceMean", cv_reduce_mean, "axes keepdims noop_with_empty_axes" },
+    { "Concat", cv_concat, "axis" }, { "Dropout", cv_dropout, "ratio is_test seed consumed_inputs" },
+    { "Constant", cv_constant, NULL },
+    { "BatchNormalization", cv_batch_norm, "epsilon momentum training_mode is_test consumed_inputs" },
+    { "Conv", cv_conv, WINDOW_ATTRS " group kernel_shape" },
+    { "MaxPool", cv_max_pool, WINDOW_ATTRS " kernel_shape ceil_mode storage_order" },
+    { "AveragePool", cv_avg_pool, WINDOW_ATTRS " kernel_shape ceil_mode count_include_pad" },
+    { "GlobalAveragePool", cv_global_avg_pool, "" },
 };
 
-int pbl__onnx_default_domain(const char *d) { return !d || !d[0] || strcmp(d, "ai.onnx") == 0; }
-
-pbl__onnx_convert_fn pbl__onnx_find_op(const Onnx__NodeProto *n)
+static const onnx_op *find_op(const Onnx__NodeProto *n)
 {
     if (!n->op_type || !pbl__onnx_default_domain(n->domain))
         return NULL;
     for (size_t i = 0; i < sizeof onnx_ops / sizeof onnx_ops[0]; i++)
         if (strcmp(onnx_ops[i].name, n->op_type) == 0)
-            return onnx_ops[i].fn;
+            return &onnx_ops[i];
     return NULL;
+}
+
+/* 1 when `name` is one of the space-separated words of list. */
+static int listed(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        size_t w = strcspn(p, " ");
+        if (w == n && strncmp(p, name, n) == 0)
+            return 1;
+        p += w;
+        p += strspn(p, " ");
+    }
+    return 0;
+}
+
+pbl_status pbl__onnx_convert(pbl__onnx_ctx *c)
+{
+    const onnx_op *op = find_op(c->node);
+    for (size_t i = 0; op->attrs && i < c->node->n_attribute; i++) {
+        const Onnx__AttributeProto *a = c->node->attribute[i];
+        const char *name = a && a->name ? a->name : "";
+        if (!listed(op->attrs, name))
+            NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "attribute '%s' is not one pebble knows for %s (it knows: %s)", name,
+                      op->name, op->attrs[0] ? op->attrs : "none");
+    }
+    return op->fn(c);
+}
+
+int pbl__onnx_default_domain(const char *d) { return !d || !d[0] || strcmp(d, "ai.onnx") == 0; }
+
+int pbl__onnx_known_op(const Onnx__NodeProto *n)
+{
+    return find_op(n) != NULL;
 }

@@ -7,15 +7,63 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The length of the well-formed UTF-8 sequence at p (1 to 4), or 0 when it is not one
+ * (a stray continuation byte, a truncated sequence, an overlong form, a surrogate, > U+10FFFF). */
+static size_t utf8_len(const unsigned char *p)
+{
+    unsigned c = p[0];
+    size_t n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+    if (n == 0 || (n == 2 && c < 0xc2) || (n == 4 && c > 0xf4))
+        return 0;
+    for (size_t k = 1; k < n; k++)
+        if ((p[k] & 0xc0) != 0x80)
+            return 0;
+    if ((n == 3 && c == 0xe0 && p[1] < 0xa0) || (n == 3 && c == 0xed && p[1] >= 0xa0) ||
+        (n == 4 && c == 0xf0 && p[1] < 0x90) || (n == 4 && c == 0xf4 && p[1] >= 0x90))
+        return 0;
+    return n;
+}
+
+size_t args_escape(char *out, size_t outlen, const char *in)
+{
+    size_t o = 0;
+    if (!outlen)
+        return 0;
+    for (const unsigned char *p = (const unsigned char *)in; *p;) {
+        size_t n = utf8_len(p);
+        char esc[5];
+        const char *piece = (const char *)p;
+        size_t len = n;
+        if (n == 0 || (n == 1 && (*p < 0x20 || *p == 0x7f)) || (n == 2 && p[0] == 0xc2 && p[1] < 0xa0)) {
+            /* a control character (C0, DEL, or C1 such as U+009B, the one-byte CSI) or a byte
+             * that is not UTF-8: shown, never sent to the terminal as it is */
+            snprintf(esc, sizeof esc, "\\x%02x", *p);
+            piece = esc;
+            len = 4;
+            n = 1;
+        }
+        if (o + len >= outlen)
+            break;
+        memcpy(out + o, piece, len);
+        o += len;
+        p += n;
+    }
+    out[o] = '\0';
+    return o;
+}
+
 void args_verror(const char *program, const char *fmt, va_list ap)
 {
-    char msg[2048];
+    char msg[2048], shown[4 * sizeof msg];
     vsnprintf(msg, sizeof msg, fmt, ap);
     for (char *c = msg; *c; c++)
         if (*c == '\n' || *c == '\r')
             *c = ' ';
+    /* messages carry names from files and the command line (a value's name in a model, a
+     * path): escape sequences or broken UTF-8 in them must not reach the terminal */
+    args_escape(shown, sizeof shown, msg);
     fflush(stdout);
-    fprintf(stderr, "%s: %s\n", program, msg);
+    fprintf(stderr, "%s: %s\n", program, shown);
 }
 
 void args_error(const char *program, const char *fmt, ...)

@@ -58,6 +58,12 @@ typedef struct args_spec {
  * none), or what take returned. */
 int args_parse(const args_spec *spec, int argc, char **argv, void *ctx);
 
+/* Copies in to out (outlen bytes, always terminated, cut at a whole piece) with every control
+ * character (C0, DEL, C1) and every byte that is not part of well-formed UTF-8 written as
+ * "\xHH": text from untrusted names made safe for a terminal. Returns the length written.
+ * args_verror passes every message through it. */
+size_t args_escape(char *out, size_t outlen, const char *in);
+
 /* Prints `PROGRAM: message` as exactly one line on stderr: newlines in the message (which may
  * quote a file or a library) are flattened. stdout is flushed first, so what was printed
  * before comes first when both go to one terminal. */

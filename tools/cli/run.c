@@ -274,15 +274,18 @@ int cli_run(int argc, char **argv)
         snprintf(name, sizeof name, "%.*s", (int)(eq - inputs[i]), inputs[i]);
         pbl_value iv = pbl_graph_find_value(g, name);
         pbl_value_info vi;
-        if (iv == PBL_NONE || pbl_graph_value_info(g, iv, &vi) != PBL_OK || vi.kind != PBL_VALUE_INPUT) {
-            cli_error("--input: '%s' is not an input of %s", name, model_name);
+        /* every value the "has no data" hint below names: inputs, parameters, labels */
+        if (iv == PBL_NONE || pbl_graph_value_info(g, iv, &vi) != PBL_OK ||
+            (vi.kind != PBL_VALUE_INPUT && vi.kind != PBL_VALUE_PARAM && vi.kind != PBL_VALUE_LABEL)) {
+            cli_error("--input: '%s' is not an input, parameter or label of %s", name, model_name);
             rc = CLI_USAGE;
             goto done;
         }
         if ((rc = cli_tensor_read(eq + 1, &data[i])) != CLI_OK)
             goto done;
         char s1[96], s2[96];
-        if (data[i].dtype != vi.dtype || pbl_shape_numel(&data[i].shape) != pbl_shape_numel(&vi.shape)) {
+        /* the shape exactly: (784, 8) has [8, 784]'s element count but not its layout */
+        if (data[i].dtype != vi.dtype || !pbl_shape_equal(&data[i].shape, &vi.shape)) {
             cli_error("--input %s: %s holds %s %s but the input is %s %s", name, cli_display_name(eq + 1),
                       pbl_dtype_name(data[i].dtype),
                       pbl_shape_str(&data[i].shape, s1, sizeof s1), pbl_dtype_name(vi.dtype),

@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L /* fmemopen */
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -94,10 +95,38 @@ static int npy_read(FILE *f, const char *path, pbl_onnx_tensor *t)
         numel *= d;
         p = end;
     }
-    raw = malloc((size_t)numel * (size_t)esize);
-    if (!raw || fread(raw, (size_t)esize, (size_t)numel, f) != (size_t)numel) {
-        cli_error("%s: %s", path, raw ? "the data is shorter than the shape" : "out of memory");
-        rc = raw ? CLI_USAGE : CLI_FAIL;
+    /* the data must be exactly what the shape says: compared with what is left of the file
+     * before allocating (a header may promise 2^40 elements over a few bytes), and one byte
+     * more means the header and the data disagree */
+    uint64_t want = (uint64_t)numel * (uint64_t)esize;
+    long at = ftell(f);
+    if (at >= 0 && fseek(f, 0, SEEK_END) == 0) {
+        long end = ftell(f);
+        if (end < 0 || fseek(f, at, SEEK_SET) != 0) {
+            cli_error("%s: cannot seek: %s", path, strerror(errno));
+            rc = CLI_FAIL;
+            goto done;
+        }
+        if ((uint64_t)(end - at) != want) {
+            char ss[96];
+            cli_error("%s: the data is %s than its shape %s says (%llu bytes of data, %llu expected)", path,
+                      (uint64_t)(end - at) < want ? "shorter" : "longer", pbl_shape_str(&t->shape, ss, sizeof ss),
+                      (unsigned long long)(end - at), (unsigned long long)want);
+            goto done;
+        }
+    }
+    raw = malloc(want ? (size_t)want : 1);
+    if (!raw) {
+        cli_error("%s: out of memory (%llu bytes)", path, (unsigned long long)want);
+        rc = CLI_FAIL;
+        goto done;
+    }
+    if (fread(raw, (size_t)esize, (size_t)numel, f) != (size_t)numel) {
+        cli_error("%s: the data is shorter than its shape says", path);
+        goto done;
+    }
+    if (fgetc(f) != EOF) {
+        cli_error("%s: the data is longer than its shape says (trailing bytes)", path);
         goto done;
     }
     t->dtype = is_float ? PBL_F32 : PBL_I32;
