@@ -430,6 +430,93 @@ static void test_unsupported_lists_every_op(void **state)
     expect_fail(&b, PBL_ERR_UNSUPPORTED, "Erf (node 'e1'), Gather (node 'g1')");
 }
 
+static void mb_attr_f(mb *b, Onnx__NodeProto *n, const char *name, float v)
+{
+    Onnx__AttributeProto *a = &b->attrs[b->n_attrs];
+    onnx__attribute_proto__init(a);
+    a->name = (char *)name;
+    a->has_type = 1;
+    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
+    a->has_f = 1;
+    a->f = v;
+    b->attr_ptrs[b->n_attrs++] = a;
+    n->n_attribute++;
+}
+
+/* Values a model may not silently carry (issue 14): each is refused, naming the field and
+ * the accepted range; the same model with a valid value loads. 14 hostile cases. */
+static void test_strict_validation(void **state)
+{
+    (void)state;
+    mb b;
+    /* opsets outside 1..22 (an explicit 0 too): the opset decides what ops mean */
+    static const int64_t bad_opsets[] = { 0, -1, 23, 1000, INT64_C(1) << 62 };
+    for (size_t i = 0; i < sizeof bad_opsets / sizeof bad_opsets[0]; i++) {
+        build_mlp(&b);
+        b.opset.version = bad_opsets[i];
+        expect_fail(&b, PBL_ERR_UNSUPPORTED, "opset_import[0]: the default domain's opset version is");
+        build_mlp(&b);
+        b.opset.version = bad_opsets[i];
+        expect_fail(&b, PBL_ERR_UNSUPPORTED, "pebble accepts 1 to 22");
+    }
+    /* a flag that is neither 0 nor 1 */
+    build_mlp(&b);
+    b.attrs[0].i = 7; /* fc1's transB */
+    expect_fail(&b, PBL_ERR_ATTR, "node 'fc1' (Gemm): attribute transB is 7; it must be 0 or 1");
+    build_mlp(&b);
+    b.attrs[0].i = -1;
+    expect_fail(&b, PBL_ERR_ATTR, "attribute transB is -1; it must be 0 or 1");
+    /* an attribute Gemm does not have */
+    build_mlp(&b);
+    b.attrs[0].name = (char *)"transC";
+    expect_fail(&b, PBL_ERR_UNSUPPORTED, "node 'fc1' (Gemm): attribute 'transC' is not one pebble knows for Gemm");
+    /* Dropout's ratio outside [0, 1) and BatchNormalization's negative epsilon */
+    static const int64_t dx[] = { 1, 2, 2, 2 }, dc[] = { 2 };
+    static float st[4][2] = { { 1, 1 }, { 0, 0 }, { 0, 0 }, { 1, 1 } };
+    static char *x[] = { "x" }, *y[] = { "y" }, *bn_in[] = { "x", "s", "bias", "mean", "var" };
+    static const float ratios[] = { 2.0f, -0.5f, 1.0f };
+    for (size_t i = 0; i < 3; i++) {
+        mb_init(&b, 7);
+        mb_input(&b, "x", 4, dx);
+        mb_attr_f(&b, mb_node(&b, "Dropout", "drop", x, 1, y, 1), "ratio", ratios[i]);
+        mb_output(&b, "y");
+        expect_fail(&b, PBL_ERR_ATTR, "node 'drop' (Dropout): attribute ratio is");
+    }
+    for (int eps_ok = 0; eps_ok < 2; eps_ok++) {
+        mb_init(&b, 15);
+        mb_input(&b, "x", 4, dx);
+        mb_init_f(&b, "s", 1, dc, st[0], 2);
+        mb_init_f(&b, "bias", 1, dc, st[1], 2);
+        mb_init_f(&b, "mean", 1, dc, st[2], 2);
+        mb_init_f(&b, "var", 1, dc, st[3], 2);
+        mb_attr_f(&b, mb_node(&b, "BatchNormalization", "bn", bn_in, 5, y, 1), "epsilon", eps_ok ? 1e-5f : -1e-5f);
+        mb_output(&b, "y");
+        if (eps_ok) {
+            size_t len;
+            uint8_t *p = mb_pack(&b, &len);
+            pbl_graph *g;
+            pbl_onnx_weights *w;
+            char err[1024];
+            assert_int_equal(load(p, len, &g, &w, err, sizeof err), PBL_OK);
+            pbl_onnx_weights_destroy(w);
+            pbl_graph_destroy(g);
+            free(p);
+        } else {
+            expect_fail(&b, PBL_ERR_ATTR, "node 'bn' (BatchNormalization): attribute epsilon is -1e-05; it must be a finite number >= 0");
+        }
+    }
+    /* a rank-3 weight: the message names W, not X (X is rank 4) */
+    static const int64_t dw3[] = { 2, 2, 2 };
+    static float w3[8];
+    static char *conv_in[] = { "x", "w" };
+    mb_init(&b, 13);
+    mb_input(&b, "x", 4, dx);
+    mb_init_f(&b, "w", 3, dw3, w3, 8);
+    mb_node(&b, "Conv", "conv", conv_in, 2, y, 1);
+    mb_output(&b, "y");
+    expect_fail(&b, PBL_ERR_UNSUPPORTED, "W has rank 3");
+}
+
 static void test_malformed(void **state)
 {
     (void)state;
@@ -635,6 +722,7 @@ int main(void)
         cmocka_unit_test(test_softmax_axis),
         cmocka_unit_test(test_reshape_reduce),
         cmocka_unit_test(test_unsupported_lists_every_op),
+        cmocka_unit_test(test_strict_validation),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_structure_errors),
         cmocka_unit_test(test_alloc_failures),
