@@ -12,6 +12,16 @@
 
 #include <zlib.h>
 
+/* zlib's message for f's error, without the "<fd:3>: " it starts with (f is opened by
+ * descriptor, so that is the name zlib knows). */
+static const char *gz_message(gzFile f)
+{
+    int zerr;
+    const char *msg = gzerror(f, &zerr);
+    const char *cut = msg && strncmp(msg, "<fd:", 4) == 0 ? strstr(msg, ">: ") : NULL;
+    return cut ? cut + 3 : msg;
+}
+
 /* Reads exactly n bytes or reports how many it got. gzread takes an unsigned length, so big
  * reads go in pieces. Returns 0, or -1 with err set. */
 static int read_exact(gzFile f, const char *path, const char *what, uint8_t *p, size_t n,
@@ -23,10 +33,13 @@ static int read_exact(gzFile f, const char *path, const char *what, uint8_t *p, 
         int r = gzread(f, p + got, (unsigned)want);
         if (r < 0) {
             int zerr;
-            const char *msg = gzerror(f, &zerr);
+            const char *msg = gz_message(f);
+            gzerror(f, &zerr);
             if (zerr == Z_BUF_ERROR) /* zlib's word for a compressed stream cut short */
                 snprintf(err, errlen, "%s: truncated: the gzip stream ends inside %s", path,
                          what);
+            else if (zerr == Z_DATA_ERROR) /* zlib reads ahead: not always inside `what` */
+                snprintf(err, errlen, "%s: corrupt gzip data: %s", path, msg);
             else
                 snprintf(err, errlen, "%s: reading %s: %s", path, what,
                          zerr == Z_ERRNO ? strerror(errno) : msg);
@@ -138,7 +151,7 @@ int idx_read(idx_array *out, const char *path, int rank, char *err, size_t errle
         if (r > 0)
             snprintf(err, errlen, "%s: more data than the header's dimensions describe", path);
         else
-            snprintf(err, errlen, "%s: reading past the data: %s", path, gzerror(f, &r));
+            snprintf(err, errlen, "%s: reading past the data: %s", path, gz_message(f));
         goto fail_free_data;
     }
     /* The data is all there, but a gzip stream cut inside its 8-byte trailer (the CRC-32 and

@@ -167,6 +167,15 @@ if [ -n "$train" ]; then
             "a gzip IDX file missing the last $cut byte(s) of its trailer" --data "$d" --epochs 1 --batch 8
         cp "$tmp/whole.gz" "$f"
     done
+    # a whole trailer whose CRC-32 does not match the data
+    f=$d/train-images-idx3-ubyte.gz
+    cp "$f" "$tmp/whole.gz"
+    n=$(stat -c %s "$f")
+    printf '\x00\x00\x00\x00' | dd of="$f" bs=1 seek=$((n - 8)) conv=notrunc 2>/dev/null
+    cmp -s "$f" "$tmp/whole.gz" && fail "the CRC fixture is unchanged"
+    expect_train_error "train-images-idx3-ubyte.gz: corrupt gzip data: incorrect data check" \
+        "a gzip IDX file whose CRC-32 is wrong (the message names the file, not <fd:N>)" --data "$d" --epochs 1 --batch 8
+    cp "$tmp/whole.gz" "$f"
     rm "$d/train-labels-idx1-ubyte.gz"
     mkfifo "$d/train-labels-idx1-ubyte.gz"
     expect_train_error "train-labels-idx1-ubyte.gz: is a FIFO, not a regular file" "an IDX file that is a FIFO" \
