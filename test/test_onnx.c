@@ -482,6 +482,16 @@ static void test_strict_validation(void **state)
         mb_output(&b, "y");
         expect_fail(&b, PBL_ERR_ATTR, "node 'drop' (Dropout): attribute ratio is");
     }
+    /* from opset 12 the ratio is an input */
+    static const int64_t d1[] = { 1 };
+    static float r2[1] = { 2.0f };
+    static char *drop_in[] = { "x", "r" };
+    mb_init(&b, 13);
+    mb_input(&b, "x", 4, dx);
+    mb_init_f(&b, "r", 0, d1, r2, 1);
+    mb_node(&b, "Dropout", "drop", drop_in, 2, y, 1);
+    mb_output(&b, "y");
+    expect_fail(&b, PBL_ERR_ATTR, "node 'drop' (Dropout): input ratio 'r' is 2; it must be in [0, 1)");
     for (int eps_ok = 0; eps_ok < 2; eps_ok++) {
         mb_init(&b, 15);
         mb_input(&b, "x", 4, dx);

@@ -215,6 +215,11 @@ static pbl_status cv_dropout(pbl__onnx_ctx *c)
     /* inference ignores the ratio, but one outside [0, 1) says the model is not what it claims */
     if (!(ratio >= 0 && ratio < 1))
         NODE_FAIL(c, PBL_ERR_ATTR, "attribute ratio is %g; it must be in [0, 1)", ratio);
+    const char *rn = pbl__onnx_in_name(n, 1); /* opset >= 12: the ratio as an input */
+    pbl__onnx_sym *rs = rn ? pbl__onnx_sym_find(c, rn) : NULL;
+    if (rs && rs->is_const && !rs->data.is_int && rs->data.f && rs->data.numel == 1 &&
+        !(rs->data.f[0] >= 0 && rs->data.f[0] < 1))
+        NODE_FAIL(c, PBL_ERR_ATTR, "input ratio '%s' is %g; it must be in [0, 1)", rn, (double)rs->data.f[0]);
     const char *tm = pbl__onnx_in_name(n, 2);
     if (tm) {
         const int64_t *v;
