@@ -129,6 +129,7 @@ typedef struct reader {
     size_t               errlen;
 
     FILE                *f;       /* the file read, or NULL: */
+    uint64_t             file_read; /* bytes read from f so far */
     const unsigned char *mem;     /* the text parsed (pbl_records_parse_csv) */
     size_t               mem_len, mem_pos;
     unsigned char        chunk[16384];
@@ -183,6 +184,12 @@ static pbl_status read_line(reader *r, int *got, size_t *len)
             r->pos = 0;
             if (r->f) {
                 r->len = fread(r->chunk, 1, sizeof r->chunk, r->f);
+                /* the size was checked at open; a file that grows while it is read is held to
+                 * the same limit */
+                if ((r->file_read += r->len) > PBL__FILE_IN_MAX_TEXT)
+                    return pbl__errf(r->err, r->errlen, PBL_ERR_FORMAT,
+                                     "%s: grew past %llu bytes while read, more than a records CSV may hold (1 GiB)",
+                                     r->path, (unsigned long long)PBL__FILE_IN_MAX_TEXT);
             } else {
                 r->len = r->mem_len - r->mem_pos < sizeof r->chunk ? r->mem_len - r->mem_pos : sizeof r->chunk;
                 if (r->len)
