@@ -246,7 +246,9 @@ pbl_status pbl_exec_save(pbl_exec *e, const char *path);
 /* Loads a file written by pbl_exec_save into the matching variables. The whole file is read
  * and checked (magic, version, CRC-32, every name present with the same dtype and shape)
  * before any variable is written: PBL_ERR_IO, PBL_ERR_FORMAT, PBL_ERR_CHECKSUM,
- * PBL_ERR_NOT_FOUND or PBL_ERR_SHAPE leave the executor unchanged. */
+ * PBL_ERR_NOT_FOUND or PBL_ERR_SHAPE leave the executor unchanged. path must be a regular file
+ * of at most 4 GiB: a FIFO or a device is PBL_ERR_IO at once (the open never blocks), a larger
+ * file PBL_ERR_FORMAT, before anything is read. */
 pbl_status pbl_exec_load(pbl_exec *e, const char *path);
 
 #ifdef __cplusplus

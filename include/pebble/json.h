@@ -98,7 +98,9 @@ pbl_status pbl_graph_save_json(const pbl_graph *g, const char *path, char *err, 
 pbl_status pbl_graph_from_json(pbl_graph **out, const char *text, size_t len, const pbl_allocator *a,
                                char *err, size_t errlen);
 
-/* Reads path and builds a graph from it, as pbl_graph_from_json; messages start "path: ". */
+/* Reads path and builds a graph from it, as pbl_graph_from_json; messages start "path: ".
+ * path must be a regular file (a FIFO or a device: PBL_ERR_IO at once, the open never blocks)
+ * of at most 1 GiB (PBL_ERR_FORMAT, before reading). */
 pbl_status pbl_graph_load_json(pbl_graph **out, const char *path, const pbl_allocator *a, char *err,
                                size_t errlen);
 

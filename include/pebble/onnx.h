@@ -46,7 +46,12 @@
  * Errors: a model using ops pebble does not map gives ONE PBL_ERR_UNSUPPORTED whose message
  * lists every unsupported op type with the name of one node using it ("unsupported ONNX ops:
  * Gather (node 'g1'), LSTM (node 'lstm0')"); an attribute value pebble cannot honour
- * (ceil_mode 1, a non-constant Reshape shape) is PBL_ERR_UNSUPPORTED naming the node. A
+ * (ceil_mode 1, a non-constant Reshape shape) is PBL_ERR_UNSUPPORTED naming the node; so are
+ * a default-domain opset outside 1..22 and an attribute pebble does not know for its op (a
+ * few that cannot change the result at inference are ignored: legacy consumed_inputs and
+ * broadcast, Dropout's seed, BatchNormalization's momentum, Conv's kernel_shape). A value
+ * outside its range (a flag such as transB not 0 or 1, Dropout's ratio outside [0, 1),
+ * BatchNormalization's epsilon negative or not finite) is PBL_ERR_ATTR naming the node. A
  * malformed protobuf, a missing required field, a dangling value reference, a value defined
  * twice, a tensor whose data does not match its dims or an absurd shape gives
  * PBL_ERR_FORMAT; nodes that depend on each other in a cycle PBL_ERR_CYCLE; shapes that do
@@ -84,7 +89,9 @@ typedef struct pbl_onnx_options {
 
 pbl_onnx_options pbl_onnx_options_default(void);
 
-/* Loads the ONNX model file `path` as a new graph. opt may be NULL. Statuses: see above. */
+/* Loads the ONNX model file `path` as a new graph. opt may be NULL. Statuses: see above;
+ * path must be a regular file (a FIFO or a device: PBL_ERR_IO at once, the open never blocks)
+ * of at most 2 GiB (PBL_ERR_FORMAT, before reading). */
 pbl_status pbl_graph_load_onnx(pbl_graph **out, const char *path, const pbl_onnx_options *opt,
                                char *err, size_t errlen);
 /* The same from the serialized ModelProto in data[0..len). */
@@ -112,7 +119,8 @@ typedef struct pbl_onnx_tensor {
 
 /* Reads one serialized TensorProto. PBL_ERR_IO, PBL_ERR_FORMAT (malformed, data size not
  * matching the dims, rank above PBL_MAX_DIMS), PBL_ERR_UNSUPPORTED (another element type),
- * PBL_ERR_NOMEM. On failure *out is zeroed. */
+ * PBL_ERR_NOMEM. On failure *out is zeroed. As pbl_graph_load_onnx, path must be a regular
+ * file of at most 2 GiB. */
 pbl_status pbl_onnx_tensor_read(const char *path, pbl_onnx_tensor *out, char *err, size_t errlen);
 /* The same from the serialized TensorProto in data[0..len) (standard input, a buffer);
  * messages start with name (NULL: "<bytes>"). No PBL_ERR_IO. */

@@ -92,7 +92,8 @@ typedef struct pbl_records_file {
 /* Reads the records CSV at path into *out (freed with pbl_records_file_free), allocating
  * with al (NULL: malloc/free). Returns PBL_OK, PBL_ERR_FORMAT (err: "PATH:LINE: message"),
  * PBL_ERR_IO (err: "PATH: message"), PBL_ERR_NOMEM or PBL_ERR_INVALID_ARG (NULL path or out).
- * On failure *out is zeroed. err may be NULL. */
+ * On failure *out is zeroed. err may be NULL. path must be a regular file (a FIFO or a
+ * device: PBL_ERR_IO at once, the open never blocks) of at most 1 GiB (PBL_ERR_FORMAT). */
 pbl_status pbl_records_read_csv(const char *path, const pbl_allocator *al, pbl_records_file *out,
                                 char *err, size_t errlen);
 
