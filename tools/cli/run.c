@@ -8,7 +8,9 @@
  *
  * MODEL is an ONNX model (its initializers are bound zero-copy as the parameters), a JSON
  * graph file or zoo:NAME (whose parameters have no data: pass --zero-unbound to run them on
- * zeros, e.g. for timing). Every graph input needs an --input unless --zero-unbound.
+ * zeros, e.g. for timing, or give each with --input). Every graph input, and every parameter
+ * or label without data, needs an --input (a tensor of exactly its shape) unless
+ * --zero-unbound.
  * The model is planned and compiled once, run --warmup times untimed, then --repeat times
  * timed; the latency per run (mean, median, min over the timed runs, wall clock) and the
  * process's peak resident set (Linux: VmHWM from /proc/self/status, the high-water mark of
@@ -43,7 +45,8 @@ static void print_usage(FILE *f)
                "Runs MODEL (FILE.onnx, a JSON graph, or zoo:NAME) on the given inputs and prints\n"
                "each output's shape and first values, the latency per run and the peak RSS.\n"
                "One of MODEL, an --input FILE or an --expect FILE may be - (standard input).\n"
-               "  --input NAME=FILE   graph input NAME from FILE (.pb TensorProto or .npy)\n"
+               "  --input NAME=FILE   input, parameter or label NAME from FILE (.pb TensorProto or .npy,\n"
+               "                      of exactly NAME's shape)\n"
                "  --threads N         BLAS threads (default: the BLAS library's setting)\n"
                "  --repeat N          timed runs (default 1); --warmup N untimed runs first (default 1)\n"
                "  --output-dir D      write each output to D/NAME.npy (--output-format pb: .pb)\n"
