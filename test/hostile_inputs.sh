@@ -118,6 +118,12 @@ run run "$tmp/evil.json" --input x="$tmp/x.npy"
 [ "$rc" -eq 2 ] && grep -q 'fc1/w\\x1b\[31m\\xc2\\x9b' "$tmp/err" && ! grep -q $'\e' "$tmp/err" ||
     fail "a value's name with ESC and C1 CSI from a JSON graph: not escaped"
 pass "a value's name from a graph file is escaped: $(cat "$tmp/err")"
+# ... and on stdout, where run prints each output by name
+sed 's/"logits"/"lo\\u001b[2Jgits"/g' "$tmp/mlp.json" >"$tmp/evil2.json"
+run run "$tmp/evil2.json" --zero-unbound
+[ "$rc" -eq 0 ] && grep -q '^output lo\\x1b\[2Jgits \[128, 10\]' "$tmp/out" && ! grep -q $'\e' "$tmp/out" ||
+    fail "an output's name with ESC: not escaped on stdout"
+pass "an output's name from a graph file is escaped on stdout: $(grep '^output' "$tmp/out" | cut -c1-40)"
 # pebble run's hint names --input for a parameter; that flag is then accepted
 run run "$tmp/mlp.json" --input x="$tmp/x.npy"
 [ "$rc" -eq 2 ] && grep -q "param 'fc1/w' \[256, 784\] has no data (give --input fc1/w=FILE" "$tmp/err" ||

@@ -36,6 +36,12 @@ void cli_error(const char *fmt, ...)
     va_end(ap);
 }
 
+const char *cli_shown(const char *name, char *buf, size_t n)
+{
+    args_escape(buf, n, name);
+    return buf;
+}
+
 int cli_parse(const char *command, const args_flag *flags, int n_flags, int (*take)(void *ctx, int which, const char *v),
               void (*usage)(FILE *f), int argc, char **argv, void *ctx)
 {

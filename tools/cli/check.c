@@ -46,8 +46,9 @@ static int check_graph(const char *file)
         if (pbl_graph_node_info(g, n, &ni) == PBL_OK && ni.is_backward)
             backward++;
     }
+    char shown[4 * CLI_NAME_SHOWN];
     printf("%s: ok: a valid graph: %d variables, %d nodes (%d backward), %d values, %d outputs\n",
-           cli_display_name(file), (int)vars,
+           cli_shown(cli_display_name(file), shown, sizeof shown), (int)vars,
            (int)pbl_graph_node_count(g), (int)backward, (int)pbl_graph_value_count(g), (int)pbl_graph_output_count(g));
     pbl_graph_destroy(g);
     return CLI_OK;
@@ -173,7 +174,9 @@ int cli_check(int argc, char **argv)
         cli_error("%s: invalid: %s", name, msg);
         rc = CLI_FAIL;
     } else {
-        printf("%s: ok: %d records, arena %lld bytes, lower bound %lld bytes (ratio %.4f)\n", name, (int)f.n,
+        char shown[4 * CLI_NAME_SHOWN];
+        printf("%s: ok: %d records, arena %lld bytes, lower bound %lld bytes (ratio %.4f)\n",
+               cli_shown(name, shown, sizeof shown), (int)f.n,
                (long long)a.arena, (long long)lower_bound,
                lower_bound > 0 ? (double)a.arena / (double)lower_bound : 1.0);
     }

@@ -18,6 +18,11 @@ enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = ARGS_USAGE };
 /* Prints `pebble: <message>` as exactly one line on stderr (newlines in the message, which
  * may quote a library or file, are flattened). */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* An untrusted name (a value's, a file's) made safe for a terminal, into buf: control
+ * characters and bytes that are not UTF-8 as \xHH (args_escape); for the human-readable
+ * lines printed on stdout, as cli_error does for every message. Returns buf. */
+const char *cli_shown(const char *name, char *buf, size_t n);
+#define CLI_NAME_SHOWN 1024 /* bytes of a name a caller's buffer (4 x this: "\xHH") holds */
 
 /* Flushes stdout; returns 0, or the errno of the first failure to write it (remembered, so
  * that a later call still reports it). */

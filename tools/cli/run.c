@@ -215,7 +215,7 @@ int cli_run(int argc, char **argv)
         return errno == ENOENT || errno == ENOTDIR ? CLI_USAGE : CLI_FAIL;
     }
 
-    char err[4096];
+    char err[4096], shown[4 * CLI_NAME_SHOWN];
     int rc = CLI_OK;
     pbl_graph *g = NULL;
     pbl_onnx_weights *w = NULL;
@@ -354,7 +354,8 @@ int cli_run(int argc, char **argv)
     if (json)
         printf("{\"model\": "), cli_json_string(stdout, model_name), printf(", \"outputs\": [");
     else
-        printf("model %s: %d nodes, arena %llu bytes (naive %llu, unshared %llu, lower bound %llu)\n", model_name,
+        printf("model %s: %d nodes, arena %llu bytes (naive %llu, unshared %llu, lower bound %llu)\n",
+               cli_shown(model_name, shown, sizeof shown),
                (int)st.nodes, (unsigned long long)st.arena_bytes, (unsigned long long)st.naive_bytes,
                (unsigned long long)st.unshared_bytes, (unsigned long long)st.lower_bound);
     for (int32_t k = 0; k < pbl_graph_output_count(g); k++) {
@@ -381,7 +382,7 @@ int cli_run(int argc, char **argv)
                 printf("%s%lld", d ? ", " : "", (long long)vi.shape.dim[d]);
             printf("]}");
         } else {
-            printf("output %s %s %s:", name, pbl_shape_str(&vi.shape, sh, sizeof sh), pbl_dtype_name(vi.dtype));
+            printf("output %s %s %s:", cli_shown(name, shown, sizeof shown), pbl_shape_str(&vi.shape, sh, sizeof sh), pbl_dtype_name(vi.dtype));
             int64_t n = pbl_shape_numel(&vi.shape);
             for (int64_t i = 0; i < n && i < 8; i++) {
                 if (vi.dtype == PBL_F32)
@@ -425,7 +426,8 @@ int cli_run(int argc, char **argv)
                 }
             }
             if (!json)
-                printf("expect %s: %lld of %lld elements outside rtol %g atol %g; max |got - want| %.3g at [%lld]\n", name,
+                printf("expect %s: %lld of %lld elements outside rtol %g atol %g; max |got - want| %.3g at [%lld]\n",
+                       cli_shown(name, shown, sizeof shown),
                        (long long)bad, (long long)n, rtol, atol, maxd, (long long)worst);
             mismatches += bad > 0;
             pbl_onnx_tensor_free(&want);
