@@ -4,9 +4,10 @@
 # caps what it reads, and refuses values it used to accept silently (an .npy of another shape
 # or with trailing bytes, a gzip IDX file without its trailer, "lr": "inf"); messages name the
 # right thing and never send escape sequences or broken UTF-8 to the terminal; `pebble run`
-# accepts the --input its own hint asks for. Each case fails on the code before the fix: 33
-# hostile cases (30 without train_mlp), besides 2 controls (the untouched graph checks, the
-# tiny data set trains) and one extra assertion (no ESC byte at all on stderr).
+# accepts the --input its own hint asks for. Each case fails on the code before the fix: 37
+# hostile cases (30 without train_mlp, 4 fewer without libonnx-testdata), besides 3 controls
+# (the untouched graph checks, the untouched ONNX model runs, the tiny data set trains) and
+# one extra assertion (no ESC byte at all on stderr).
 #
 # usage: hostile_inputs.sh PATH/TO/pebble [PATH/TO/train_mlp]
 set -u
@@ -103,6 +104,40 @@ expect_error 2 "inf.json: .*lr \(inf\) and weight_decay \(0\) must be finite and
 run check "$tmp/train.json"
 [ "$rc" -eq 0 ] || fail "the unmodified graph does not check"
 pass "the same graph with its own lr checks"
+
+# an ONNX model (libonnx-testdata's Gemm test) patched in place, each a byte the same length:
+# its opset (the last byte, 13), its transB attribute (offset 91: the name, 98: the value) and
+# its alpha
+gemm=/usr/share/libonnx-testdata/data/node/test_gemm_all_attributes
+if [ -f "$gemm/model.onnx" ] && [ "$(tail -c 6 "$gemm/model.onnx" | od -An -tx1 | tr -d ' \n')" = 42040a00100d ] &&
+    [ "$(dd if="$gemm/model.onnx" bs=1 skip=91 count=8 2>/dev/null)" = "$(printf 'transB\x18\x01')" ] &&
+    [ "$(dd if="$gemm/model.onnx" bs=1 skip=43 count=5 2>/dev/null)" = alpha ]; then
+    set0=$gemm/test_data_set_0
+    ins=(--input a="$set0/input_0.pb" --input b="$set0/input_1.pb" --input c="$set0/input_2.pb")
+    # patch OUT OFFSET BYTE: the model with one byte replaced
+    patch() {
+        cp "$gemm/model.onnx" "$1"
+        printf "$3" | dd of="$1" bs=1 seek="$2" conv=notrunc 2>/dev/null
+    }
+    run run "$gemm/model.onnx" "${ins[@]}"
+    [ "$rc" -eq 0 ] || fail "the unpatched Gemm model does not run"
+    end=$(($(stat -c %s "$gemm/model.onnx") - 1))
+    patch "$tmp/opset0.onnx" $end '\x00'
+    expect_error 2 "opset0.onnx: opset_import\[0\]: the default domain's opset version is 0; pebble accepts 1 to 22" \
+        "an ONNX model importing opset 0" run "$tmp/opset0.onnx" "${ins[@]}"
+    patch "$tmp/opset127.onnx" $end '\x7f'
+    expect_error 2 "opset127.onnx: .*opset version is 127; pebble accepts 1 to 22" "an ONNX model importing opset 127" \
+        run "$tmp/opset127.onnx" "${ins[@]}"
+    patch "$tmp/transb7.onnx" 98 '\x07'
+    expect_error 2 "transb7.onnx: node #0 \(Gemm\): attribute transB is 7; it must be 0 or 1" "Gemm transB=7" \
+        run "$tmp/transb7.onnx" "${ins[@]}"
+    # "alpha" (offset 43) renamed "alphx": ignored, the product would silently lose its 0.25
+    patch "$tmp/alphx.onnx" 47 'x'
+    expect_error 2 "alphx.onnx: node #0 \(Gemm\): attribute 'alphx' is not one pebble knows for Gemm" \
+        "Gemm with an attribute it does not have (alphx)" run "$tmp/alphx.onnx" "${ins[@]}"
+else
+    echo "note: $gemm/model.onnx is missing or not the expected bytes: its 4 ONNX cases are not run"
+fi
 
 # ---- messages -------------------------------------------------------------------------------
 
