@@ -193,7 +193,7 @@ if [ -n "$train" ]; then
     }
     d=$tmp/data
     mkdir "$d"
-    { be32 2051; be32 16; be32 28; be32 28; head -c $((16 * 784)) /dev/urandom; } | gzip -n >"$d/train-images-idx3-ubyte.gz"
+    { be32 2051; be32 16; be32 28; be32 28; head -c $((16 * 784)) /dev/zero | tr '\0' '\100'; } | gzip -n >"$d/train-images-idx3-ubyte.gz"
     { be32 2049; be32 16; printf '\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x00\x01\x02\x03\x04\x05'; } |
         gzip -n >"$d/train-labels-idx1-ubyte.gz"
     cp "$d/train-images-idx3-ubyte.gz" "$d/t10k-images-idx3-ubyte.gz"
