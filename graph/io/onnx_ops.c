@@ -650,6 +650,11 @@ static pbl_status cv_batch_norm(pbl__onnx_ctx *c)
     if ((s = need_inputs(c, 5, 5)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &x)) != PBL_OK ||
         (s = attr_float(c, "epsilon", 1e-5, &eps)) != PBL_OK || (s = attr_bool(c, "training_mode", 0, &training)) != PBL_OK)
         return s;
+    int64_t spatial; /* opsets < 9: 0 means statistics per element, not per channel */
+    if ((s = attr_bool(c, "spatial", 1, &spatial)) != PBL_OK)
+        return s;
+    if (!spatial)
+        NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "spatial 0 (statistics per element) is not supported%s", "");
     if (!(eps >= 0 && isfinite(eps)))
         NODE_FAIL(c, PBL_ERR_ATTR, "attribute epsilon is %g; it must be a finite number >= 0", eps);
     if (training)
@@ -839,7 +844,7 @@ static const onnx_op onnx_ops[] = {
     { "ReduceMean", cv_reduce_mean, "axes keepdims noop_with_empty_axes" },
     { "Concat", cv_concat, "axis" }, { "Dropout", cv_dropout, "ratio is_test seed consumed_inputs" },
     { "Constant", cv_constant, NULL },
-    { "BatchNormalization", cv_batch_norm, "epsilon momentum training_mode is_test consumed_inputs" },
+    { "BatchNormalization", cv_batch_norm, "epsilon momentum training_mode is_test spatial consumed_inputs" },
     { "Conv", cv_conv, WINDOW_ATTRS " group kernel_shape" },
     { "MaxPool", cv_max_pool, WINDOW_ATTRS " kernel_shape ceil_mode storage_order" },
     { "AveragePool", cv_avg_pool, WINDOW_ATTRS " kernel_shape ceil_mode count_include_pad" },
