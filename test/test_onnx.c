@@ -444,7 +444,7 @@ static void mb_attr_f(mb *b, Onnx__NodeProto *n, const char *name, float v)
 }
 
 /* Values a model may not silently carry (issue 14): each is refused, naming the field and
- * the accepted range; the same model with a valid value loads. 14 hostile cases. */
+ * the accepted range; the same model with a valid value loads. 15 hostile cases. */
 static void test_strict_validation(void **state)
 {
     (void)state;
@@ -515,6 +515,16 @@ static void test_strict_validation(void **state)
             expect_fail(&b, PBL_ERR_ATTR, "node 'bn' (BatchNormalization): attribute epsilon is -1e-05; it must be a finite number >= 0");
         }
     }
+    /* legacy spatial 0: statistics per element, which pebble does not compute */
+    mb_init(&b, 7);
+    mb_input(&b, "x", 4, dx);
+    mb_init_f(&b, "s", 1, dc, st[0], 2);
+    mb_init_f(&b, "bias", 1, dc, st[1], 2);
+    mb_init_f(&b, "mean", 1, dc, st[2], 2);
+    mb_init_f(&b, "var", 1, dc, st[3], 2);
+    mb_attr_i(&b, mb_node(&b, "BatchNormalization", "bn", bn_in, 5, y, 1), "spatial", 0);
+    mb_output(&b, "y");
+    expect_fail(&b, PBL_ERR_UNSUPPORTED, "node 'bn' (BatchNormalization): spatial 0 (statistics per element) is not supported");
     /* a rank-3 weight: the message names W, not X (X is rank 4) */
     static const int64_t dw3[] = { 2, 2, 2 };
     static float w3[8];
