@@ -49,7 +49,8 @@
  * (ceil_mode 1, a non-constant Reshape shape) is PBL_ERR_UNSUPPORTED naming the node; so are
  * a default-domain opset outside 1..22 and an attribute pebble does not know for its op (a
  * few that cannot change the result at inference are ignored: legacy consumed_inputs and
- * broadcast, Dropout's seed, BatchNormalization's momentum, Conv's kernel_shape). A value
+ * broadcast, Dropout's seed, BatchNormalization's momentum, Conv's kernel_shape; legacy
+ * spatial only as 1). A value
  * outside its range (a flag such as transB not 0 or 1, Dropout's ratio outside [0, 1),
  * BatchNormalization's epsilon negative or not finite) is PBL_ERR_ATTR naming the node. A
  * malformed protobuf, a missing required field, a dangling value reference, a value defined
