@@ -9,7 +9,11 @@ Eager steps are synchronised once per timed loop (PyTorch's usual mode: the host
 ahead); the graph is replayed with torch.cuda.graph / CUDAGraph.replay (PyTorch's
 "whole network capture" recipe). Peak memory: torch.cuda.max_memory_allocated.
 
-    mlp_cuda_torch.py --pebble PEBBLE.json [--warmup 20] [--iters 200] [--reps 5]
+    mlp_cuda_torch.py --pebble PEBBLE.json [--warmup 20] [--iters 200] [--reps 5] [--json OUT.json]
+
+--json also writes the table's rows to OUT.json (bench/gpu_check.sh reads it):
+{"device": ..., "torch": ..., "rows": [{"batch": B, "runner": "torch eager", "step_ms": ...,
+"samples_per_s": ..., "device_bytes": ...}, ...]}.
 """
 import argparse
 import json
@@ -79,12 +83,14 @@ def main():
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--json", help="also write the rows as JSON to this file")
     a = ap.parse_args()
     with open(a.pebble) as f:
         peb = json.load(f)["results"]
     print(f"MLP 784-512-512-10, Adam, f32 on {torch.cuda.get_device_name()} "
           f"(median of {a.reps} x {a.iters} steps; torch {torch.__version__})")
     print(f"{'batch':>6} {'runner':<22} {'step ms':>10} {'samples/s':>14} {'device MiB':>12}")
+    out = []
     for batch in sorted({r["batch"] for r in peb}):
         rows = []
         for r in peb:
@@ -97,6 +103,12 @@ def main():
                          t["device_bytes"]))
         for name, ms, sps, mem in rows:
             print(f"{batch:>6} {name:<22} {ms:>10.4f} {sps:>14.1f} {mem / 1048576:>12.2f}")
+            out.append({"batch": batch, "runner": name, "step_ms": round(ms, 4), "samples_per_s": round(sps, 1),
+                        "device_bytes": mem})
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": out}, f)
+            f.write("\n")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@
 # sizes and dtype, in one run. Prints "no CUDA device" and exits 0 without one.
 #
 #     bench/mlp_cuda_vs_torch.sh [BUILD_DIR] [mlp_cuda options...]
+#
+# With MLP_TORCH_JSON=FILE set, the rows are also written to FILE as JSON (mlp_cuda_torch.py --json).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-$here/../build}
@@ -24,4 +26,4 @@ fi
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
 printf '%s\n' "$out" > "$tmp"
-"$py" "$here/mlp_cuda_torch.py" --pebble "$tmp"
+"$py" "$here/mlp_cuda_torch.py" --pebble "$tmp" ${MLP_TORCH_JSON:+--json "$MLP_TORCH_JSON"}
