@@ -49,12 +49,10 @@ usage() {
     for i in "${!steps[@]}"; do printf '  %-15s %4s\n' "${steps[$i]}" "${limits[$i]}" >&2; done
 }
 
+declare -A idx # step name -> index
+for i in "${!steps[@]}"; do idx[${steps[$i]}]=$i; done
 step_index() { # NAME -> index on stdout, 1 when unknown
-    local i
-    for i in "${!steps[@]}"; do
-        [ "${steps[$i]}" = "$1" ] && { echo "$i"; return 0; }
-    done
-    return 1
+    [ -n "${idx[$1]:-}" ] && echo "${idx[$1]}"
 }
 
 # ---- arguments ---------------------------------------------------------------------------
@@ -149,6 +147,7 @@ fi
 # ---- clock and step records --------------------------------------------------------------
 now_ms() { local t; t=$(date +%s%N); echo $((t / 1000000)); }
 fmt_s() { printf '%d.%d' $(($1 / 1000)) $((($1 % 1000) / 100)); }
+fmt_var() { printf -v REPLY '%d.%d' $(($1 / 1000)) $((($1 % 1000) / 100)); } # MS -> REPLY
 t0=$(now_ms)
 mode=gpu
 [ -z "$stub" ] || mode=stub
@@ -168,7 +167,7 @@ selected() { [ -z "$only" ] || [[ $only == *",$1,"* ]]; }
 # record NAME STATUS NOTE [RC]: sets a step's outcome (STATUS: passed failed timed_out skipped)
 record() {
     local i
-    i=$(step_index "$1")
+    i=${idx[$1]}
     st_status[$i]=$2 st_note[$i]=$3
     [ $# -lt 4 ] || st_rc[$i]=$4
     printf 'gpu_check: %-15s %-10s %6ss  %s\n' "$1" "$2" "$(fmt_s "${st_ms[$i]}")" "$3"
@@ -184,7 +183,7 @@ skip() { record "$1" skipped "$2"; }
 run_step() {
     local name=$1 i limit left start rc out
     shift
-    i=$(step_index "$name")
+    i=${idx[$name]}
     if ! selected "$name"; then
         skip "$name" "not selected"
         return 1
@@ -219,22 +218,27 @@ run_step() {
 # finish NAME [NOTE]: prints and reports a step run_step ran, keeping its status
 finish() {
     local i
-    i=$(step_index "$1")
+    i=${idx[$1]}
     [ $# -lt 2 ] || [ -z "$2" ] || st_note[$i]=$2
     record "$1" "${st_status[$i]}" "${st_note[$i]}"
 }
 
 # ---- report ------------------------------------------------------------------------------
 json_str() { # STRING -> a JSON string literal
+    local REPLY
+    json_var "$1"
+    printf '%s' "$REPLY"
+}
+json_var() { # STRING -> REPLY, a JSON string literal (no subshell: the report is written often)
     local s=$1
     s=${s//\\/\\\\}
     s=${s//\"/\\\"}
     s=${s//$'\n'/\\n}
     s=${s//$'\t'/\\t}
-    s=${s//$'\r'/}
-    printf '"%s"' "$(printf '%s' "$s" | tr -d '\000-\010\013-\037')"
+    s=${s//[[:cntrl:]]/}
+    printf -v REPLY '"%s"' "$s"
 }
-md_cell() { local s=${1//|/\\|}; printf '%s' "${s//$'\n'/ }"; }
+md_cell() { local s=${1//|/\\|}; REPLY=${s//$'\n'/ }; } # STRING -> REPLY, for a table cell
 
 # json_rows FILE KEY...: a Markdown table of the objects in FILE's "results" array (one line
 # of JSON as mlp_cuda and streams_exec_bench print it), the columns KEY...
@@ -269,7 +273,8 @@ json_value() {
 }
 
 gpu_name="" gpu_driver="" gpu_cap="" gpu_mem="" toolkit="" archs="" torch_version=""
-tests_summary="" verdict="" exit_code=0
+tests_summary="" verdict="" exit_code=0 headline=""
+declare -A san_errors=([memcheck]="" [racecheck]="" [synccheck]="" [initcheck]="")
 
 log_excerpt() { # FILE PATTERN MAX: matching lines, at most MAX
     [ -f "$1" ] && grep -E -- "$2" "$1" | head -n "$3"
@@ -301,7 +306,7 @@ mlp_headline() { # "pebble eager/graph vs torch eager/graph ms at batch B", or e
 }
 
 write_json() {
-    local i f first=1
+    local i f first=1 secs REPLY
     {
         printf '{\n  "schema": 1,\n  "date": %s,\n  "commit": %s,\n  "mode": %s,\n' "$(json_str "$run_date")" \
             "$(json_str "$commit")" "$(json_str "$mode")"
@@ -314,24 +319,26 @@ write_json() {
         for i in "${!steps[@]}"; do
             [ $first -eq 1 ] || printf ',\n'
             first=0
-            printf '    {"name": %s, "status": %s, "seconds": %s, "limit_s": %s, "exit_code": %s, "note": %s, "log": %s}' \
-                "$(json_str "${steps[$i]}")" "$(json_str "${st_status[$i]}")" "$(fmt_s "${st_ms[$i]}")" \
-                "${st_limit[$i]}" "${st_rc[$i]:-null}" "$(json_str "${st_note[$i]}")" \
-                "$(json_str "logs/${steps[$i]}.log")"
+            fmt_var "${st_ms[$i]}"
+            secs=$REPLY
+            json_var "${st_note[$i]}"
+            printf '    {"name": "%s", "status": "%s", "seconds": %s, "limit_s": %s, "exit_code": %s, "note": %s, "log": "%s"}' \
+                "${steps[$i]}" "${st_status[$i]}" "$secs" "${st_limit[$i]}" "${st_rc[$i]:-null}" "$REPLY" \
+                "logs/${steps[$i]}.log"
         done
         printf '\n  ],\n  "tests_summary": %s,\n  "sanitizers": {' "$(json_str "$tests_summary")"
         first=1
         for f in memcheck racecheck synccheck initcheck; do
             [ $first -eq 1 ] || printf ', '
             first=0
-            i=$(step_index $f)
+            i=${idx[$f]}
             printf '%s: {"status": %s, "errors": %s}' "$(json_str $f)" "$(json_str "${st_status[$i]}")" \
-                "$(sanitizer_errors $f | grep . || echo null)"
+                "${san_errors[$f]:-null}"
         done
-        printf '},\n  "mlp_headline": %s' "$(json_str "$(mlp_headline)")"
+        printf '},\n  "mlp_headline": %s' "$(json_str "$headline")"
         # the programs' own JSON, as they printed it, when their step passed
         for f in mlp_cuda:mlp_cuda.json mlp_vs_torch:mlp_vs_torch.json streams:streams.json; do
-            i=$(step_index "${f%%:*}")
+            i=${idx[${f%%:*}]}
             if [ "${st_status[$i]}" = passed ] && [ "$(head -c 1 "$outdir/${f#*:}" 2> /dev/null)" = "{" ]; then
                 printf ',\n  %s: %s' "$(json_str "${f%%:*}")" "$(tr -d '\n' < "$outdir/${f#*:}")"
             else
@@ -343,7 +350,7 @@ write_json() {
 }
 
 write_md() {
-    local i f e
+    local i f e secs REPLY
     {
         echo "# pebble GPU check"
         echo
@@ -358,7 +365,10 @@ write_md() {
         echo "| step | result | seconds | limit s | note |"
         echo "|---|---|---|---|---|"
         for i in "${!steps[@]}"; do
-            echo "| ${steps[$i]} | ${st_status[$i]} | $(fmt_s "${st_ms[$i]}") | ${st_limit[$i]} | $(md_cell "${st_note[$i]}") |"
+            fmt_var "${st_ms[$i]}"
+            secs=$REPLY
+            md_cell "${st_note[$i]}"
+            echo "| ${steps[$i]} | ${st_status[$i]} | $secs | ${st_limit[$i]} | $REPLY |"
         done
         echo
         echo "Logs: \`logs/STEP.log\`."
@@ -378,9 +388,10 @@ write_md() {
         echo "| tool | result | errors | note |"
         echo "|---|---|---|---|"
         for f in memcheck racecheck synccheck initcheck; do
-            i=$(step_index $f)
-            e=$(sanitizer_errors $f)
-            echo "| $f | ${st_status[$i]} | ${e:--} | $(md_cell "${st_note[$i]}") |"
+            i=${idx[$f]}
+            e=${san_errors[$f]}
+            md_cell "${st_note[$i]}"
+            echo "| $f | ${st_status[$i]} | ${e:--} | $REPLY |"
         done
         for f in memcheck racecheck synccheck initcheck; do
             [ -f "$logs/$f.log" ] && grep -q '^========= [A-Z]' "$logs/$f.log" || continue
@@ -401,13 +412,14 @@ write_md() {
         echo
         echo "## Beside PyTorch (mlp_cuda_vs_torch.sh)"
         echo
-        i=$(step_index mlp_vs_torch)
+        i=${idx[mlp_vs_torch]}
         if [ "${st_status[$i]}" = passed ]; then
             echo '```'
             grep -vE '^\$ ' "$logs/mlp_vs_torch.log"
             echo '```'
         else
-            echo "(${st_status[$i]}: $(md_cell "${st_note[$i]}"))"
+            md_cell "${st_note[$i]}"
+            echo "(${st_status[$i]}: $REPLY)"
         fi
         echo
         echo "## Streams (streams_exec_bench)"
@@ -420,13 +432,14 @@ write_md() {
         echo
         echo "## Kernels (nsys, mlp_cuda ${nsys_mlp_args[*]})"
         echo
-        i=$(step_index kernels)
+        i=${idx[kernels]}
         if [ "${st_status[$i]}" = passed ]; then
             echo '```'
             sed -n '/cuda_gpu_kern_sum/,/^$/p' "$logs/kernels.log" | head -n 40
             echo '```'
         else
-            echo "(${st_status[$i]}: $(md_cell "${st_note[$i]}"))"
+            md_cell "${st_note[$i]}"
+            echo "(${st_status[$i]}: $REPLY)"
         fi
         echo
         echo "## Row for docs/cuda.md"
@@ -435,15 +448,15 @@ write_md() {
         echo "|---|---|---|---|---|---|"
         local sans="" s
         for f in memcheck racecheck synccheck initcheck; do
-            i=$(step_index $f)
-            e=$(sanitizer_errors $f)
+            i=${idx[$f]}
+            e=${san_errors[$f]}
             s=${st_status[$i]}
             [ "$s" != passed ] || s=${e:-0}
             [ "$s" != failed ] || [ -z "$e" ] || s="$e"
             sans="$sans${sans:+, }$f $s"
         done
-        i=$(step_index tests)
-        echo "| ${gpu_name:-?} | ${run_date%%T*} | $commit | ${st_status[$i]} | $sans | $(mlp_headline) |"
+        i=${idx[tests]}
+        echo "| ${gpu_name:-?} | ${run_date%%T*} | $commit | ${st_status[$i]} | $sans | $headline |"
     } > "$outdir/gpu_report.md.tmp" && mv "$outdir/gpu_report.md.tmp" "$outdir/gpu_report.md"
 }
 
@@ -459,7 +472,7 @@ step_deps() {
         skip deps "not root and no password-less sudo: install by hand what .ci/setup-debian --build lists"
     elif run_step deps bash "$root/.ci/setup-debian" --build; then
         local i
-        i=$(step_index deps)
+        i=${idx[deps]}
         if [ "${st_status[$i]}" = passed ]; then
             finish deps "$(tail -n 1 "$logs/deps.log")"
         else
@@ -474,7 +487,7 @@ step_gpu() {
         skip gpu "nvidia-smi not found"
     elif step_stdout=$logs/gpu.csv run_step gpu "$nvsmi" \
         --query-gpu=name,driver_version,compute_cap,memory.total --format=csv,noheader; then
-        i=$(step_index gpu)
+        i=${idx[gpu]}
         IFS= read -r line < "$logs/gpu.csv" || line=""
         IFS=, read -r gpu_name gpu_driver gpu_cap gpu_mem <<< "$line"
         gpu_name=$(echo "$gpu_name" | sed 's/^ *//;s/ *$//') gpu_driver=${gpu_driver# } gpu_cap=${gpu_cap# } gpu_mem=${gpu_mem# }
@@ -521,7 +534,7 @@ step_build() {
     if [ -n "$stub" ]; then
         skip build "stub mode: reusing $build"
     elif run_step build cmake --build "$build" -j "$jobs" --target "${build_targets[@]}" -- "${keep[@]}"; then
-        i=$(step_index build)
+        i=${idx[build]}
         n=$(grep -c -i 'warning' "$logs/build.log")
         [ "$n" -eq 0 ] || st_note[$i]="${st_note[$i]}${st_note[$i]:+; }$n warning line(s) in logs/build.log"
         finish build
@@ -546,7 +559,7 @@ run_tests() {
         return 0
     fi
     run_step "$name" env OPENBLAS_NUM_THREADS=1 "$@" "$test_prog" || return 0
-    i=$(step_index "$name")
+    i=${idx[$name]}
     if [ "${st_rc[$i]}" = 77 ]; then
         st_status[$i]=skipped st_note[$i]=$(grep -m 1 'no CUDA device' "$logs/$name.log")
     elif [ "${st_status[$i]}" = passed ]; then
@@ -562,7 +575,7 @@ step_tests() {
     local i
     run_tests tests
     tests_summary=$(log_excerpt "$logs/tests.log" 'op cases|checks failed|no CUDA device' 3 | paste -sd';' -)
-    i=$(step_index tests)
+    i=${idx[tests]}
     case ${st_status[$i]} in
     failed | timed_out) run_tests tests_blocking CUDA_LAUNCH_BLOCKING=1 ;;
     *) skip tests_blocking "runs only when the tests fail (CUDA_LAUNCH_BLOCKING=1: faults name their node)" ;;
@@ -583,8 +596,9 @@ step_sanitizer() {
     fi
     run_step "$tool" env OPENBLAS_NUM_THREADS=1 "$sanitizer" --tool "$tool" --error-exitcode 86 "${extra[@]}" \
         "$test_prog" || return 0
-    i=$(step_index "$tool")
+    i=${idx[$tool]}
     e=$(sanitizer_errors "$tool")
+    san_errors[$tool]=$e
     case ${st_status[$i]} in
     passed)
         if [ -n "$e" ] && [ "$e" != 0 ]; then
@@ -611,11 +625,12 @@ step_mlp_cuda() {
         return 0
     fi
     step_stdout=$outdir/mlp_cuda.json run_step mlp_cuda "$mlp_prog" --format json "${mlp_args[@]}" || return 0
-    i=$(step_index mlp_cuda)
+    i=${idx[mlp_cuda]}
     if grep -q '^no CUDA device' "$outdir/mlp_cuda.json"; then
         st_status[$i]=failed st_note[$i]=$(head -n 1 "$outdir/mlp_cuda.json")
     elif [ "${st_status[$i]}" = passed ]; then
-        st_note[$i]=$(mlp_headline)
+        headline=$(mlp_headline)
+        st_note[$i]=$headline
     fi
     finish mlp_cuda
 }
@@ -641,7 +656,7 @@ step_torch() {
 ok = torch.cuda.is_available()
 print("torch %s, CUDA %s, %s" % (torch.__version__, torch.version.cuda, torch.cuda.get_device_name() if ok else "no CUDA device"))
 sys.exit(0 if ok else 3)' || return 0
-    i=$(step_index torch)
+    i=${idx[torch]}
     case ${st_rc[$i]} in
     0) torch_version=$(tail -n 1 "$logs/torch.log"); st_note[$i]="$torch_version ($py)" ;;
     3) st_status[$i]=skipped st_note[$i]="PyTorch sees no CUDA device: $(tail -n 1 "$logs/torch.log")" ;;
@@ -653,7 +668,7 @@ sys.exit(0 if ok else 3)' || return 0
 
 step_mlp_vs_torch() {
     local i
-    i=$(step_index torch)
+    i=${idx[torch]}
     if [ "${st_status[$i]}" != passed ]; then
         skip mlp_vs_torch "no PyTorch with CUDA (see the torch step)"
         return 0
@@ -664,8 +679,11 @@ step_mlp_vs_torch() {
     fi
     MLP_TORCH_JSON=$outdir/mlp_vs_torch.json PYTHON=$(pick_python) run_step mlp_vs_torch \
         bash "$here/mlp_cuda_vs_torch.sh" "$build" "${mlp_args[@]}" || return 0
-    i=$(step_index mlp_vs_torch)
-    [ "${st_status[$i]}" != passed ] || st_note[$i]=$(mlp_headline)
+    i=${idx[mlp_vs_torch]}
+    if [ "${st_status[$i]}" = passed ]; then
+        headline=$(mlp_headline)
+        st_note[$i]=$headline
+    fi
     finish mlp_vs_torch
 }
 
@@ -676,7 +694,7 @@ step_streams() {
         return 0
     fi
     step_stdout=$outdir/streams.json run_step streams "$streams_prog" --format json "${streams_args[@]}" || return 0
-    i=$(step_index streams)
+    i=${idx[streams]}
     if [ "${st_status[$i]}" = passed ] && ! grep -q '"backend": "cuda"' "$outdir/streams.json"; then
         st_status[$i]=failed st_note[$i]="no cuda rows: $(grep -m 1 -i cuda "$logs/streams.log")"
     elif [ "${st_status[$i]}" = passed ]; then

@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# bench/gpu_check.sh without a GPU: its --stub mode over this build tree, with the host CUDA
+# emulator as the CUDA module (test/cuda_emu) and fake nvidia-smi, nvcc, compute-sanitizer and
+# python written here. Checks the control flow (every step in order, each reported), the time
+# limits (a sanitizer that hangs is cut off at its --limit, its process group killed, and the
+# later steps still run), failure handling (a sanitizer reporting errors, a GPU query failing,
+# no device: the later steps run, the exit status is 1; all passing: 0; bad usage: 2) and the
+# report (gpu_report.md's sections and tables, gpu_report.json valid and holding each step).
+#
+# usage: gpu_check.sh PATH/TO/bench/gpu_check.sh BUILD_DIR PATH/TO/libpebble_cuda_emu.so
+set -u
+
+script=${1:?usage: gpu_check.sh GPU_CHECK_SH BUILD_DIR EMULATOR_MODULE}
+build=${2:?usage: gpu_check.sh GPU_CHECK_SH BUILD_DIR EMULATOR_MODULE}
+emu=${3:?usage: gpu_check.sh GPU_CHECK_SH BUILD_DIR EMULATOR_MODULE}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/gpu_check.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+passed=0
+fail() {
+    echo "FAIL: $*"
+    for f in "$tmp/out" "$tmp/run/gpu_report.md"; do
+        [ -s "$f" ] && { echo "--- $f:"; cat "$f"; }
+    done
+    echo "$passed passed, 1 failed"
+    exit 1
+}
+pass() {
+    passed=$((passed + 1))
+    echo "ok $passed - $*"
+}
+
+# ---- the fakes ---------------------------------------------------------------------------
+stub=$tmp/stub
+mkdir -p "$stub"
+cat > "$stub/nvidia-smi" << 'EOF'
+#!/usr/bin/env bash
+[ -z "${FAKE_GPU_FAIL:-}" ] || { echo "NVIDIA-SMI has failed: no driver" >&2; exit 9; }
+[ "$1" = "--query-gpu=name,driver_version,compute_cap,memory.total" ] || { echo "unexpected: $*" >&2; exit 8; }
+echo "Fake GPU H0, 999.99, 9.0, 81559 MiB"
+EOF
+cat > "$stub/nvcc" << 'EOF'
+#!/usr/bin/env bash
+echo "Cuda compilation tools, release 99.1, V99.1.7"
+EOF
+# compute-sanitizer --tool TOOL --error-exitcode N PROGRAM: logs its arguments; FAKE_HANG=TOOL
+# hangs (its pid in $FAKE_DIR/hang.pid), FAKE_FAIL=TOOL reports two errors
+cat > "$stub/compute-sanitizer" << 'EOF'
+#!/usr/bin/env bash
+echo "$*" >> "$FAKE_DIR/sanitizer.log"
+tool=$2 prog=${*: -1}
+[ -x "$prog" ] || { echo "no program '$prog'" >&2; exit 3; }
+if [ "$tool" = "${FAKE_HANG:-}" ]; then
+    echo $$ > "$FAKE_DIR/hang.pid"
+    exec sleep 600
+fi
+if [ "$tool" = "${FAKE_FAIL:-}" ]; then
+    echo "========= Invalid __global__ read of size 4 bytes"
+    echo "=========     at scale_k(float *, const float *, long)+0x70"
+    echo "========= ERROR SUMMARY: 2 errors"
+    exit 86
+fi
+if [ "$tool" = racecheck ]; then
+    echo "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"
+else
+    echo "========= ERROR SUMMARY: 0 errors"
+fi
+EOF
+# a python without torch
+cat > "$stub/python3" << 'EOF'
+#!/usr/bin/env bash
+echo "ModuleNotFoundError: No module named 'torch'" >&2
+exit 1
+EOF
+chmod +x "$stub"/*
+export FAKE_DIR=$tmp OPENBLAS_NUM_THREADS=1
+
+# runs gpu_check.sh into $tmp/run; its exit status in $rc
+check() {
+    rm -rf "$tmp/run" "$tmp/sanitizer.log"
+    bash "$script" --stub "$stub" --build-dir "$build" "$@" "$tmp/run" > "$tmp/out" 2>&1
+    rc=$?
+}
+json=$tmp/run/gpu_report.json
+md=$tmp/run/gpu_report.md
+# step_is NAME STATUS: the JSON report's record of step NAME has STATUS
+step_is() { grep -q "{\"name\": \"$1\", \"status\": \"$2\"" "$json"; }
+valid_json() {
+    if command -v python3 > /dev/null && python3 -c 'import json' 2> /dev/null; then
+        python3 -m json.tool "$1" > /dev/null
+    elif command -v jq > /dev/null; then
+        jq . "$1" > /dev/null
+    else
+        echo "(neither python3 nor jq: JSON not validated)"
+    fi
+}
+
+# ---- 1: a sanitizer finding, a hanging sanitizer, no PyTorch -------------------------------
+PEBBLE_CUDA_MODULE=$emu PYTHON=$stub/python3 FAKE_FAIL=memcheck FAKE_HANG=racecheck \
+    check --limit racecheck=2
+[ $rc -eq 1 ] || fail "a failing and a hanging sanitizer: exit status $rc, not 1"
+[ -s "$md" ] && [ -s "$json" ] || fail "no gpu_report.md / gpu_report.json"
+valid_json "$json" || fail "gpu_report.json is not valid JSON"
+pass "a failing and a hanging sanitizer: exit status 1, both reports written, the JSON valid"
+
+for s in deps:skipped gpu:passed configure:skipped build:skipped tests:passed tests_blocking:skipped \
+         memcheck:failed racecheck:timed_out synccheck:passed initcheck:passed mlp_cuda:passed \
+         torch:skipped mlp_vs_torch:skipped streams:passed kernels:skipped; do
+    step_is "${s%%:*}" "${s#*:}" || fail "step ${s%%:*} is not ${s#*:} in gpu_report.json"
+done
+order=$(grep -o '{"name": "[a-z_]*"' "$json" | cut -d'"' -f4 | paste -sd' ' -)
+[ "$order" = "deps gpu configure build tests tests_blocking memcheck racecheck synccheck initcheck mlp_cuda torch mlp_vs_torch streams kernels" ] ||
+    fail "steps out of order: $order"
+grep -q '"result": "failed: memcheck racecheck"' "$json" || fail "JSON result does not name memcheck and racecheck"
+grep -q '"memcheck": {"status": "failed", "errors": 2}' "$json" || fail "JSON: memcheck's 2 errors"
+grep -q '"limit_s": 2,' "$json" || fail "JSON: racecheck's limit of 2 s"
+pass "every step in order with its outcome: memcheck failed (2 errors), racecheck timed out, the later steps ran"
+
+# the hang was cut off: the fake's process is gone, its step took about its limit
+pid=$(cat "$tmp/hang.pid" 2> /dev/null) || fail "the hanging sanitizer did not start"
+! kill -0 "$pid" 2> /dev/null || { kill "$pid"; fail "the hanging sanitizer ($pid) still runs"; }
+grep -q '^| racecheck | timed_out | [2-9]\.[0-9] | 2 | cut off after 2s |' "$md" || fail "md: racecheck's timed-out row"
+pass "the hanging racecheck was cut off after its 2 s limit and killed"
+
+[ "$(wc -l < "$tmp/sanitizer.log")" -eq 4 ] || fail "compute-sanitizer ran $(wc -l < "$tmp/sanitizer.log") times, not 4"
+for t in memcheck racecheck synccheck initcheck; do
+    grep -q -- "^--tool $t --error-exitcode 86 .*/test/test_cuda\$" "$tmp/sanitizer.log" ||
+        fail "compute-sanitizer --tool $t not run over test_cuda"
+done
+pass "compute-sanitizer ran each tool over test_cuda"
+
+grep -q 'Fake GPU H0 (compute capability 9.0, 81559 MiB), driver 999.99' "$md" || fail "md: the GPU line"
+grep -q 'CUDA toolkit: 99.1.7; built for architectures: 90' "$md" || fail "md: toolkit and architecture"
+grep -q -- '-DCMAKE_CUDA_ARCHITECTURES=90' "$md" || fail "md: the configure line for the queried architecture"
+grep -q "CUDA module: $emu" "$md" || fail "md: the emulator as the CUDA module"
+grep -q '^| tests | passed |.*op cases' "$md" || fail "md: test_cuda's summary"
+grep -q '^| memcheck | failed | 2 | 2 errors |' "$md" || fail "md: sanitizer table"
+grep -q 'Invalid __global__ read' "$md" || fail "md: memcheck's findings"
+grep -q '^| torch | skipped |.*no PyTorch' "$md" || fail "md: PyTorch missing"
+grep -q '^| 8 | 1 | ' "$md" || fail "md: mlp_cuda's table (batch 8, graph)"
+grep -q '^| cuda | 2 | 2 | ' "$md" || fail "md: streams_exec_bench's cuda rows"
+grep -q '^| Fake GPU H0 | .* | passed | memcheck 2, racecheck timed_out, synccheck 0, initcheck 0 | batch 8: pebble ' "$md" ||
+    fail "md: the row for docs/cuda.md"
+grep -q '"mlp_cuda": {"model": ' "$json" && grep -q '"streams": {"graph": ' "$json" ||
+    fail "JSON: the benchmarks' own JSON"
+pass "gpu_report.md: GPU, toolkit, architecture, steps, sanitizer findings, benchmark tables, docs row"
+
+# ---- 2: everything passes ------------------------------------------------------------------
+PEBBLE_CUDA_MODULE=$emu check --only gpu,memcheck,racecheck,synccheck,initcheck,streams
+[ $rc -eq 0 ] || fail "all selected steps passing: exit status $rc, not 0"
+valid_json "$json" || fail "gpu_report.json is not valid JSON (all passing)"
+grep -q '"result": "passed"' "$json" && step_is tests skipped && step_is memcheck passed ||
+    fail "all passing: result, not-selected tests, memcheck"
+grep -q '^| tests | skipped | .* | not selected |' "$md" || fail "md: a step not selected"
+pass "all selected steps passing: exit status 0, the others reported as not selected"
+
+# ---- 3: no device, the GPU query failing ---------------------------------------------------
+PEBBLE_CUDA_MODULE=$tmp/missing/libpebble_cuda.so FAKE_GPU_FAIL=1 check --only gpu,tests,mlp_cuda,streams
+[ $rc -eq 1 ] || fail "no device: exit status $rc, not 1"
+step_is gpu failed && step_is tests skipped && step_is mlp_cuda failed && step_is streams failed ||
+    fail "no device: gpu failed, tests skipped (77), mlp_cuda and streams failed"
+grep -q '"result": "failed: gpu tests mlp_cuda streams"' "$json" || fail "no device: the failing steps named"
+grep -q '^| tests | skipped | .*no CUDA device' "$md" || fail "md: why the tests did not run"
+pass "no device: each step says so, exit status 1"
+
+# ---- 4: bad usage --------------------------------------------------------------------------
+for args in "" "--limit nosuchstep=3 $tmp/u" "--only tests,bogus $tmp/u" "--budget x $tmp/u" "--stub $stub $tmp/u"; do
+    # shellcheck disable=SC2086 # the arguments, split on purpose
+    bash "$script" $args > "$tmp/out" 2>&1
+    rc=$?
+    [ $rc -eq 2 ] || fail "gpu_check.sh $args: exit status $rc, not 2"
+done
+pass "bad usage (no OUTDIR, unknown step, bad budget, --stub without --build-dir): exit status 2"
+
+echo "$passed passed, 0 failed"
