@@ -435,7 +435,7 @@ write_md() {
         i=${idx[kernels]}
         if [ "${st_status[$i]}" = passed ]; then
             echo '```'
-            sed -n '/cuda_gpu_kern_sum/,/^$/p' "$logs/kernels.log" | head -n 40
+            grep -E -A 40 'cuda_gpu_kern_sum|CUDA Kernel Statistics' "$logs/kernels.log" | head -n 42
             echo '```'
         else
             md_cell "${st_note[$i]}"
@@ -501,10 +501,6 @@ step_gpu() {
         fi
         finish gpu
     fi
-    if [ -n "$nvcc" ]; then
-        toolkit=$(timeout 20 "$nvcc" --version 2> /dev/null | sed -n 's/.*release \([^,]*\), V\([^ ]*\).*/\2/p' | head -n 1)
-        toolkit=${toolkit:-"nvcc at $nvcc (version unknown)"}
-    fi
     return 0
 }
 
@@ -522,6 +518,8 @@ step_configure() {
     configure_cmd
     if [ -n "$stub" ]; then
         skip configure "stub mode: reusing $build; would run: ${cfg[*]}"
+    elif ! command -v cmake > /dev/null; then
+        record configure failed "cmake not found (see the deps step)"
     elif run_step configure "${cfg[@]}"; then
         finish configure
     fi
@@ -533,6 +531,8 @@ step_build() {
     grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja' "$build/CMakeCache.txt" 2> /dev/null && keep=(-k 0)
     if [ -n "$stub" ]; then
         skip build "stub mode: reusing $build"
+    elif [ ! -f "$build/CMakeCache.txt" ]; then
+        record build failed "not configured (see the configure step)"
     elif run_step build cmake --build "$build" -j "$jobs" --target "${build_targets[@]}" -- "${keep[@]}"; then
         i=${idx[build]}
         n=$(grep -c -i 'warning' "$logs/build.log")
@@ -558,7 +558,7 @@ run_tests() {
         skip "$name" "$test_prog not built"
         return 0
     fi
-    run_step "$name" env OPENBLAS_NUM_THREADS=1 "$@" "$test_prog" || return 0
+    run_step "$name" env "$@" "$test_prog" || return 0
     i=${idx[$name]}
     if [ "${st_rc[$i]}" = 77 ]; then
         st_status[$i]=skipped st_note[$i]=$(grep -m 1 'no CUDA device' "$logs/$name.log")
@@ -572,11 +572,12 @@ run_tests() {
 }
 
 step_tests() {
-    local i
     run_tests tests
     tests_summary=$(log_excerpt "$logs/tests.log" 'op cases|checks failed|no CUDA device' 3 | paste -sd';' -)
-    i=${idx[tests]}
-    case ${st_status[$i]} in
+}
+
+step_tests_blocking() {
+    case ${st_status[${idx[tests]}]} in
     failed | timed_out) run_tests tests_blocking CUDA_LAUNCH_BLOCKING=1 ;;
     *) skip tests_blocking "runs only when the tests fail (CUDA_LAUNCH_BLOCKING=1: faults name their node)" ;;
     esac
@@ -594,7 +595,7 @@ step_sanitizer() {
         skip "$tool" "$test_prog not built"
         return 0
     fi
-    run_step "$tool" env OPENBLAS_NUM_THREADS=1 "$sanitizer" --tool "$tool" --error-exitcode 86 "${extra[@]}" \
+    run_step "$tool" "$sanitizer" --tool "$tool" --error-exitcode 86 "${extra[@]}" \
         "$test_prog" || return 0
     i=${idx[$tool]}
     e=$(sanitizer_errors "$tool")
@@ -710,7 +711,7 @@ step_kernels() {
     elif [ ! -x "$mlp_prog" ]; then
         skip kernels "$mlp_prog not built"
     elif run_step kernels "$nsys" profile --trace=cuda --stats=true --force-overwrite=true \
-        -o "$outdir/nsys_mlp" "$mlp_prog" "${nsys_mlp_args[@]}"; then
+        -o "$build/gpu_check_mlp" "$mlp_prog" "${nsys_mlp_args[@]}"; then
         finish kernels
     fi
 }
@@ -723,21 +724,45 @@ on_signal() {
 }
 trap on_signal INT TERM
 
+# step NAME FUNCTION [ARGS...]: runs the step's function, or reports it not selected (--only)
+step() {
+    local name=$1
+    shift
+    if selected "$name"; then
+        "$@"
+    else
+        skip "$name" "not selected"
+    fi
+}
+
 echo "gpu_check: source $root, build $build, report $outdir/gpu_report.md${stub:+ (stub mode)}"
+if [ -n "$nvcc" ]; then
+    toolkit=$(timeout 20 "$nvcc" --version 2> /dev/null | sed -n 's/.*release \([^,]*\), V\([^ ]*\).*/\2/p' | head -n 1)
+    toolkit=${toolkit:-"nvcc at $nvcc (version unknown)"}
+fi
 write_report
-step_deps
-step_gpu
-step_configure
-step_build
-step_tests
+step deps step_deps
+step gpu step_gpu
+step configure step_configure
+step build step_build
+step tests step_tests
+step tests_blocking step_tests_blocking
 for tool in memcheck racecheck synccheck initcheck; do
-    step_sanitizer $tool
+    step $tool step_sanitizer $tool
 done
-step_mlp_cuda
-step_torch
-step_mlp_vs_torch
-step_streams
-step_kernels
+step mlp_cuda step_mlp_cuda
+step torch step_torch
+step mlp_vs_torch step_mlp_vs_torch
+step streams step_streams
+step kernels step_kernels
+
+# logs past 1 MiB (a sanitizer finding repeated in every launch) keep their first 2000 and last
+# 500 lines, so that OUTDIR stays small enough to bring back from a lent machine
+for f in "$logs"/*.log; do
+    [ "$(wc -c < "$f")" -le 1048576 ] && continue
+    { head -n 2000 "$f"; echo "[gpu_check: $(wc -l < "$f") lines, cut to the first 2000 and the last 500]"
+      tail -n 500 "$f"; } > "$f.cut" && mv "$f.cut" "$f"
+done
 
 # the verdict: a failed or cut-off step (deps aside), or a required step that could not run
 bad=""

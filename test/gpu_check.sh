@@ -161,6 +161,8 @@ step_is gpu failed && step_is tests skipped && step_is mlp_cuda failed && step_i
     fail "no device: gpu failed, tests skipped (77), mlp_cuda and streams failed"
 grep -q '"result": "failed: gpu tests mlp_cuda streams"' "$json" || fail "no device: the failing steps named"
 grep -q '^| tests | skipped | .*no CUDA device' "$md" || fail "md: why the tests did not run"
+step_is memcheck skipped && grep -q '^| memcheck | skipped | .* | not selected |' "$md" && [ ! -e "$tmp/sanitizer.log" ] ||
+    fail "--only without the sanitizers: compute-sanitizer not run, reported as not selected"
 pass "no device: each step says so, exit status 1"
 
 # ---- 4: bad usage --------------------------------------------------------------------------
