@@ -36,7 +36,7 @@ steps=(deps gpu configure build tests tests_blocking memcheck racecheck syncchec
        mlp_cuda torch mlp_vs_torch streams kernels)
 # default limits (s): without tests_blocking, which runs only when the tests fail, they add up
 # to 530 s, the default budget, which caps the whole in any case
-limits=(40 10 45 165 40 40 40 40 25 40 15 30 40 15 45)
+limits=(30 10 40 90 35 35 65 70 30 45 15 20 35 15 30)
 # steps whose failure is not the run's failure (reported only)
 advisory=" deps "
 # steps that must run (a skip other than "not selected" fails the run)
