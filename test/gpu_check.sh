@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/gpu_check.sh without a GPU: its --stub mode over this build tree, with the host CUDA
 # emulator as the CUDA module (test/cuda_emu) and fake nvidia-smi, nvcc, compute-sanitizer and
-# python written here. Checks the control flow (every step in order, each reported), the time
+# python (one without torch, one standing in for PyTorch and mlp_cuda_torch.py) written here. Checks the control flow (every step in order, each reported), the time
 # limits (a sanitizer that hangs is cut off at its --limit, its process group killed, and the
 # later steps still run), failure handling (a sanitizer reporting errors, a GPU query failing,
 # no device: the later steps run, the exit status is 1; all passing: 0; bad usage: 2) and the
@@ -72,7 +72,29 @@ cat > "$stub/python3" << 'EOF'
 echo "ModuleNotFoundError: No module named 'torch'" >&2
 exit 1
 EOF
-chmod +x "$stub"/*
+# a python "with torch" on a "GPU": answers gpu_check's torch probe and mlp_cuda_vs_torch.sh's,
+# and stands in for mlp_cuda_torch.py (fixed torch rows for batch 8, as --json asks)
+mkdir -p "$stub/torch"
+cat > "$stub/torch/python3" << 'EOF'
+#!/usr/bin/env bash
+if [ "$1" = -c ]; then
+    echo "torch 9.9.9, CUDA 99.1, Fake GPU H0"
+    exit 0
+fi
+[[ $1 == */mlp_cuda_torch.py ]] || exit 5
+while [ $# -gt 0 ]; do
+    case $1 in
+    --pebble) grep -q '"results"' "$2" || exit 6; shift ;;
+    --json) json=$2; shift ;;
+    esac
+    shift
+done
+echo " batch runner                    step ms      samples/s   device MiB"
+echo "     8 torch eager                 1.5000         5333.3         9.00"
+echo "     8 torch cuda graph            0.5000        16000.0         9.00"
+printf '%s\n' '{"device": "Fake GPU H0", "torch": "9.9.9", "rows": [{"batch": 8, "runner": "torch eager", "step_ms": 1.5, "samples_per_s": 5333.3, "device_bytes": 9437184}, {"batch": 8, "runner": "torch cuda graph", "step_ms": 0.5, "samples_per_s": 16000.0, "device_bytes": 9437184}]}' > "${json:?}"
+EOF
+chmod +x "$stub"/* "$stub/torch/python3"
 export FAKE_DIR=$tmp OPENBLAS_NUM_THREADS=1
 
 # runs gpu_check.sh into $tmp/run; its exit status in $rc
@@ -149,14 +171,23 @@ grep -q '"mlp_cuda": {"model": ' "$json" && grep -q '"streams": {"graph": ' "$js
     fail "JSON: the benchmarks' own JSON"
 pass "gpu_report.md: GPU, toolkit, architecture, steps, sanitizer findings, benchmark tables, docs row"
 
-# ---- 2: everything passes ------------------------------------------------------------------
-PEBBLE_CUDA_MODULE=$emu check --only gpu,memcheck,racecheck,synccheck,initcheck,streams
+# ---- 2: everything passes, PyTorch present --------------------------------------------------
+PEBBLE_CUDA_MODULE=$emu PYTHON=$stub/torch/python3 \
+    check --only gpu,memcheck,racecheck,synccheck,initcheck,mlp_cuda,torch,mlp_vs_torch,streams
 [ $rc -eq 0 ] || fail "all selected steps passing: exit status $rc, not 0"
 valid_json "$json" || fail "gpu_report.json is not valid JSON (all passing)"
 grep -q '"result": "passed"' "$json" && step_is tests skipped && step_is memcheck passed ||
     fail "all passing: result, not-selected tests, memcheck"
 grep -q '^| tests | skipped | .* | not selected |' "$md" || fail "md: a step not selected"
 pass "all selected steps passing: exit status 0, the others reported as not selected"
+
+step_is torch passed && step_is mlp_vs_torch passed || fail "PyTorch present: torch and mlp_vs_torch not passed"
+grep -q 'PyTorch: torch 9.9.9, CUDA 99.1, Fake GPU H0' "$md" || fail "md: PyTorch's version line"
+grep -q '     8 torch cuda graph            0.5000' "$md" || fail "md: mlp_cuda_vs_torch.sh's table"
+grep -q '"mlp_vs_torch": {"device": "Fake GPU H0"' "$json" || fail "JSON: the torch rows (MLP_TORCH_JSON)"
+grep -q '^| Fake GPU H0 | .* | skipped | memcheck 0, racecheck 0, synccheck 0, initcheck 0 | batch 8: pebble [0-9.]* / [0-9.]* ms, torch 1.5 / 0.5 ms |$' "$md" ||
+    fail "md: the docs row with pebble's and torch's step times"
+pass "PyTorch present: mlp_cuda_vs_torch.sh ran, its table and the docs row's pebble / torch step times"
 
 # ---- 3: no device, the GPU query failing ---------------------------------------------------
 PEBBLE_CUDA_MODULE=$tmp/missing/libpebble_cuda.so FAKE_GPU_FAIL=1 check --only gpu,tests,mlp_cuda,streams
