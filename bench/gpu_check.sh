@@ -135,9 +135,9 @@ test_prog=$build/test/test_cuda
 mlp_prog=$build/bench/mlp_cuda
 streams_prog=$build/bench/streams_exec_bench
 if [ -n "$stub" ]; then
-    mlp_args=(--batch 8 --warmup 1 --iters 2 --reps 1)
+    mlp_args=(--batch 8 --warmup 0 --iters 1 --reps 1)
     streams_args=(--branches 2 --depth 2 --width 8 --batch 4 --warmup 1 --iters 2 --reps 1 --streams "1,2")
-    nsys_mlp_args=(--batch 8 --warmup 1 --iters 2 --reps 1)
+    nsys_mlp_args=(--batch 8 --warmup 0 --iters 1 --reps 1)
 else
     mlp_args=()
     streams_args=()
