@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -271,6 +272,40 @@ static uint64_t rng_below(rng *r, uint64_t n)
 }
 
 /* ---- data ------------------------------------------------------------------------------ */
+
+/* The four IDX files of a data set folder. */
+static const char *const dataset_files[] = { "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                                             "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz" };
+
+/* Whether a and b are one existing file (same device and inode: a link, "./x" beside "x"). */
+static int same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* --save must not name a file this run reads: the data set's files or the --load checkpoint
+ * (a save replaces the file whole, so an input named as the output would be lost). 0, or
+ * EXIT_USAGE after a message; checked before anything is loaded. */
+static int check_save_is_no_input(const options *o)
+{
+    if (!o->save)
+        return 0;
+    for (size_t i = 0; i < sizeof dataset_files / sizeof dataset_files[0]; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", o->data, dataset_files[i]);
+        if (same_file(o->save, path)) {
+            complain("--save %s: that is the data set's file %s; it would be overwritten", o->save, path);
+            return EXIT_USAGE;
+        }
+    }
+    if (o->load && same_file(o->save, o->load)) {
+        complain("--save %s: that is the checkpoint --load reads; save under another name (and rename it"
+                 " after, if it should replace the old one)", o->save);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
 
 typedef struct dataset {
     idx_array images; /* [n, 28, 28] bytes */
@@ -608,14 +643,16 @@ int main(int argc, char **argv)
     int rc = parse_args(argc, argv, &o);
     if (rc != ARGS_GO_ON)
         return rc;
+    if ((rc = check_save_is_no_input(&o)) != 0)
+        return rc;
+    /* an interrupted --save leaves no temporary file (pebble/status.h) */
+    args_on_signals(pbl_cleanup_temporaries);
 
     rc = 1;
     dataset train_set, test_set;
-    if (load_dataset(&train_set, o.data, "train-images-idx3-ubyte.gz",
-                     "train-labels-idx1-ubyte.gz") != 0)
+    if (load_dataset(&train_set, o.data, dataset_files[0], dataset_files[1]) != 0)
         return rc;
-    if (load_dataset(&test_set, o.data, "t10k-images-idx3-ubyte.gz",
-                     "t10k-labels-idx1-ubyte.gz") != 0)
+    if (load_dataset(&test_set, o.data, dataset_files[2], dataset_files[3]) != 0)
         goto free_train_set;
     if (o.epochs > 0 && o.batch > train_set.n) {
         complain("--batch: %ld is larger than the training set (%" PRId64 " images)", o.batch,
@@ -637,6 +674,12 @@ int main(int argc, char **argv)
         net_create(&eval_net, &m, &o, eval_batch, 0) != 0 ||
         (eval_rest > 0 && net_create(&rest_net, &m, &o, eval_rest, 0) != 0))
         goto free_nets;
+    /* --save's folder is writable (and the name no directory) before the epochs, not after
+     * them: the trained model would otherwise be lost */
+    if (o.save && pbl_exec_save_check(train_net.e, o.save) != PBL_OK) {
+        complain("%s", pbl_exec_errmsg(train_net.e));
+        goto free_nets;
+    }
 
     pbl_exec_stats st;
     char shape[128];

@@ -157,6 +157,17 @@ static size_t value_bytes(const pbl_value_info *vi)
     return (size_t)pbl_shape_numel(&vi->shape) * pbl_dtype_size(vi->dtype);
 }
 
+PBL__API pbl_status pbl_exec_save_check(pbl_exec *e, const char *path)
+{
+    if (!e)
+        return PBL_ERR_INVALID_ARG;
+    if (!path || !*path)
+        return pbl__exec_fail(e, PBL_ERR_INVALID_ARG, "pbl_exec_save_check: no path given");
+    char why[256];
+    pbl_status s = pbl__file_out_check(path, pbl__exec_allocator(e), why, sizeof why);
+    return s == PBL_OK ? s : pbl__exec_fail(e, s, "saving %s", why);
+}
+
 PBL__API pbl_status pbl_exec_save(pbl_exec *e, const char *path)
 {
     if (!e)

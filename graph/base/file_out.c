@@ -1,13 +1,13 @@
-/* Whole-or-nothing file output (graph/base/file_out.h): one copy of the temporary-name, fsync
+/* Whole-or-nothing file output (graph/base/file_out.h): one copy of the temporary-file, fsync
  * and rename dance that JSON graphs, assignment CSVs, tensors, checkpoints and the command
- * line's pictures share. */
-#define _XOPEN_SOURCE 700 /* fchmod, fdopen, fsync, lstat, realpath */
-#define _DEFAULT_SOURCE   /* getentropy, O_NOFOLLOW, dirfd, fstatat, unlinkat */
+ * line's pictures share, and the list of temporaries a signal handler may remove. */
+#define _GNU_SOURCE /* O_TMPFILE, linkat, getentropy, O_NOFOLLOW, dirfd, fstatat, unlinkat */
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "graph/base/errmsg.h"
+#include "graph/base/export.h"
 #include "graph/base/file_out.h"
 
 /* "<target>.tmp.<pid>.<letters>": the pid says whose it is, so a later write can tell a
@@ -24,6 +25,65 @@
 #define TMP_EXTRA   (sizeof ".tmp." - 1 + 20 + 1 + TMP_LETTERS + 1)
 
 static const char letters[] = "abcdefghijklmnopqrstuvwxyz012345";
+
+/* ---- the temporaries a signal handler removes ------------------------------------------ */
+
+/* While a temporary has a name (from its creation, or its link, to its rename or removal) the
+ * name sits in one of these slots, so that pbl_cleanup_temporaries can unlink it from a
+ * SIGINT or SIGTERM handler. The one piece of process-wide state in the library: a handler
+ * has no other way to find the names. The names are copied here (not pointed to) because a
+ * handler may run while the writer frees its own copy; the slots are claimed with lock-free
+ * atomics, which a handler may use. A name longer than a slot, or a 33rd write at once, goes
+ * unlisted: a signal then leaves that temporary, and the next write to the target removes it
+ * as a dead process's leftover. */
+#define PENDING_SLOTS 32
+#define PENDING_NAME  4096
+enum { SLOT_FREE, SLOT_BUSY, SLOT_ARMED };
+static struct {
+    atomic_int state;
+    char       name[PENDING_NAME];
+} pending[PENDING_SLOTS];
+
+/* Lists name; returns its slot, or -1 when it could not be listed. */
+static int pending_add(const char *name)
+{
+    size_t n = strlen(name);
+    if (n >= PENDING_NAME)
+        return -1;
+    for (int i = 0; i < PENDING_SLOTS; i++) {
+        int want = SLOT_FREE;
+        if (atomic_compare_exchange_strong(&pending[i].state, &want, SLOT_BUSY)) {
+            memcpy(pending[i].name, name, n + 1);
+            atomic_store(&pending[i].state, SLOT_ARMED);
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* Takes slot off the list (-1: nothing to do). */
+static void pending_drop(int slot)
+{
+    if (slot >= 0)
+        atomic_store(&pending[slot].state, SLOT_FREE);
+}
+
+PBL__API int pbl_cleanup_temporaries(void)
+{
+    int saved = errno, removed = 0;
+    for (int i = 0; i < PENDING_SLOTS; i++) {
+        int want = SLOT_ARMED;
+        /* BUSY while we unlink: a writer's pending_drop then simply frees the slot after */
+        if (atomic_compare_exchange_strong(&pending[i].state, &want, SLOT_BUSY)) {
+            removed += unlink(pending[i].name) == 0;
+            atomic_store(&pending[i].state, SLOT_FREE);
+        }
+    }
+    errno = saved;
+    return removed;
+}
+
+/* ---- temporary names ------------------------------------------------------------------- */
 
 /* Fills tmp with "<target>.tmp.<pid>.<12 random letters>". The letters come from getentropy; where
  * that fails, from the clock, the process id and the attempt, which still differ from one
@@ -63,20 +123,28 @@ static long temp_owner(const char *name, const char *base, size_t base_len)
     return pid;
 }
 
+/* Splits a copy of target in scratch (room for target) into its folder and base name. */
+static void split_path(const char *target, char *scratch, const char **dir, const char **base)
+{
+    strcpy(scratch, target);
+    char *slash = strrchr(scratch, '/');
+    *dir = ".";
+    *base = scratch;
+    if (slash) {
+        *slash = '\0';
+        *dir = slash == scratch ? "/" : scratch;
+        *base = slash + 1;
+    }
+}
+
 /* Removes the temporaries a killed writer left beside target (kill -9 gives no chance to
  * clean up): regular files named by temp_name whose process no longer runs on this machine.
  * A running process's temporary (ours included), a link and anything else stay. Best
  * effort: a folder that cannot be read is left as it is. `scratch` has room for target. */
 static void remove_stale_temps(const char *target, char *scratch)
 {
-    strcpy(scratch, target);
-    char *slash = strrchr(scratch, '/');
-    const char *dir = ".", *base = scratch;
-    if (slash) {
-        *slash = '\0';
-        dir = slash == scratch ? "/" : scratch;
-        base = slash + 1;
-    }
+    const char *dir, *base;
+    split_path(target, scratch, &dir, &base);
     size_t base_len = strlen(base);
     DIR *d = opendir(dir);
     if (!d)
@@ -90,6 +158,28 @@ static void remove_stale_temps(const char *target, char *scratch)
             unlinkat(dirfd(d), e->d_name, 0);
     }
     closedir(d);
+}
+
+/* ---- creating the temporary ------------------------------------------------------------ */
+
+/* An unnamed file in target's folder (O_TMPFILE): nothing to clean up if the process dies
+ * before it is linked, and nothing a planted name can redirect. -1 where the filesystem or
+ * kernel has no O_TMPFILE, or where the link that names it later (through /proc/self/fd, which
+ * needs no privilege) would not be possible; PEBBLE_NO_O_TMPFILE=1 in the environment says the
+ * same (the tests use it to exercise the named path that such filesystems take). */
+static int create_anonymous(const char *target, char *scratch)
+{
+#ifdef O_TMPFILE
+    const char *no = getenv("PEBBLE_NO_O_TMPFILE");
+    if ((no && *no && strcmp(no, "0") != 0) || access("/proc/self/fd", X_OK) != 0)
+        return -1;
+    const char *dir, *base;
+    split_path(target, scratch, &dir, &base);
+    return open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
+#else
+    (void)target, (void)scratch;
+    return -1;
+#endif
 }
 
 /* Creates tmp exclusively: O_EXCL refuses any name that exists, a symbolic link planted there
@@ -107,6 +197,36 @@ static int create_temp(char *tmp, const char *target)
     return -1; /* errno is EEXIST: a hundred names taken, someone is guessing */
 }
 
+/* Gives the unnamed file fd the name tmp (a fresh random one each attempt) beside target.
+ * 0, or -1 with errno. */
+static int link_anonymous(int fd, char *tmp, const char *target)
+{
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    for (unsigned attempt = 0; attempt < 100; attempt++) {
+        temp_name(tmp, target, attempt);
+        if (linkat(AT_FDCWD, proc, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW) == 0)
+            return 0;
+        if (errno != EEXIST)
+            return -1;
+    }
+    return -1;
+}
+
+/* Syncs the folder holding target, so that the rename itself survives a crash. Best effort:
+ * the new content is already in place and synced, and some filesystems refuse to sync a
+ * folder (EINVAL); a failure here is not worth reporting the write as failed. */
+static void sync_folder(const char *target, char *scratch)
+{
+    const char *dir, *base;
+    split_path(target, scratch, &dir, &base);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+}
+
 /* Frees o's target and temporary names (either may be NULL), allocated for a target of
  * target_len bytes. */
 static void drop_names(pbl__file_out *o, size_t target_len)
@@ -116,10 +236,21 @@ static void drop_names(pbl__file_out *o, size_t target_len)
     o->target = o->tmp = NULL;
 }
 
+/* Removes o's named temporary (if it has one) and takes it off the signal list. */
+static void drop_temp(pbl__file_out *o)
+{
+    if (o->named)
+        unlink(o->tmp);
+    pending_drop(o->slot);
+    o->slot = -1;
+    o->named = 0;
+}
+
 pbl_status pbl__file_out_open(pbl__file_out *o, const char *path, const pbl_allocator *a, char *err,
                               size_t errlen)
 {
     memset(o, 0, sizeof *o);
+    o->slot = -1;
     pbl__mem_init(&o->mem, a);
     o->path = path;
     if (!path || !*path)
@@ -155,13 +286,17 @@ pbl_status pbl__file_out_open(pbl__file_out *o, const char *path, const pbl_allo
     }
     remove_stale_temps(o->target, o->tmp);
     errno = 0;
-    int fd = create_temp(o->tmp, o->target);
+    int fd = create_anonymous(o->target, o->tmp);
+    if (fd < 0 && (fd = create_temp(o->tmp, o->target)) >= 0) {
+        o->named = 1;
+        o->slot = pending_add(o->tmp);
+    }
     /* the replacement keeps the permission bits of the file it replaces: a private 0600
      * file must not come back as 0644 */
     if (fd >= 0 && ((exists && fchmod(fd, st.st_mode & 07777) != 0) || !(o->f = fdopen(fd, "wb")))) {
         int e = errno;
         close(fd);
-        remove(o->tmp);
+        drop_temp(o);
         fd = -1;
         errno = e;
     }
@@ -185,6 +320,17 @@ pbl_status pbl__file_out_close(pbl__file_out *o, int keep, char *err, size_t err
      * file whose blocks never reached the disk */
     int bad = ferror(o->f) || fflush(o->f) != 0 || (o->tmp && fsync(fileno(o->f)) != 0);
     int e = errno;
+    /* an unnamed temporary gets its name while its descriptor is still open, just before
+     * the rename: that is the only moment a kill -9 can leave it behind */
+    if (keep && !bad && o->tmp && !o->named) {
+        if (link_anonymous(fileno(o->f), o->tmp, o->target) != 0) {
+            bad = 1;
+            e = errno;
+        } else {
+            o->named = 1;
+            o->slot = pending_add(o->tmp);
+        }
+    }
     if (fclose(o->f) != 0 && !bad) {
         bad = 1;
         e = errno;
@@ -192,12 +338,31 @@ pbl_status pbl__file_out_close(pbl__file_out *o, int keep, char *err, size_t err
     o->f = NULL;
     if (keep && bad)
         s = pbl__errf(err, errlen, PBL_ERR_IO, "%s: writing: %s", o->path, strerror(e ? e : EIO));
-    if (keep && !bad && o->tmp && rename(o->tmp, o->target) != 0)
-        s = pbl__errf(err, errlen, PBL_ERR_IO, "%s: cannot replace it: %s", o->path, strerror(errno ? errno : EIO));
+    if (keep && !bad && o->tmp) {
+        if (rename(o->tmp, o->target) != 0)
+            s = pbl__errf(err, errlen, PBL_ERR_IO, "%s: cannot replace it: %s", o->path, strerror(errno ? errno : EIO));
+        else {
+            o->named = 0; /* the name is the target's now: nothing to remove */
+            sync_folder(o->target, o->tmp);
+        }
+    }
     if (o->tmp) {
-        if (!keep || s != PBL_OK)
-            remove(o->tmp);
+        drop_temp(o);
         drop_names(o, strlen(o->target));
     }
+    return s;
+}
+
+pbl_status pbl__file_out_check(const char *path, const pbl_allocator *a, char *err, size_t errlen)
+{
+    struct stat st;
+    /* a FIFO or a device is written in place: opening one to try would block (a FIFO with no
+     * reader) or touch the device, so its existence is the check */
+    if (path && *path && stat(path, &st) == 0 && !S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+        return PBL_OK;
+    pbl__file_out o;
+    pbl_status s = pbl__file_out_open(&o, path, a, err, errlen);
+    if (s == PBL_OK)
+        s = pbl__file_out_close(&o, 0, err, errlen);
     return s;
 }

@@ -243,6 +243,11 @@ pbl_status pbl_exec_stats_get(const pbl_exec *e, pbl_exec_stats *out);
  * device is written in place. The file ends with a CRC-32 of everything before it.
  * PBL_ERR_IO names the path and errno text. */
 pbl_status pbl_exec_save(pbl_exec *e, const char *path);
+/* Checks, without writing anything, that pbl_exec_save could write `path`: it is not a
+ * directory and a temporary file can be created in its folder (the folder exists, is
+ * writable, is not on a read-only filesystem). Call it before a long training run, so that a
+ * bad --save fails before the work rather than after. PBL_OK, or PBL_ERR_IO with the reason. */
+pbl_status pbl_exec_save_check(pbl_exec *e, const char *path);
 /* Loads a file written by pbl_exec_save into the matching variables. The whole file is read
  * and checked (magic, version, CRC-32, every name present with the same dtype and shape)
  * before any variable is written: PBL_ERR_IO, PBL_ERR_FORMAT, PBL_ERR_CHECKSUM,

@@ -57,6 +57,16 @@ const char *pbl_status_str(pbl_status s);
 /* The enum name of `s` ("PBL_ERR_SHAPE"). Thread-safe. */
 const char *pbl_status_name(pbl_status s);
 
+/* Interrupted writes. Every file pebble writes (pbl_exec_save, pbl_graph_save_json,
+ * pbl_records_write, ...) goes to a temporary file beside it that is renamed over it when
+ * complete. The library installs no signal handler; a program that wants no temporary left
+ * behind when it is interrupted calls this from its own SIGINT/SIGTERM handler: it unlinks the
+ * temporaries of the writes in progress in this process (the target files are untouched) and
+ * returns how many it removed. Async-signal-safe and thread-safe; a write it interrupts then
+ * fails. Temporaries left by a process killed with SIGKILL are removed by the next write to
+ * the same file. */
+int pbl_cleanup_temporaries(void);
+
 #ifdef __cplusplus
 }
 #endif

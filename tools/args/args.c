@@ -1,8 +1,11 @@
 /* The command-line convention of args.h: one loop over the arguments for every program and
  * subcommand, its messages, and flag values as numbers. */
+#define _POSIX_C_SOURCE 200809L /* sigaction */
+
 #include "args.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,4 +184,34 @@ int args_double(const char *program, const char *flag, const char *s, double lo,
     }
     *out = v;
     return 0;
+}
+
+/* ---- dying of a signal without leaving temporaries ------------------------------------- */
+
+static int (*volatile signal_cleanup)(void);
+
+static void on_signal(int sig)
+{
+    int (*cleanup)(void) = signal_cleanup;
+    if (cleanup)
+        cleanup();
+    /* then die of the signal itself, so the parent sees what happened (exit status 128+sig) */
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void args_on_signals(int (*cleanup)(void))
+{
+    static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGPIPE };
+    signal_cleanup = cleanup;
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction old, sa;
+        /* a signal the parent chose to ignore (nohup's SIGHUP, a shell's SIGPIPE) stays ignored */
+        if (sigaction(sigs[i], NULL, &old) != 0 || old.sa_handler == SIG_IGN)
+            continue;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(sigs[i], &sa, NULL);
+    }
 }

@@ -75,4 +75,10 @@ void args_verror(const char *program, const char *fmt, va_list ap) __attribute__
 int args_int(const char *program, const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
 int args_double(const char *program, const char *flag, const char *s, double lo, double hi, double *out);
 
+/* Installs a handler for SIGINT, SIGTERM, SIGHUP and SIGPIPE (each not already ignored) that
+ * calls cleanup, then dies of the signal as it would have (its default action). cleanup must
+ * be async-signal-safe: the programs pass pbl_cleanup_temporaries (pebble/status.h), which
+ * unlinks the temporary file of a write in progress; the library installs no handler itself. */
+void args_on_signals(int (*cleanup)(void));
+
 #endif

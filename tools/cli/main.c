@@ -98,6 +98,9 @@ static int dispatch(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    /* an interrupted write (--out, --json, --html, --output-dir) leaves no temporary file:
+     * the library lists them, and this program's handler removes them (pebble/status.h) */
+    args_on_signals(pbl_cleanup_temporaries);
     int rc = dispatch(argc, argv);
     cli_stdin_release();
     /* a full disk or a closed pipe: the output did not arrive, so the run did not succeed
