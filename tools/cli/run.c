@@ -85,7 +85,8 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* An output's name as a file name: '/' and other awkward characters become '_'. */
+/* An output's name as a file name: '/' and other awkward characters become '_'; cut at 511
+ * bytes. Two names can so become one file name: check_output_files refuses that. */
 static void file_name(const char *name, char *out, size_t n)
 {
     size_t k = 0;
@@ -94,6 +95,18 @@ static void file_name(const char *name, char *out, size_t n)
         out[k] = (c == '/' || c == '\\' || c == ':' || (unsigned char)c < 0x20 || (k == 0 && c == '.')) ? '_' : c;
     }
     out[k] = '\0';
+}
+
+enum { OUT_PATH_MAX = 4096 };
+
+/* Where --output-dir writes output `name`: D/<file name>.npy (or .pb) in path (OUT_PATH_MAX
+ * bytes); -1 when that is too long to hold. */
+static int output_path(const char *outdir, const char *name, int pb_out, char *path)
+{
+    char fname[512];
+    file_name(name, fname, sizeof fname);
+    int n = snprintf(path, OUT_PATH_MAX, "%s/%s.%s", outdir, fname, pb_out ? "pb" : "npy");
+    return n < 0 || n >= OUT_PATH_MAX ? -1 : 0;
 }
 
 typedef struct run_opts {
@@ -187,6 +200,59 @@ static int take_arg(void *ctx, int which, const char *v)
     }
 }
 
+/* The files --output-dir would write, checked before the model runs: no two outputs may map
+ * to one file (names equal after file_name: "a/b" and "a_b", or cut at 511 bytes), and none
+ * may be a file this run reads (MODEL, an --input or an --expect FILE: same device and inode,
+ * so a link or another spelling counts), which the write would replace. CLI_OK, or CLI_USAGE
+ * after one message naming both. */
+static int check_output_files(const run_opts *o, const pbl_graph *g)
+{
+    int32_t n = pbl_graph_output_count(g);
+    char(*paths)[OUT_PATH_MAX] = calloc(n > 0 ? (size_t)n : 1, sizeof *paths);
+    if (!paths) {
+        cli_error("run: out of memory");
+        return CLI_FAIL;
+    }
+    int rc = CLI_OK;
+    for (int32_t k = 0; k < n && rc == CLI_OK; k++) {
+        const char *name;
+        pbl_graph_output_at(g, k, &name, NULL);
+        if (output_path(o->outdir, name, o->pb_out, paths[k]) != 0) {
+            cli_error("--output-dir %s: output '%.200s...': the file name would be too long", o->outdir, name);
+            rc = CLI_USAGE;
+            break;
+        }
+        for (int32_t j = 0; j < k && rc == CLI_OK; j++) {
+            const char *other;
+            pbl_graph_output_at(g, j, &other, NULL);
+            if (cli_same_file(paths[j], paths[k])) {
+                cli_error("--output-dir %s: outputs '%s' and '%s' would both be written to %s; rename one of them",
+                          o->outdir, other, name, paths[k]);
+                rc = CLI_USAGE;
+            }
+        }
+        /* what this run reads: "--input NAME=FILE" / "--expect NAME=FILE" and MODEL */
+        for (int i = 0; i < o->n_inputs + o->n_expects && rc == CLI_OK; i++) {
+            const char *arg = i < o->n_inputs ? o->inputs[i] : o->expects[i - o->n_inputs];
+            const char *file = strchr(arg, '=') + 1;
+            if (!cli_is_stdio(file) && cli_same_file(file, paths[k])) {
+                cli_error("--output-dir %s: output '%s' would be written to %s, which is %s %s; it would be"
+                          " overwritten (give another --output-dir)", o->outdir, name, paths[k],
+                          i < o->n_inputs ? "--input" : "--expect", arg);
+                rc = CLI_USAGE;
+            }
+        }
+        if (rc == CLI_OK && !cli_is_stdio(o->model) && strncmp(o->model, "zoo:", 4) != 0 &&
+            cli_same_file(o->model, paths[k])) {
+            cli_error("--output-dir %s: output '%s' would be written to %s, which is MODEL; it would be overwritten",
+                      o->outdir, name, paths[k]);
+            rc = CLI_USAGE;
+        }
+    }
+    free(paths);
+    return rc;
+}
+
 int cli_run(int argc, char **argv)
 {
     run_opts o = { .rtol = 1e-3, .atol = 1e-7, .repeat = 1, .warmup = 1, .dim = 1 };
@@ -256,6 +322,9 @@ int cli_run(int argc, char **argv)
             goto done;
         }
     }
+    /* before anything runs or is written */
+    if (outdir && (rc = check_output_files(&o, g)) != CLI_OK)
+        goto done;
     pbl_exec_options eo = pbl_exec_options_default();
     eo.threads = (int32_t)threads;
     eo.strategy = strategy;
@@ -433,9 +502,8 @@ int cli_run(int argc, char **argv)
             pbl_onnx_tensor_free(&want);
         }
         if (outdir) {
-            char fname[512], path[4096];
-            file_name(name, fname, sizeof fname);
-            snprintf(path, sizeof path, "%s/%s.%s", outdir, fname, pb_out ? "pb" : "npy");
+            char path[OUT_PATH_MAX];
+            output_path(outdir, name, pb_out, path); /* its length was checked before the run */
             int wrc = cli_tensor_write(path, &t);
             if (wrc != CLI_OK)
                 rc = wrc;
