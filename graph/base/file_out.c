@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -59,6 +60,21 @@ static int pending_add(const char *name)
         }
     }
     return -1;
+}
+
+/* A temporary's creation (or link) and its listing happen with signals blocked: a signal that
+ * arrived in between (a slow open on a journalled filesystem is the likely moment) would find
+ * a file on disk that is not on the list yet. */
+static void signals_block(sigset_t *old)
+{
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, old);
+}
+
+static void signals_restore(const sigset_t *old)
+{
+    pthread_sigmask(SIG_SETMASK, old, NULL);
 }
 
 /* Takes slot off the list (-1: nothing to do). */
@@ -287,9 +303,16 @@ pbl_status pbl__file_out_open(pbl__file_out *o, const char *path, const pbl_allo
     remove_stale_temps(o->target, o->tmp);
     errno = 0;
     int fd = create_anonymous(o->target, o->tmp);
-    if (fd < 0 && (fd = create_temp(o->tmp, o->target)) >= 0) {
-        o->named = 1;
-        o->slot = pending_add(o->tmp);
+    if (fd < 0) {
+        sigset_t old_mask;
+        signals_block(&old_mask);
+        if ((fd = create_temp(o->tmp, o->target)) >= 0) {
+            o->named = 1;
+            o->slot = pending_add(o->tmp);
+        }
+        int e = errno;
+        signals_restore(&old_mask);
+        errno = e;
     }
     /* the replacement keeps the permission bits of the file it replaces: a private 0600
      * file must not come back as 0644 */
@@ -323,6 +346,8 @@ pbl_status pbl__file_out_close(pbl__file_out *o, int keep, char *err, size_t err
     /* an unnamed temporary gets its name while its descriptor is still open, just before
      * the rename: that is the only moment a kill -9 can leave it behind */
     if (keep && !bad && o->tmp && !o->named) {
+        sigset_t old_mask;
+        signals_block(&old_mask);
         if (link_anonymous(fileno(o->f), o->tmp, o->target) != 0) {
             bad = 1;
             e = errno;
@@ -330,6 +355,7 @@ pbl_status pbl__file_out_close(pbl__file_out *o, int keep, char *err, size_t err
             o->named = 1;
             o->slot = pending_add(o->tmp);
         }
+        signals_restore(&old_mask);
     }
     if (fclose(o->f) != 0 && !bad) {
         bad = 1;

@@ -21,6 +21,10 @@
  * (|got − want| ≤ atol + rtol·|want|, default rtol 1e-3, atol 1e-7: ONNX's test defaults) and
  * makes the exit status 1 when any element is outside.
  *
+ * Before the model runs, --output-dir's files are checked: none may be MODEL, an --input or an
+ * --expect FILE (the same device and inode: the write would replace it, the reference
+ * first), and no two outputs may give one file name ("a/b" and "a_b"); exit 2 naming both.
+ *
  * "-" is standard input for one of MODEL (an ONNX model or a JSON graph, told from its
  * content), an --input FILE or an --expect FILE (a .npy or TensorProto, told likewise): two
  * cannot both read it. --output-dir takes no "-": it is a directory of files.
@@ -49,7 +53,8 @@ static void print_usage(FILE *f)
                "                      of exactly NAME's shape)\n"
                "  --threads N         BLAS threads (default: the BLAS library's setting)\n"
                "  --repeat N          timed runs (default 1); --warmup N untimed runs first (default 1)\n"
-               "  --output-dir D      write each output to D/NAME.npy (--output-format pb: .pb)\n"
+               "  --output-dir D      write each output to D/NAME.npy (--output-format pb: .pb); none may\n"
+               "                      be MODEL, an --input or an --expect FILE\n"
                "  --dim N             size of an ONNX model's symbolic input dims (default 1)\n"
                "  --strategy NAME     memory planner strategy (default best)\n"
                "  --zero-unbound      zero-fill inputs and parameters that have no data\n"

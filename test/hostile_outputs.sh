@@ -1,0 +1,360 @@
+#!/usr/bin/env bash
+# Hostile and careless outputs (issue 14): no file pebble writes may lose or clobber a user's
+# file. Devices and FIFOs are written in place, links lead to their target and a file keeps
+# its mode, links planted at temporary names do nothing, kill -9 and SIGTERM during a write
+# leave the old file whole (and no temporary once the next write has run, or at once after
+# SIGTERM), a full or read-only filesystem gives a clean error, no output may be a file the
+# same run reads (pebble run's --input/--expect/MODEL, train_mlp's data set and --load), two
+# outputs may not collide after their names are made file names, and train_mlp finds a bad
+# --save before its first epoch. Each case prints one line; the summary counts them.
+#
+# usage: hostile_outputs.sh PATH/TO/pebble PATH/TO/train_mlp
+#
+# Cases that need root (private device nodes made with mknod, a 64 KiB tmpfs, a read-only
+# mount, a fresh pid namespace) are skipped with a message otherwise. The data set is a tiny
+# IDX set made here (no installed data set needed). Every failed case is listed, and the
+# script goes on, so that it can be run against an older build to see which cases it fails.
+set -u
+
+pebble=${1:?usage: hostile_outputs.sh PATH/TO/pebble PATH/TO/train_mlp}
+train=${2:?usage: hostile_outputs.sh PATH/TO/pebble PATH/TO/train_mlp}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/hostile_outputs.XXXXXX") || exit 1
+mounts=()
+cleanup() {
+    for m in "${mounts[@]}"; do umount "$m" 2>/dev/null; done
+    chmod -R u+w "$tmp" 2>/dev/null
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+passed=0 failed=0 skipped=0
+failures=()
+pass() {
+    passed=$((passed + 1))
+    echo "ok $((passed + failed)) - $*"
+}
+fail() {
+    failed=$((failed + 1))
+    failures+=("$*")
+    echo "FAIL $((passed + failed)) - $*"
+    for f in out err; do
+        [ -s "$tmp/$f" ] && { echo "  --- std$f:"; head -n 5 "$tmp/$f" | sed 's/^/  /'; }
+    done
+}
+skip() {
+    skipped=$((skipped + 1))
+    echo "SKIP - $*"
+}
+# check DESCRIPTION COMMAND...: the case passes when COMMAND succeeds
+check() {
+    local desc=$1
+    shift
+    if "$@"; then pass "$desc"; else fail "$desc"; fi
+}
+
+is_root=0
+[ "$(id -u)" -eq 0 ] && is_root=1
+
+rc=0
+run() { # run PROGRAM ARGS...: stdout, stderr in $tmp/out, $tmp/err; status in rc
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+}
+one_line() { [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -Eq "$1" "$tmp/err"; }
+temps_in() { find "$1" -name '*.tmp.*' ! -type l | wc -l; }
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# ---- inputs: a tiny IDX data set (as train_mlp_cli.sh makes it) and records ----------------
+
+be32() {
+    local h
+    h=$(printf '%08x' "$1")
+    printf "\\x${h:0:2}\\x${h:2:2}\\x${h:4:2}\\x${h:6:2}"
+}
+for c in 0 1 2 3 4 5 6 7 8 9; do
+    head -c 784 /dev/zero | tr '\0' "\\$(printf '%03o' $((c * 25 + 5)))"
+done >"$tmp/cycle.img"
+printf '\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09' >"$tmp/cycle.lab"
+data=$tmp/data
+mkdir "$data"
+for set in train:20 t10k:10; do
+    n=${set#*:}
+    { be32 2051; be32 "$n"; be32 28; be32 28; for ((k = 0; k < (n + 9) / 10; k++)); do cat "$tmp/cycle.img"; done |
+        head -c $((n * 784)); } | gzip -n >"$data/${set%:*}-images-idx3-ubyte.gz"
+    { be32 2049; be32 "$n"; for ((k = 0; k < (n + 9) / 10; k++)); do cat "$tmp/cycle.lab"; done | head -c "$n"; } |
+        gzip -n >"$data/${set%:*}-labels-idx1-ubyte.gz"
+done
+small=(--data "$data" --hidden 16 --batch 10 --epochs 0)
+# a checkpoint of about 10 MB (784 x 1024 weights, with Adam's two moments), for the kill loops
+big=(--data "$data" --hidden 1024 --batch 10 --epochs 0)
+
+# records: a small instance and one whose assignment is about 1.5 MB (what the kill loop writes)
+records() { # records N SEED
+    awk -v n="$1" -v seed="$2" 'BEGIN { srand(seed); print "id,lower,upper,size";
+        for (i = 0; i < n; i++) { l = int(rand() * 20000); printf "%d,%d,%d,%d\n", i, l, l + 1 + int(rand() * 40), 1 + int(rand() * 4000) } }'
+}
+records 20 1 >"$tmp/small.csv"
+records 50000 2 >"$tmp/big.csv"
+
+# ---- devices, links and modes ---------------------------------------------------------------
+
+if [ "$is_root" -eq 1 ] && mknod "$tmp/full" c 1 7 2>/dev/null && mknod "$tmp/null" c 1 3 2>/dev/null; then
+    # private nodes for /dev/full and /dev/null, so that a failing build replaces these, not /dev's
+    run "$train" "${small[@]}" --save "$tmp/full"
+    check "train_mlp --save onto a full device: exit 1 'No space left', the node is still a character device" \
+        eval '[ $rc -eq 1 ] && [ -c "$tmp/full" ] && one_line "No space left on device"'
+    run "$train" "${small[@]}" --save "$tmp/null"
+    check "train_mlp --save onto a null device: exit 0, the node is still a character device" \
+        eval '[ $rc -eq 0 ] && [ -c "$tmp/null" ]'
+    run "$pebble" plan "$tmp/small.csv" --out "$tmp/full"
+    check "pebble plan --out onto a full device: exit 1 'No space left', the node is still a character device" \
+        eval '[ $rc -eq 1 ] && [ -c "$tmp/full" ] && one_line "No space left on device"'
+    run "$pebble" export zoo:mlp --json "$tmp/null"
+    check "pebble export --json onto a null device: exit 0, the node is still a character device" \
+        eval '[ $rc -eq 0 ] && [ -c "$tmp/null" ]'
+    [ "$(temps_in "$tmp")" -eq 0 ] || fail "device writes left temporary files: $(find "$tmp" -name '*.tmp.*')"
+else
+    skip "device nodes (not root, or mknod failed): 4 cases"
+fi
+
+mkdir "$tmp/links"
+echo old >"$tmp/links/ck.real"
+chmod 600 "$tmp/links/ck.real"
+ln -s ck.real "$tmp/links/ck"
+(umask 022 && exec "$train" "${small[@]}" --save "$tmp/links/ck") >"$tmp/out" 2>"$tmp/err"
+rc=$?
+check "train_mlp --save through a link to a 0600 file: the link stays, the target holds the checkpoint, mode 0600" \
+    eval '[ $rc -eq 0 ] && [ -L "$tmp/links/ck" ] && [ "$(stat -c %a "$tmp/links/ck.real")" = 600 ] &&
+          [ "$(head -c 3 "$tmp/links/ck.real")" != old ] && [ "$(temps_in "$tmp/links")" -eq 0 ]'
+echo old >"$tmp/links/out.real"
+chmod 600 "$tmp/links/out.real"
+ln -s out.real "$tmp/links/out.csv"
+(umask 022 && exec "$pebble" plan "$tmp/small.csv" --out "$tmp/links/out.csv") >"$tmp/out" 2>"$tmp/err"
+rc=$?
+check "pebble plan --out through a link to a 0600 file: the link stays, the target holds the plan, mode 0600" \
+    eval '[ $rc -eq 0 ] && [ -L "$tmp/links/out.csv" ] && [ "$(stat -c %a "$tmp/links/out.real")" = 600 ] &&
+          head -n 1 "$tmp/links/out.real" | grep -q offset && [ "$(temps_in "$tmp/links")" -eq 0 ]'
+
+# ---- links planted at temporary names -------------------------------------------------------
+
+# plant DIR NAME FROM TO: links DIR/NAME.tmp.<pid> for pid FROM..TO (the old predictable
+# names) toward DIR/victim
+plant() {
+    echo precious >"$1/victim"
+    for ((p = $3; p <= $4; p++)); do ln -sf victim "$1/$2.tmp.$p"; done
+}
+intact() { [ "$(cat "$1/victim")" = precious ] && [ "$(find "$1" -type l | wc -l)" -eq "$2" ]; }
+if [ "$is_root" -eq 1 ] && unshare --pid --fork true 2>/dev/null; then
+    # in a fresh pid namespace the program is pid 1: the old names were certain
+    for mode in 0 1; do
+        d=$tmp/plant$mode
+        mkdir "$d"
+        plant "$d" out.csv 1 8
+        plant "$d" ck 1 8
+        PEBBLE_NO_O_TMPFILE=$mode unshare --pid --fork "$pebble" plan "$tmp/small.csv" --out "$d/out.csv" >"$tmp/out" 2>"$tmp/err"
+        rc=$?
+        check "pebble plan --out with links planted at out.csv.tmp.1..8 in a new pid namespace (PEBBLE_NO_O_TMPFILE=$mode): the victim is untouched" \
+            eval '[ $rc -eq 0 ] && intact "$d" 16 && head -n 1 "$d/out.csv" | grep -q offset'
+        PEBBLE_NO_O_TMPFILE=$mode unshare --pid --fork "$train" "${small[@]}" --save "$d/ck" >"$tmp/out" 2>"$tmp/err"
+        rc=$?
+        check "train_mlp --save with links planted at ck.tmp.1..8 in a new pid namespace (PEBBLE_NO_O_TMPFILE=$mode): the victim is untouched" \
+            eval '[ $rc -eq 0 ] && intact "$d" 16 && [ -s "$d/ck" ]'
+    done
+else
+    skip "planted links in a fresh pid namespace (not root, or unshare failed): 4 cases"
+fi
+# without a namespace: the next few hundred pids of this machine
+d=$tmp/plantpids
+mkdir "$d"
+plant "$d" out.csv $$ $(($$ + 300))
+PEBBLE_NO_O_TMPFILE=1 "$pebble" plan "$tmp/small.csv" --out "$d/out.csv" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+check "pebble plan --out with links planted at the next 300 pids' temporary names: the victim is untouched" \
+    eval '[ $rc -eq 0 ] && intact "$d" 301'
+
+# ---- kill -9 and SIGTERM during writes ------------------------------------------------------
+
+# kill_loop SIGNAL N DESCRIPTION DIR FILE OLD NEW COMMAND...: N times, puts OLD at DIR/FILE,
+# starts COMMAND (which writes NEW there) and sends SIGNAL after a random part of one run's
+# time. After each, DIR/FILE must be OLD or NEW byte for byte (both are known loadable); with
+# SIGTERM no temporary may be left even before the next run; after the next complete run none
+# may be left at all.
+kill_loop() {
+    local sig=$1 n=$2 desc=$3 dir=$4 file=$5 old=$6 new=$7
+    shift 7
+    local t0 t bad="" killed=0 left=0 left_9=0
+    cp "$old" "$dir/$file"
+    t0=$(now_ms)
+    "$@" >/dev/null 2>&1
+    t=$(($(now_ms) - t0 + 5))
+    for ((i = 0; i < n; i++)); do
+        cp "$old" "$dir/$file"
+        "$@" >/dev/null 2>&1 &
+        local pid=$!
+        sleep "$(printf '0.%03d' $((RANDOM % t)))"
+        kill -"$sig" $pid 2>/dev/null
+        { wait $pid; } 2>/dev/null
+        [ $? -ge 128 ] && killed=$((killed + 1))
+        cmp -s "$dir/$file" "$old" || cmp -s "$dir/$file" "$new" || bad="$bad $i"
+        left=$((left + $(temps_in "$dir")))
+    done
+    "$@" >/dev/null 2>&1
+    local after=$(temps_in "$dir")
+    # kill -9 leaves a named temporary (counted, not failed: the next write removes it); SIGTERM none
+    if [ "$sig" != TERM ]; then
+        left_9=$left
+        left=0
+    fi
+    if [ -z "$bad" ] && [ "$left" -eq 0 ] && [ "$after" -eq 0 ] && cmp -s "$dir/$file" "$new"; then
+        pass "$desc: $n kills ($killed during the run, one run ~${t} ms), the file always whole (old or new), ${left_9:-0} temporaries left at the kills, none after the next run"
+    else
+        fail "$desc: damaged after kills [$bad ], $left temporaries left by SIGTERM, $after after the next run"
+    fi
+}
+
+mkdir "$tmp/kill"
+"$train" "${big[@]}" --seed 1 --save "$tmp/kill/ck.old" >/dev/null 2>&1
+"$train" "${big[@]}" --seed 2 --save "$tmp/kill/ck.new" >/dev/null 2>&1
+"$pebble" plan "$tmp/small.csv" --strategy naive --out "$tmp/kill/out.old" >/dev/null 2>&1
+"$pebble" plan "$tmp/big.csv" --strategy naive --out "$tmp/kill/out.new" >/dev/null 2>&1
+"$train" --data "$data" --hidden 1024 --epochs 0 --load "$tmp/kill/ck.old" >/dev/null 2>&1 &&
+    "$train" --data "$data" --hidden 1024 --epochs 0 --load "$tmp/kill/ck.new" >/dev/null 2>&1 &&
+    "$pebble" check "$tmp/kill/out.old" >/dev/null 2>&1 && "$pebble" check "$tmp/kill/out.new" >/dev/null 2>&1 ||
+    fail "the kill loops' reference files do not load"
+for mode in 0 1; do
+    m="PEBBLE_NO_O_TMPFILE=$mode"
+    kill_loop 9 30 "kill -9 during train_mlp --save ($m)" "$tmp/kill" ck "$tmp/kill/ck.old" "$tmp/kill/ck.new" \
+        env $m "$train" "${big[@]}" --seed 2 --save "$tmp/kill/ck"
+    kill_loop 9 30 "kill -9 during pebble plan --out ($m)" "$tmp/kill" out.csv "$tmp/kill/out.old" "$tmp/kill/out.new" \
+        env $m "$pebble" plan "$tmp/big.csv" --strategy naive --out "$tmp/kill/out.csv"
+done
+# SIGTERM on the named path (the one that has a temporary on disk all through the write)
+kill_loop TERM 30 "SIGTERM during train_mlp --save (named temporary)" "$tmp/kill" ck "$tmp/kill/ck.old" \
+    "$tmp/kill/ck.new" env PEBBLE_NO_O_TMPFILE=1 "$train" "${big[@]}" --seed 2 --save "$tmp/kill/ck"
+kill_loop TERM 30 "SIGTERM during pebble plan --out (named temporary)" "$tmp/kill" out.csv "$tmp/kill/out.old" \
+    "$tmp/kill/out.new" env PEBBLE_NO_O_TMPFILE=1 "$pebble" plan "$tmp/big.csv" --strategy naive --out "$tmp/kill/out.csv"
+
+# ---- full and read-only filesystems ---------------------------------------------------------
+
+if [ "$is_root" -eq 1 ] && mkdir "$tmp/fullfs" && mount -t tmpfs -o size=64k tmpfs "$tmp/fullfs" 2>/dev/null; then
+    mounts+=("$tmp/fullfs")
+    for mode in 0 1; do
+        cp "$tmp/kill/out.old" "$tmp/fullfs/out.csv"
+        PEBBLE_NO_O_TMPFILE=$mode "$pebble" plan "$tmp/big.csv" --strategy naive --out "$tmp/fullfs/out.csv" >"$tmp/out" 2>"$tmp/err"
+        rc=$?
+        check "pebble plan --out onto a full 64 KiB tmpfs (PEBBLE_NO_O_TMPFILE=$mode): exit 1, one 'No space left' line, old file intact, no temporary" \
+            eval '[ $rc -eq 1 ] && one_line "No space left on device" && cmp -s "$tmp/fullfs/out.csv" "$tmp/kill/out.old" &&
+                  [ "$(temps_in "$tmp/fullfs")" -eq 0 ]'
+    done
+    cp "$tmp/kill/out.old" "$tmp/fullfs/ck"
+    run "$train" "${big[@]}" --save "$tmp/fullfs/ck"
+    check "train_mlp --save onto a full 64 KiB tmpfs: exit 1, one 'No space left' line, old file intact, no temporary" \
+        eval '[ $rc -eq 1 ] && one_line "No space left on device" && cmp -s "$tmp/fullfs/ck" "$tmp/kill/out.old" &&
+              [ "$(temps_in "$tmp/fullfs")" -eq 0 ]'
+else
+    skip "full filesystem (not root, or mounting a 64 KiB tmpfs failed): 3 cases"
+fi
+
+# a read-only folder: a read-only mount as root (root writes through 0555), else chmod 0555
+ro=$tmp/ro
+mkdir "$ro"
+echo keep >"$ro/out.csv"
+if [ "$is_root" -eq 1 ]; then
+    if mount -t tmpfs -o size=64k tmpfs "$ro" 2>/dev/null; then
+        mounts+=("$ro")
+        echo keep >"$ro/out.csv"
+        mount -o remount,ro "$ro" 2>/dev/null || { umount "$ro"; ro=""; }
+    else
+        ro=""
+    fi
+else
+    chmod 555 "$ro"
+fi
+if [ -n "$ro" ]; then
+    run "$pebble" plan "$tmp/small.csv" --out "$ro/out.csv"
+    check "pebble plan --out into a read-only folder: exit 1, one clean line, the old file intact" \
+        eval '[ $rc -eq 1 ] && one_line "^pebble: .*out.csv: cannot create a temporary file beside it: (Read-only file system|Permission denied)$" &&
+              [ "$(cat "$ro/out.csv")" = keep ]'
+    run "$train" --data "$data" --hidden 16 --batch 10 --epochs 1 --save "$ro/ck"
+    check "train_mlp --save into a read-only folder: exit 1 before the first epoch (no epoch line), one clean line" \
+        eval '[ $rc -eq 1 ] && one_line "^train_mlp: saving .*ck: cannot create a temporary file beside it: (Read-only file system|Permission denied)$" &&
+              ! grep -q "^epoch" "$tmp/out"'
+else
+    skip "read-only folder (the read-only mount failed): 2 cases"
+fi
+run "$train" --data "$data" --hidden 16 --batch 10 --epochs 1 --save "$tmp/missing/ck"
+check "train_mlp --save into a missing folder: exit 1 before the first epoch, one clean line" \
+    eval '[ $rc -eq 1 ] && one_line "No such file or directory" && ! grep -q "^epoch" "$tmp/out"'
+mkdir "$tmp/adir"
+run "$train" --data "$data" --hidden 16 --batch 10 --epochs 1 --save "$tmp/adir"
+check "train_mlp --save onto a directory: exit 1 before the first epoch, 'is a directory'" \
+    eval '[ $rc -eq 1 ] && one_line "adir: is a directory" && ! grep -q "^epoch" "$tmp/out" && [ -d "$tmp/adir" ]'
+
+# ---- no output may be an input --------------------------------------------------------------
+
+cp -r "$data" "$tmp/data2"
+sum_data=$(cat "$tmp/data2"/* | cksum)
+run "$train" --data "$tmp/data2" --hidden 16 --batch 10 --epochs 1 --save "$tmp/data2/train-images-idx3-ubyte.gz"
+check "train_mlp --save onto the data set's own file: exit 2 before any epoch, the data set intact" \
+    eval '[ $rc -eq 2 ] && one_line "that is the data set.s file" && [ "$(cat "$tmp/data2"/* | cksum)" = "$sum_data" ]'
+ln -s data2/t10k-labels-idx1-ubyte.gz "$tmp/labels.link"
+run "$train" --data "$tmp/data2" --hidden 16 --batch 10 --epochs 1 --save "$tmp/labels.link"
+check "train_mlp --save onto a link to a data set file: exit 2, the data set intact" \
+    eval '[ $rc -eq 2 ] && one_line "that is the data set.s file" && [ "$(cat "$tmp/data2"/* | cksum)" = "$sum_data" ]'
+"$train" "${small[@]}" --save "$tmp/ck.same" >/dev/null 2>&1
+cp "$tmp/ck.same" "$tmp/ck.same.orig"
+run "$train" --data "$data" --hidden 16 --batch 10 --epochs 1 --load "$tmp/ck.same" --save "$tmp/ck.same"
+check "train_mlp --load F --save F: exit 2 before training, F intact" \
+    eval '[ $rc -eq 2 ] && one_line "that is the checkpoint --load reads" && cmp -s "$tmp/ck.same" "$tmp/ck.same.orig"'
+
+# pebble run: a graph whose outputs are y and z; with --output-dir D they go to D/y.npy, D/z.npy
+cat >"$tmp/yz.json" <<'EOF'
+{"format": "pebble-graph", "version": "1.0",
+ "variables": [{"name": "x", "kind": "input", "dtype": "f32", "shape": [1, 4]}],
+ "nodes": [{"name": "r", "op": "relu", "inputs": ["x"], "shapes": [[1, 4]], "dtypes": ["f32"]},
+           {"name": "s", "op": "sigmoid", "inputs": ["x"], "shapes": [[1, 4]], "dtypes": ["f32"]}],
+ "outputs": [{"name": "y", "value": "r"}, {"name": "z", "value": "s"}]}
+EOF
+D=$tmp/D
+mkdir "$D"
+"$pebble" run "$tmp/yz.json" --zero-unbound --output-dir "$D" >/dev/null 2>&1 # D/y.npy, D/z.npy: zeros, halves
+cp "$D/y.npy" "$tmp/y.ref"
+cp "$D/z.npy" "$D/x.npy" # an input file beside the outputs
+printf 'changed' >>"$D/y.npy"  # a reference the run's output would not match
+cp "$D/y.npy" "$tmp/y.changed"
+run "$pebble" run "$tmp/yz.json" --input x="$D/x.npy" --expect y="$D/y.npy" --output-dir "$D"
+check "pebble run --expect y=D/y.npy --output-dir D: exit 2 before running, the reference intact" \
+    eval '[ $rc -eq 2 ] && one_line "which is --expect y=" && cmp -s "$D/y.npy" "$tmp/y.changed" && ! grep -q "^output" "$tmp/out"'
+cp "$tmp/y.ref" "$D/y.npy"
+cp "$D/x.npy" "$tmp/x.orig"
+run "$pebble" run "$tmp/yz.json" --input x="$D/z.npy" --output-dir "$D"
+check "pebble run --input x=D/z.npy --output-dir D (z is an output): exit 2, the input intact" \
+    eval '[ $rc -eq 2 ] && one_line "which is --input x=" && cmp -s "$D/z.npy" "$tmp/x.orig"'
+ln -sf "$tmp/y.changed" "$D/y.npy"
+cp "$tmp/y.changed" "$tmp/y.changed.orig"
+run "$pebble" run "$tmp/yz.json" --input x="$D/x.npy" --expect y="$tmp/y.changed" --output-dir "$D"
+check "pebble run --expect y=REF --output-dir D where D/y.npy is a link to REF: exit 2, REF intact" \
+    eval '[ $rc -eq 2 ] && one_line "which is --expect y=" && cmp -s "$tmp/y.changed" "$tmp/y.changed.orig"'
+ln "$tmp/yz.json" "$tmp/D2.model" 2>/dev/null || cp "$tmp/yz.json" "$tmp/D2.model"
+mkdir "$tmp/D2"
+cp "$tmp/yz.json" "$tmp/D2/m.json"
+ln -s m.json "$tmp/D2/z.npy"
+run "$pebble" run "$tmp/D2/m.json" --zero-unbound --output-dir "$tmp/D2"
+check "pebble run MODEL --output-dir D where D/z.npy is a link to MODEL: exit 2, MODEL intact" \
+    eval '[ $rc -eq 2 ] && one_line "which is MODEL" && cmp -s "$tmp/D2/m.json" "$tmp/yz.json"'
+
+# two outputs, one file name
+sed 's#"name": "y"#"name": "a/b"#; s#"name": "z"#"name": "a_b"#' "$tmp/yz.json" >"$tmp/ab.json"
+mkdir "$tmp/D3"
+run "$pebble" run "$tmp/ab.json" --zero-unbound --output-dir "$tmp/D3"
+check "pebble run with outputs 'a/b' and 'a_b' --output-dir D: exit 2 naming both, nothing written" \
+    eval "[ \$rc -eq 2 ] && one_line \"outputs 'a/b' and 'a_b' would both be written to .*a_b.npy\" && [ -z \"\$(ls -A \"\$tmp/D3\")\" ]"
+long=$(head -c 600 /dev/zero | tr '\0' n)
+sed "s#\"name\": \"y\"#\"name\": \"${long}1\"#; s#\"name\": \"z\"#\"name\": \"${long}2\"#" "$tmp/yz.json" >"$tmp/long.json"
+run "$pebble" run "$tmp/long.json" --zero-unbound --output-dir "$tmp/D3"
+check "pebble run with two 601-byte output names alike in their first 511 bytes: exit 2 naming both, nothing written" \
+    eval "[ \$rc -eq 2 ] && one_line \"outputs 'n{600}1' and 'n{600}2' would both be written\" && [ -z \"\$(ls -A \"\$tmp/D3\")\" ]"
+
+echo "$passed passed, $failed failed, $skipped skipped (hostile cases run: $((passed + failed)))"
+for f in "${failures[@]}"; do echo "failed: $f"; done
+[ "$failed" -eq 0 ]
