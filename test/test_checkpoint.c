@@ -23,6 +23,7 @@
 #include <cmocka.h>
 #include <zlib.h>
 
+#include "graph/base/file_out.h" /* the writer itself, for a write caught half-way */
 #include "pebble/pebble.h"
 
 /* A small graph with every kind of variable a checkpoint cares about: a parameter bound to a
@@ -775,6 +776,66 @@ static int remove_tmpdir(void **state)
     return system(cmd) == 0 ? 0 : -1;
 }
 
+/* pbl_exec_save_check finds what would make a save fail, before the work, and writes nothing:
+ * a directory, a missing folder; a writable name, an existing file (unchanged) and a FIFO
+ * (not opened: that would block without a reader) pass. */
+static void save_check_finds_bad_destinations_without_writing(void **state)
+{
+    (void)state;
+    fixture f;
+    fixture_make(&f, standard);
+    char path[512], fifo[512], existing[512];
+    path_in_tmp(path, sizeof path, "check_new.ckpt");
+    assert_int_equal(pbl_exec_save_check(f.e, path), PBL_OK);
+    assert_int_not_equal(access(path, F_OK), 0); /* nothing written */
+    save_standard("check_old.ckpt", existing, sizeof existing);
+    assert_int_equal(pbl_exec_save_check(f.e, existing), PBL_OK);
+    expect_file_holds(existing, 1);
+    path_in_tmp(fifo, sizeof fifo, "check.fifo");
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(pbl_exec_save_check(f.e, fifo), PBL_OK);
+    assert_int_equal(unlink(fifo), 0);
+    assert_int_equal(pbl_exec_save_check(f.e, tmpdir), PBL_ERR_IO);
+    assert_non_null(strstr(pbl_exec_errmsg(f.e), "is a directory"));
+    path_in_tmp(path, sizeof path, "absent/x.ckpt");
+    assert_int_equal(pbl_exec_save_check(f.e, path), PBL_ERR_IO);
+    assert_non_null(strstr(pbl_exec_errmsg(f.e), strerror(ENOENT)));
+    print_message("    save_check -> %s\n", pbl_exec_errmsg(f.e));
+    assert_int_equal(temporaries_left(), 0);
+    fixture_free(&f);
+}
+
+/* A write caught half-way by a signal: pbl_cleanup_temporaries (what the programs' handlers
+ * call) removes the named temporary at once and leaves the target as it was; the write
+ * then fails cleanly. With O_TMPFILE the temporary has no name until the rename, so there is
+ * nothing to remove and the write goes on. */
+static void cleanup_removes_a_pending_temporary(void **state)
+{
+    (void)state;
+    char path[512], msg[256];
+    save_standard("pending.ckpt", path, sizeof path);
+    for (int named = 1; named >= 0; named--) {
+        setenv("PEBBLE_NO_O_TMPFILE", named ? "1" : "0", 1);
+        pbl__file_out o;
+        assert_int_equal(pbl__file_out_open(&o, path, NULL, msg, sizeof msg), PBL_OK);
+        assert_true(fputs("half a file", o.f) >= 0);
+        if (named)
+            assert_int_equal(temporaries_left(), 1);
+        assert_int_equal(pbl_cleanup_temporaries(), named);
+        assert_int_equal(temporaries_left(), 0);
+        pbl_status s = pbl__file_out_close(&o, 1, msg, sizeof msg);
+        if (named) {
+            assert_int_equal(s, PBL_ERR_IO);
+            print_message("    the write after the cleanup -> %s\n", msg);
+            expect_file_holds(path, 1);
+        } else {
+            assert_int_equal(s, PBL_OK); /* the unnamed one was untouched and renamed */
+        }
+        assert_int_equal(temporaries_left(), 0);
+    }
+    unsetenv("PEBBLE_NO_O_TMPFILE");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -793,6 +854,8 @@ int main(void)
         cmocka_unit_test(save_into_a_missing_folder_is_a_clean_error),
         cmocka_unit_test(save_ignores_a_link_planted_at_a_temporary_name),
         cmocka_unit_test(save_removes_temporaries_of_dead_writers),
+        cmocka_unit_test(save_check_finds_bad_destinations_without_writing),
+        cmocka_unit_test(cleanup_removes_a_pending_temporary),
         cmocka_unit_test(allocation_failures_are_clean),
     };
     return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);
