@@ -18,7 +18,7 @@ set -u
 
 pebble=${1:?usage: hostile_outputs.sh PATH/TO/pebble PATH/TO/train_mlp}
 train=${2:?usage: hostile_outputs.sh PATH/TO/pebble PATH/TO/train_mlp}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/hostile_outputs.XXXXXX") || exit 1
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/pebble_outputs_test.XXXXXX") || exit 1
 mounts=()
 cleanup() {
     for m in "${mounts[@]}"; do umount "$m" 2>/dev/null; done
@@ -163,13 +163,20 @@ if [ "$is_root" -eq 1 ] && unshare --pid --fork true 2>/dev/null; then
 else
     skip "planted links in a fresh pid namespace (not root, or unshare failed): 4 cases"
 fi
-# without a namespace: the next few hundred pids of this machine
+# without a namespace: 300 pids a little ahead of the last one given out, and then pids are
+# used up (each /bin/true takes one) until the next is the first planted one
 d=$tmp/plantpids
 mkdir "$d"
-plant "$d" out.csv $$ $(($$ + 300))
+last=$(cat /proc/sys/kernel/ns_last_pid 2>/dev/null || echo $$)
+first=$((last + 400))
+plant "$d" out.csv $first $((first + 300))
+for ((k = 0; k < 1000; k++)); do # at most 1000: pids wrap around at pid_max
+    [ "$(cat /proc/sys/kernel/ns_last_pid 2>/dev/null || echo "$first")" -lt $((first - 2)) ] || break
+    /bin/true
+done
 PEBBLE_NO_O_TMPFILE=1 "$pebble" plan "$tmp/small.csv" --out "$d/out.csv" >"$tmp/out" 2>"$tmp/err"
 rc=$?
-check "pebble plan --out with links planted at the next 300 pids' temporary names: the victim is untouched" \
+check "pebble plan --out with links planted at the next 300 pids' temporary names (PEBBLE_NO_O_TMPFILE=1): the victim is untouched" \
     eval '[ $rc -eq 0 ] && intact "$d" 301'
 
 # ---- kill -9 and SIGTERM during writes ------------------------------------------------------

@@ -807,33 +807,41 @@ static void save_check_finds_bad_destinations_without_writing(void **state)
 
 /* A write caught half-way by a signal: pbl_cleanup_temporaries (what the programs' handlers
  * call) removes the named temporary at once and leaves the target as it was; the write
- * then fails cleanly. With O_TMPFILE the temporary has no name until the rename, so there is
- * nothing to remove and the write goes on. */
+ * then fails cleanly, and so does any later one (the process is meant to be dying). With
+ * O_TMPFILE the temporary has no name until it is linked, so there is nothing to remove and
+ * the link fails. Each in a child process, as cleaning up is for a process about to end. */
 static void cleanup_removes_a_pending_temporary(void **state)
 {
     (void)state;
-    char path[512], msg[256];
+    char path[512];
     save_standard("pending.ckpt", path, sizeof path);
     for (int named = 1; named >= 0; named--) {
-        setenv("PEBBLE_NO_O_TMPFILE", named ? "1" : "0", 1);
-        pbl__file_out o;
-        assert_int_equal(pbl__file_out_open(&o, path, NULL, msg, sizeof msg), PBL_OK);
-        assert_true(fputs("half a file", o.f) >= 0);
-        if (named)
-            assert_int_equal(temporaries_left(), 1);
-        assert_int_equal(pbl_cleanup_temporaries(), named);
-        assert_int_equal(temporaries_left(), 0);
-        pbl_status s = pbl__file_out_close(&o, 1, msg, sizeof msg);
-        if (named) {
-            assert_int_equal(s, PBL_ERR_IO);
-            print_message("    the write after the cleanup -> %s\n", msg);
-            expect_file_holds(path, 1);
-        } else {
-            assert_int_equal(s, PBL_OK); /* the unnamed one was untouched and renamed */
+        fflush(NULL);
+        pid_t child = fork();
+        assert_true(child >= 0);
+        if (child == 0) {
+            char msg[256];
+            setenv("PEBBLE_NO_O_TMPFILE", named ? "1" : "0", 1);
+            pbl__file_out o;
+            int bad = pbl__file_out_open(&o, path, NULL, msg, sizeof msg) != PBL_OK;
+            bad |= fputs("half a file", o.f) < 0;
+            bad |= temporaries_left() != named;
+            bad |= pbl_cleanup_temporaries() != named;
+            bad |= temporaries_left() != 0;
+            bad |= pbl__file_out_close(&o, 1, msg, sizeof msg) != PBL_ERR_IO;
+            bad |= temporaries_left() != 0;
+            fprintf(stderr, "    %s temporary: the write after the cleanup -> %s\n", named ? "named" : "unnamed", msg);
+            bad |= pbl__file_out_open(&o, path, NULL, msg, sizeof msg) == PBL_OK &&
+                   pbl__file_out_close(&o, 1, msg, sizeof msg) == PBL_OK && named; /* a later named write fails */
+            _exit(bad);
         }
+        int status;
+        assert_int_equal(waitpid(child, &status, 0), child);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+        expect_file_holds(path, 1);
         assert_int_equal(temporaries_left(), 0);
     }
-    unsetenv("PEBBLE_NO_O_TMPFILE");
 }
 
 int main(void)

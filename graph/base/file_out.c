@@ -31,12 +31,19 @@ static const char letters[] = "abcdefghijklmnopqrstuvwxyz012345";
 
 /* While a temporary has a name (from its creation, or its link, to its rename or removal) the
  * name sits in one of these slots, so that pbl_cleanup_temporaries can unlink it from a
- * SIGINT or SIGTERM handler. The one piece of process-wide state in the library: a handler
- * has no other way to find the names. The names are copied here (not pointed to) because a
- * handler may run while the writer frees its own copy; the slots are claimed with lock-free
- * atomics, which a handler may use. A name longer than a slot, or a 33rd write at once, goes
- * unlisted: a signal then leaves that temporary, and the next write to the target removes it
- * as a dead process's leftover. */
+ * SIGINT or SIGTERM handler. This is the one piece of process-wide state in the library: a
+ * handler has no other way to find the names. The names are copied here (not pointed to)
+ * because a handler may run while the writer frees its own copy; the slots are claimed with
+ * lock-free atomics, which a handler may use. A name longer than a slot, or a 33rd write at
+ * once, goes unlisted: a signal then leaves that temporary, and the next write to the target
+ * removes it as a dead process's leftover.
+ *
+ * Giving a temporary its name and listing it is one step as far as the handler can tell:
+ * the writer's thread blocks signals for it (so the handler never runs there, in between),
+ * and counts itself in `naming`; a handler on another thread first sets `dying` and then
+ * waits for `naming` to drop to 0 before it unlinks. A writer that starts naming after that
+ * sees `dying` and gives up, so no name can appear behind the handler's back while the process
+ * dies of the signal. */
 #define PENDING_SLOTS 32
 #define PENDING_NAME  4096
 enum { SLOT_FREE, SLOT_BUSY, SLOT_ARMED };
@@ -44,6 +51,7 @@ static struct {
     atomic_int state;
     char       name[PENDING_NAME];
 } pending[PENDING_SLOTS];
+static atomic_int naming, dying;
 
 /* Lists name; returns its slot, or -1 when it could not be listed. */
 static int pending_add(const char *name)
@@ -62,21 +70,6 @@ static int pending_add(const char *name)
     return -1;
 }
 
-/* A temporary's creation (or link) and its listing happen with signals blocked: a signal that
- * arrived in between (a slow open on a journalled filesystem is the likely moment) would find
- * a file on disk that is not on the list yet. */
-static void signals_block(sigset_t *old)
-{
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, old);
-}
-
-static void signals_restore(const sigset_t *old)
-{
-    pthread_sigmask(SIG_SETMASK, old, NULL);
-}
-
 /* Takes slot off the list (-1: nothing to do). */
 static void pending_drop(int slot)
 {
@@ -84,9 +77,43 @@ static void pending_drop(int slot)
         atomic_store(&pending[slot].state, SLOT_FREE);
 }
 
+/* Starts naming a temporary (see above): 0, or -1 with errno EINTR when a handler has
+ * already cleaned up (the process is dying of a signal; nothing may be named now). Every
+ * naming_begin, either result, is followed by naming_end with the same mask. */
+static int naming_begin(sigset_t *old)
+{
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, old);
+    atomic_fetch_add(&naming, 1);
+    if (atomic_load(&dying)) {
+        errno = EINTR;
+        return -1;
+    }
+    return 0;
+}
+
+static void naming_end(const sigset_t *old)
+{
+    int e = errno;
+    atomic_fetch_sub(&naming, 1);
+    pthread_sigmask(SIG_SETMASK, old, NULL);
+    errno = e;
+}
+
 PBL__API int pbl_cleanup_temporaries(void)
 {
     int saved = errno, removed = 0;
+    atomic_store(&dying, 1);
+    /* a writer naming a temporary on another thread finishes (and lists it) first; a bound
+     * of two seconds, in case that thread is stuck in a slow filesystem */
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (atomic_load(&naming) > 0) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if (t.tv_sec - t0.tv_sec > 2)
+            break;
+    }
     for (int i = 0; i < PENDING_SLOTS; i++) {
         int want = SLOT_ARMED;
         /* BUSY while we unlink: a writer's pending_drop then simply frees the slot after */
@@ -305,14 +332,11 @@ pbl_status pbl__file_out_open(pbl__file_out *o, const char *path, const pbl_allo
     int fd = create_anonymous(o->target, o->tmp);
     if (fd < 0) {
         sigset_t old_mask;
-        signals_block(&old_mask);
-        if ((fd = create_temp(o->tmp, o->target)) >= 0) {
+        if (naming_begin(&old_mask) == 0 && (fd = create_temp(o->tmp, o->target)) >= 0) {
             o->named = 1;
             o->slot = pending_add(o->tmp);
         }
-        int e = errno;
-        signals_restore(&old_mask);
-        errno = e;
+        naming_end(&old_mask);
     }
     /* the replacement keeps the permission bits of the file it replaces: a private 0600
      * file must not come back as 0644 */
@@ -347,15 +371,14 @@ pbl_status pbl__file_out_close(pbl__file_out *o, int keep, char *err, size_t err
      * the rename: that is the only moment a kill -9 can leave it behind */
     if (keep && !bad && o->tmp && !o->named) {
         sigset_t old_mask;
-        signals_block(&old_mask);
-        if (link_anonymous(fileno(o->f), o->tmp, o->target) != 0) {
+        if (naming_begin(&old_mask) != 0 || link_anonymous(fileno(o->f), o->tmp, o->target) != 0) {
             bad = 1;
             e = errno;
         } else {
             o->named = 1;
             o->slot = pending_add(o->tmp);
         }
-        signals_restore(&old_mask);
+        naming_end(&old_mask);
     }
     if (fclose(o->f) != 0 && !bad) {
         bad = 1;

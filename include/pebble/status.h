@@ -62,8 +62,9 @@ const char *pbl_status_name(pbl_status s);
  * complete. The library installs no signal handler; a program that wants no temporary left
  * behind when it is interrupted calls this from its own SIGINT/SIGTERM handler: it unlinks the
  * temporaries of the writes in progress in this process (the target files are untouched) and
- * returns how many it removed. Async-signal-safe and thread-safe; a write it interrupts then
- * fails. Temporaries left by a process killed with SIGKILL are removed by the next write to
+ * returns how many it removed. Async-signal-safe and thread-safe (a temporary being created
+ * on another thread is waited for and removed too). It is meant for a handler that then ends
+ * the process: a write it interrupts fails, and so does every write started after it. Temporaries left by a process killed with SIGKILL are removed by the next write to
  * the same file. */
 int pbl_cleanup_temporaries(void);
 
