@@ -20,7 +20,11 @@ pebble=${1:?usage: hostile_outputs.sh PATH/TO/pebble PATH/TO/train_mlp}
 train=${2:?usage: hostile_outputs.sh PATH/TO/pebble PATH/TO/train_mlp}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/pebble_outputs_test.XXXXXX") || exit 1
 mounts=()
+main_shell=$BASHPID
 cleanup() {
+    # a background child that is signalled before it execs its command runs this EXIT trap
+    # too (bash): only the script itself may remove the folder
+    [ "$BASHPID" = "$main_shell" ] || return 0
     for m in "${mounts[@]}"; do umount "$m" 2>/dev/null; done
     chmod -R u+w "$tmp" 2>/dev/null
     rm -rf "$tmp"
