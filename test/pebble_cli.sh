@@ -115,6 +115,12 @@ expect_error 2 "--capacity: 'lots' is not an integer" "--capacity lots" plan "$e
 expect_error 2 "--capacity: -5 is out of range" "--capacity -5" check "$example" --capacity -5
 expect_error 2 "--capacity: 99999999999999999999 is out of range" "--capacity overflowing" \
     plan "$example" --capacity 99999999999999999999
+expect_error 2 "--capacity: 0 bytes holds nothing; give C >= 1, or none" \
+    "--capacity 0 is not 'no limit'" plan "$example" --capacity 0
+expect_error 2 "--capacity: 0 bytes holds nothing" "check --capacity 0" check "$example" --capacity 0
+expect_ok "--capacity none: no limit" plan "$example" --strategy naive --capacity none
+grep -q "capacity none)" "$tmp/out" || fail "--capacity none: $(cat "$tmp/out")"
+pass "--capacity none spells no limit"
 expect_error 2 "--time-limit: 'soon' is not a number" "--time-limit soon" plan "$example" --time-limit soon
 expect_error 2 "--time-limit: 0 is out of range" "--time-limit 0" plan "$example" --time-limit 0
 expect_error 2 "--strategy: unknown strategy 'nope'" "unknown strategy" plan "$example" --strategy nope
@@ -175,7 +181,7 @@ else
 fi
 
 expect_ok "plan example --strategy all --format csv" plan "$example" --strategy all --format csv
-head -n 1 "$tmp/out" | grep -q '^strategy,bytes,lower_bound,ratio,valid,optimal,ms,error,note$' ||
+head -n 1 "$tmp/out" | grep -q '^strategy,bytes,lower_bound,ratio,valid,optimal,cut_off,ms,error,note$' ||
     fail "--format csv: bad header '$(head -n 1 "$tmp/out")'"
 [ "$(tail -n +2 "$tmp/out" | wc -l)" -eq "$n_strategies" ] || fail "--format csv: not one row per strategy"
 pass "--strategy all --format csv: header and $n_strategies rows"
@@ -220,6 +226,14 @@ fi
 pass "--capacity 12 --strategy all: exit $rc; no plan above 12 bytes is called valid"
 expect_error 1 "strategy 'naive': rejected by the verifier: the arena needs 20 bytes, more than the capacity 19" \
     "naive over --capacity 19" plan "$example" --strategy naive --capacity 19
+
+# A plan the verifier rejects is never called optimal, even one at the lower bound (12 bytes
+# here) rejected for a capacity below it.
+run plan "$example" --strategy mxnet --capacity 11 --format json
+[ "$rc" -eq 1 ] || fail "mxnet --capacity 11: exit $rc, expected 1"
+grep -q '"valid": false, "ms": [0-9.]*, "optimal": false' "$tmp/out" ||
+    fail "mxnet --capacity 11: a rejected plan is called optimal: $(cat "$tmp/out")"
+pass "--format json: a rejected plan at the lower bound is not optimal"
 
 # Alignment applies to the plan and to check.
 expect_ok "plan --align 16 --out" plan "$example" --strategy naive --align 16 --out "$tmp/aligned.csv"

@@ -224,6 +224,85 @@ static void test_capacity_tries_exact_first(void **state)
     assert_string_equal(pbl_plan_outcome_str(99), "?");
 }
 
+/* --time-limit bounds every strategy, not only best (issue 14): with a limit already spent
+ * when the first clock check comes, each strategy whose work grows with the overlaps stops
+ * there, and says so: a verified result with cut_off set, or PBL_ERR_TIMEOUT whose message
+ * says it was cut off; the O(n log n) ones finish (they check no clock); a strategy that
+ * declines says why, once. Nothing here depends on speed: a nanosecond has passed before
+ * any strategy's first check. */
+static void test_time_limit_bounds_every_strategy(void **state)
+{
+    (void)state;
+    enum { N = 20000 };
+    pbl_usage_record *r = malloc(N * sizeof *r);
+    assert_non_null(r);
+    rng g = { 11 };
+    gen_records(&g, N, r);
+    static const char *const must_stop[] = { "best_fit_heap", "greedy_by_breadth", "greedy_by_size",
+                                             "greedy_best", "offset_greedy_by_size" };
+    pbl_plan_options o = pbl_plan_options_default();
+    o.time_limit = 1e-9;
+    int64_t in_order = -1;
+    for (int32_t i = 0; i < pbl_plan_strategy_count(); i++) {
+        const char *name = pbl_plan_strategy_name(i);
+        if (strcmp(name, "best") == 0)
+            continue;
+        pbl_assignment a;
+        char err[512] = "";
+        pbl_status s = pbl_plan_records(r, N, name, &o, &a, err, sizeof err);
+        int stopped = s == PBL_ERR_TIMEOUT || (s == PBL_OK && a.cut_off);
+        print_message("%-22s %-22s cut_off %d  %s\n", name, pbl_status_name(s), s == PBL_OK ? a.cut_off : -1, err);
+        if (s == PBL_OK) {
+            assert_int_equal(pbl_plan_verify(r, N, &a, 1, 0, err, sizeof err), PBL_OK);
+            if (strcmp(name, "greedy_in_order") == 0)
+                in_order = a.arena;
+            if (strcmp(name, "exact") == 0) /* cut off, exact still runs the O(n log n) ones */
+                assert_true(in_order >= 0 && a.arena <= in_order);
+            pbl_assignment_free(&a);
+        } else if (s == PBL_ERR_TIMEOUT) {
+            assert_non_null(strstr(err, "cut off at the time limit"));
+        } else {
+            assert_int_equal(s, PBL_ERR_UNSUPPORTED);
+            assert_non_null(strstr(err, "declined: "));
+        }
+        if (s != PBL_OK) { /* the strategy named once, then why */
+            assert_ptr_equal(strstr(err, "strategy '"), err);
+            assert_null(strstr(err + 1, "strategy '"));
+        }
+        for (size_t k = 0; k < sizeof must_stop / sizeof must_stop[0]; k++)
+            if (strcmp(name, must_stop[k]) == 0)
+                assert_true(stopped);
+        if (strcmp(name, "naive") == 0 || strcmp(name, "mxnet") == 0 || strcmp(name, "greedy_in_order") == 0)
+            assert_true(s == PBL_OK && !a.cut_off);
+    }
+    /* without a limit nothing is cut off */
+    pbl_assignment a;
+    assert_int_equal(pbl_plan_records(r, 2000, "greedy_best", NULL, &a, NULL, 0), PBL_OK);
+    assert_int_equal(a.cut_off, 0);
+    pbl_assignment_free(&a);
+    free(r);
+}
+
+/* coloring declines a graph with more interference edges than it colours, saying why, with
+ * the strategy named once (the CLI printed "strategy 'coloring': strategy 'coloring': not
+ * supported"). */
+static void test_coloring_says_why_it_declines(void **state)
+{
+    (void)state;
+    enum { N = 3000 }; /* all live at once: 4,498,500 pairs */
+    pbl_usage_record *r = malloc(N * sizeof *r);
+    assert_non_null(r);
+    for (int32_t i = 0; i < N; i++)
+        r[i] = (pbl_usage_record){ 1 + i % 7, 0, 10 };
+    pbl_assignment a;
+    char err[512];
+    assert_int_equal(pbl_plan_records(r, N, "coloring", NULL, &a, err, sizeof err), PBL_ERR_UNSUPPORTED);
+    print_message("%s\n", err);
+    assert_non_null(strstr(err, "strategy 'coloring': declined: 4498500 pairs of records overlap"));
+    assert_null(strstr(err + 1, "strategy '"));
+    free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -232,6 +311,8 @@ int main(void)
         cmocka_unit_test(test_tiny_budget_still_verified),
         cmocka_unit_test(test_capacity_tries_exact_first),
         cmocka_unit_test(test_capacity_below_bound_is_infeasible),
+        cmocka_unit_test(test_time_limit_bounds_every_strategy),
+        cmocka_unit_test(test_coloring_says_why_it_declines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -93,13 +93,20 @@ PBL__API pbl_status pbl_viz_plan_records(const pbl_usage_record *r, int32_t n, c
     po.allocator = o.allocator;
     po.align = o.align;
     po.time_limit = o.time_limit;
+    double start = now_ms();
     for (int32_t k = 0; k < count; k++) {
         pbl_viz_strategy *v = &out->strategies[k];
         v->name = strategy_named(o.strategies ? o.strategies[k] : pbl_plan_strategy_name(k));
         pbl_assignment a;
+        if (o.time_limit > 0) { /* what is left, shared by the strategies still to run */
+            po.time_limit = (o.time_limit - (now_ms() - start) / 1e3) / (double)(count - k);
+            if (po.time_limit < 1e-6) /* spent: each still stops at its first clock check */
+                po.time_limit = 1e-6;
+        }
         double t0 = now_ms();
         s = pbl_plan_records(r, n, v->name, &po, &a, v->error, sizeof v->error);
         v->ms = now_ms() - t0;
+        v->cut_off = s == PBL_ERR_TIMEOUT && po.time_limit > 0;
         if (s == PBL_ERR_NOMEM || s == PBL_ERR_INVALID_ARG) /* for every strategy alike: stop */
             return pbl__errf(err, errlen, s, "viz: %s: %s", v->name, v->error);
         if (s != PBL_OK) {
@@ -110,6 +117,7 @@ PBL__API pbl_status pbl_viz_plan_records(const pbl_usage_record *r, int32_t n, c
         char why[sizeof v->error - 32];
         s = pbl_plan_verify(r, n, &a, o.align, 0, why, sizeof why);
         if (s == PBL_OK) {
+            v->cut_off = a.cut_off != 0;
             v->valid = 1;
             v->optimal = a.optimal != 0;
             v->arena = a.arena;

@@ -247,7 +247,7 @@ PBL__API pbl_status pbl_viz_write_json(const pbl_viz_plan *p, const pbl_viz_labe
             fputs(v->valid ? "1" : "null", f);
         fputs(", \"error\": ", f);
         put_string(f, v->error);
-        fputs(", ", f);
+        fprintf(f, ", \"cut_off\": %s, ", v->cut_off ? "true" : "false");
         if (v->valid)
             put_i64_array(f, "offset", v->offset, p->n_records, sizeof *v->offset);
         else

@@ -414,18 +414,33 @@ PBL__API pbl_status pbl_plan_records(const pbl_usage_record *r, int32_t n, const
     size_t key_bytes = 2 * (size_t)n * sizeof(pbl__key2);
     pbl__key2 *keys = pbl__plan_alloc(in.opt.allocator, key_bytes);
     pbl_assignment a = { 0 };
+    int32_t cut = 0;
+    char why[256] = "";
     if (!keys) {
         s = PBL_ERR_NOMEM;
-    } else {
+    } else if (k == N_STRATEGIES) {
         sort_orders(&in, keys);
-        s = k == N_STRATEGIES ? plan_best(&in, &a, err, errlen)
-                              : pbl__plan_run(&in, strategies[k].fn, strategies[k].fills, &a);
-        pbl__plan_free(in.opt.allocator, keys, key_bytes);
+        s = plan_best(&in, &a, err, errlen);
+    } else {
+        /* the time limit is one strategy's deadline too (best sets its own per strategy) */
+        if (in.opt.time_limit > 0)
+            in.deadline = pbl__plan_now() + in.opt.time_limit;
+        in.cut_off = &cut;
+        in.why = why;
+        in.why_len = sizeof why;
+        sort_orders(&in, keys);
+        s = pbl__plan_run(&in, strategies[k].fn, strategies[k].fills, &a);
     }
-    if (s != PBL_OK && k < N_STRATEGIES && err && errlen && !err[0])
-        snprintf(err, errlen, "strategy '%s': %s", name, pbl_status_str(s));
+    pbl__plan_free(in.opt.allocator, keys, key_bytes);
+    if (s != PBL_OK && k < N_STRATEGIES) {
+        if (s == PBL_ERR_TIMEOUT && in.deadline > 0 && !why[0])
+            snprintf(why, sizeof why, "cut off at the time limit (%.3g s) before it had a result%s", in.opt.time_limit,
+                     in.opt.capacity ? " within the capacity" : "");
+        return pbl__errf(err, errlen, s, "strategy '%s': %s", name, why[0] ? why : pbl_status_str(s));
+    }
     if (s != PBL_OK)
         return s;
+    a.cut_off = cut != 0;
     int64_t bound = a.optimal ? 0 : pbl__records_lower_bound(r, n, in.opt.allocator);
     if (bound < 0) {
         pbl_assignment_free(&a);

@@ -29,6 +29,10 @@ typedef struct pbl__plan_in {
                                           deadline but still returns a (partial-effort) result */
     const int64_t          *incumbent; /* may be NULL: offsets of the best verified packing so
                                           far, which exact starts from */
+    /* Where a strategy that declines or fails says why (pbl__errf; may be NULL / 0): the
+     * dispatcher prefixes "strategy 'NAME': " and falls back to the status's words. */
+    char                   *why;
+    size_t                  why_len;
 } pbl__plan_in;
 
 typedef pbl_status (*pbl__strategy_fn)(const pbl__plan_in *in, pbl_assignment *out);

@@ -58,6 +58,10 @@ typedef struct pbl_assignment {
     int64_t              arena;     /* max over records of offset + size (0 for none) */
     int32_t              optimal;   /* proven optimal: arena equals a lower bound, or an exact search said so */
     const pbl_allocator *allocator; /* what the arrays were allocated with */
+    int32_t              cut_off;   /* 1 when opt.time_limit stopped the strategy before it had
+                                       done all its work: a valid result, but possibly larger
+                                       than an unhurried run's (never set by `best`, whose
+                                       report says which strategies were cut off) */
 } pbl_assignment;
 
 /* What `best` did with one strategy (pbl_plan_report). */
@@ -97,14 +101,23 @@ typedef struct pbl_plan_report {
  * "skipped (budget spent)", "failed", "rejected"; "?" for other values. */
 const char *pbl_plan_outcome_str(int32_t outcome);
 
+/* pbl_plan_options.capacity and pbl_plan_verify's capacity: no limit. */
+#define PBL_PLAN_NO_CAPACITY 0
+
 typedef struct pbl_plan_options {
     const pbl_allocator *allocator;   /* NULL: malloc/free */
     int64_t align;                    /* offsets are multiples of this (default 1 for records; the
                                          executor uses 64) */
-    int64_t capacity;                 /* 0: none; else strategies that can aim for it do, and the
-                                         verifier checks arena <= capacity */
-    double  time_limit;               /* seconds: for searching strategies (0: their default), and
-                                         `best`'s whole time budget (0: pbl_plan_best_budget(n)) */
+    int64_t capacity;                 /* PBL_PLAN_NO_CAPACITY (0, the default): no limit; else
+                                         strategies that can aim for it do, and the verifier
+                                         checks arena <= capacity (no arena fits in 0 bytes, so
+                                         0 is only ever "none"; the CLI refuses --capacity 0) */
+    double  time_limit;               /* seconds, 0: none. A deadline for every strategy: one
+                                         still working when it passes stops, returning what it
+                                         verifiably has (assignment.cut_off set) or
+                                         PBL_ERR_TIMEOUT when it has nothing yet; searching
+                                         strategies (exact) search until it; `best`'s whole
+                                         time budget (0: pbl_plan_best_budget(n)) */
     double  mxnet_match_range;        /* mxnet: a free block matches a request within this factor
                                          (default 16) */
     int32_t mxnet_sweep;              /* mxnet: also try ranges 1, 2, 4, ... up to the range and keep

@@ -44,7 +44,10 @@ extern "C" {
 typedef struct pbl_viz_options {
     const pbl_allocator *allocator;     /* NULL: malloc/free */
     int64_t              align;         /* offsets are multiples of this (default 1) */
-    double               time_limit;    /* seconds for searching strategies (0: their default) */
+    double               time_limit;    /* seconds for all the strategies together (0: none): each
+                                           gets what is left divided by those still to run, as
+                                           its pbl_plan_options.time_limit, and one still working
+                                           then stops (cut_off) */
     const char *const   *strategies;    /* names to run; NULL: every strategy but "best" */
     int32_t              n_strategies;
 } pbl_viz_options;
@@ -59,6 +62,7 @@ typedef struct pbl_viz_strategy {
     double      ms;         /* wall-clock milliseconds pbl_plan_records took */
     int64_t    *offset;     /* per record, the verified offsets; NULL unless valid */
     char        error[256]; /* why not valid ("" when valid) */
+    int32_t     cut_off;    /* the time limit stopped it early (valid or not) */
 } pbl_viz_strategy;
 
 typedef struct pbl_viz_plan {
@@ -100,7 +104,7 @@ typedef struct pbl_viz_labels {
  *    "records": {"id": [...], "size": [...], "first": [...], "last": [...]},
  *    "live": {"time": [...], "bytes": [...]},
  *    "strategies": [{"name", "valid", "optimal", "arena", "ratio", "ms", "offset": [...],
- *                    "error"}],  (offset and ratio null unless valid)
+ *                    "error", "cut_off"}],  (offset and ratio null unless valid)
  *    "best": index or -1,
  *    "graph": {"values": [[names] per record], "shape": [...], "producer": [...],
  *              "consumers": [[...] per record], "backward": [0/1 per record],

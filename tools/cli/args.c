@@ -73,6 +73,19 @@ int cli_parse_double(const char *flag, const char *s, double lo, double hi, doub
     return args_double("pebble", flag, s, lo, hi, out);
 }
 
+int cli_parse_capacity(const char *s, int64_t *out)
+{
+    if (strcmp(s, "none") == 0) {
+        *out = PBL_PLAN_NO_CAPACITY;
+        return 0;
+    }
+    if (strcmp(s, "0") == 0) { /* the library's 0 means "no limit": never let a typed 0 mean that */
+        cli_error("--capacity: 0 bytes holds nothing; give C >= 1, or none (the default) for no limit");
+        return -1;
+    }
+    return cli_parse_int("--capacity", s, 1, PBL_RECORDS_CSV_VALUE_MAX, out);
+}
+
 /* The length of the valid UTF-8 sequence at c (1..4), or 0 if it is not one. */
 static int utf8_len(const unsigned char *c)
 {

@@ -19,7 +19,7 @@ static void print_usage(FILE *f)
                "FILE - reads standard input (an assignment CSV or a graph, told from its content).\n"
                "\n"
                "options:\n"
-               "  --capacity C  the arena must fit in C bytes (default: no limit)\n"
+               "  --capacity C  the arena must fit in C bytes, C >= 1 (default, or none: no limit)\n"
                "  --align N     offsets must be multiples of N (default 1)\n"
                "  -h, --help    this text\n"
                "\n"
@@ -105,7 +105,7 @@ static int take_arg(void *ctx, int which, const char *v)
         return cli_take_file("check", "FILE", &o->file, v) ? CLI_USAGE : 0;
     if (which == F_CAPACITY) {
         o->capacity_given = 1;
-        return cli_parse_int("--capacity", v, 0, PBL_RECORDS_CSV_VALUE_MAX, &o->capacity) ? CLI_USAGE : 0;
+        return cli_parse_capacity(v, &o->capacity) ? CLI_USAGE : 0;
     }
     o->align_given = 1;
     return cli_parse_int("--align", v, 1, INT64_C(1) << 30, &o->align) ? CLI_USAGE : 0;

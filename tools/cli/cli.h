@@ -38,6 +38,9 @@ int cli_parse(const char *command, const args_flag *flags, int n_flags, int (*ta
 /* Parse a flag's value; on failure report `FLAG: 'S' is not ...` and return -1. */
 int cli_parse_int(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
 int cli_parse_double(const char *flag, const char *s, double lo, double hi, double *out);
+/* --capacity's value: C >= 1 bytes, or "none" (PBL_PLAN_NO_CAPACITY, the default); 0 is
+ * refused rather than silently meaning "no limit". */
+int cli_parse_capacity(const char *s, int64_t *out);
 
 /* Store positional argument v in *slot, the command's only WHAT (FILE, MODEL, ...); a second
  * one reports `COMMAND: unexpected argument 'V' (one WHAT only)` and returns -1. "-" claims

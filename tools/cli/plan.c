@@ -25,10 +25,14 @@ static void print_usage(FILE *f)
             "  --strategy NAME|all  a strategy, or all of them (default: best)\n"
             "  --align N            offsets are multiples of N (default 1 for CSV, 64 for graphs,\n"
             "                       whose record sizes are rounded up to it)\n"
-            "  --capacity C         the arena must fit in C bytes (default: no limit)\n"
-            "  --time-limit S       seconds for searching strategies (default: their own) and\n"
-            "                       best's whole budget (default 1 up to 30,000 records,\n"
-            "                       a second more per 20,000 beyond, at most 10)\n"
+            "  --capacity C         the arena must fit in C bytes, C >= 1 (default, or none: no\n"
+            "                       limit)\n"
+            "  --time-limit S       seconds each strategy may take: one still working then stops\n"
+            "                       with what it verifiably has and is reported cut off; exact\n"
+            "                       searches that long; best's whole budget (default 1 up to\n"
+            "                       30,000 records, a second more per 20,000 beyond, at most 10);\n"
+            "                       with all, the whole run's: each strategy gets what is left\n"
+            "                       divided by the strategies still to run\n"
             "  --batch N            zoo graphs: the batch size (default: the model's)\n"
             "  --out FILE           write the assignment (id,lower,upper,size,offset); with\n"
             "                       --strategy all, the smallest valid one; - for standard output\n"
@@ -70,7 +74,7 @@ static int take_arg(void *ctx, int which, const char *v)
     case F_ALIGN:
         return cli_parse_int("--align", v, 1, INT64_C(1) << 30, &o->align) ? CLI_USAGE : 0;
     case F_CAPACITY:
-        return cli_parse_int("--capacity", v, 0, PBL_RECORDS_CSV_VALUE_MAX, &o->capacity) ? CLI_USAGE : 0;
+        return cli_parse_capacity(v, &o->capacity) ? CLI_USAGE : 0;
     case F_TIME:
         return cli_parse_double("--time-limit", v, 1e-6, 1e6, &o->time_limit) ? CLI_USAGE : 0;
     case F_OUT:
@@ -123,7 +127,8 @@ typedef struct plan_row {
     const char *name;
     int         planned;  /* pbl_plan_records returned PBL_OK */
     int         valid;    /* and pbl_plan_verify accepted the result */
-    int         optimal;
+    int         optimal;  /* valid, and proven optimal */
+    int         cut_off;  /* planned, but the time limit stopped it early */
     int64_t     bytes;
     double      ms;
     char        error[1024]; /* why not planned or not valid; "" when valid */
@@ -167,6 +172,18 @@ static double ratio(int64_t bytes, int64_t lower_bound)
     return lower_bound > 0 ? (double)bytes / (double)lower_bound : 1.0;
 }
 
+/* With several strategies, one line naming those the time limit stopped (with or without a
+ * result), so that a bounded `all` says what it did not finish. */
+static void print_cut_off(FILE *f, const plan_report *r)
+{
+    int n = 0;
+    for (int i = 0; i < r->n_rows; i++)
+        if (r->n_rows > 1 && r->rows[i].cut_off)
+            fprintf(f, "%s%s", n++ ? ", " : "\ncut off at the time limit: ", r->rows[i].name);
+    if (n)
+        fprintf(f, "\n");
+}
+
 static void print_table(FILE *f, const plan_report *r)
 {
     fprintf(f, "records: %s (%d records, align %lld, capacity ", r->source, (int)r->n_records, (long long)r->align);
@@ -197,8 +214,11 @@ static void print_table(FILE *f, const plan_report *r)
             fprintf(f, "  %s", p->error);
         else if (p->optimal)
             fprintf(f, "  optimal");
+        if (p->cut_off && p->planned) /* without a result, the error says so */
+            fprintf(f, "%scut off at the time limit", p->error[0] || p->optimal ? "; " : "  ");
         fprintf(f, "\n");
     }
+    print_cut_off(f, r);
     for (int i = 0; i < r->n_rows; i++) {
         const plan_row *p = &r->rows[i];
         if (!p->has_report)
@@ -222,7 +242,7 @@ static void print_table(FILE *f, const plan_report *r)
 
 static void print_csv(FILE *f, const plan_report *r)
 {
-    fprintf(f, "strategy,bytes,lower_bound,ratio,valid,optimal,ms,error,note\n");
+    fprintf(f, "strategy,bytes,lower_bound,ratio,valid,optimal,cut_off,ms,error,note\n");
     for (int i = 0; i < r->n_rows; i++) {
         const plan_row *p = &r->rows[i];
         cli_csv_field(f, p->name);
@@ -230,7 +250,8 @@ static void print_csv(FILE *f, const plan_report *r)
             fprintf(f, ",%lld,%lld,%.6f", (long long)p->bytes, (long long)r->lower_bound, ratio(p->bytes, r->lower_bound));
         else
             fprintf(f, ",,%lld,", (long long)r->lower_bound);
-        fprintf(f, ",%s,%s,%.3f,", p->valid ? "true" : "false", p->optimal ? "true" : "false", p->ms);
+        fprintf(f, ",%s,%s,%s,%.3f,", p->valid ? "true" : "false", p->optimal ? "true" : "false",
+                p->cut_off ? "true" : "false", p->ms);
         cli_csv_field(f, p->error);
         fprintf(f, ",");
         cli_csv_field(f, p->note);
@@ -249,8 +270,8 @@ static void print_json(FILE *f, const plan_report *r)
             fprintf(f, ", \"bytes\": %lld, \"ratio\": %.6f", (long long)p->bytes, ratio(p->bytes, r->lower_bound));
         else
             fprintf(f, ", \"bytes\": null, \"ratio\": null");
-        fprintf(f, ", \"valid\": %s, \"ms\": %.3f, \"optimal\": %s", p->valid ? "true" : "false", p->ms,
-               p->optimal ? "true" : "false");
+        fprintf(f, ", \"valid\": %s, \"ms\": %.3f, \"optimal\": %s, \"cut_off\": %s", p->valid ? "true" : "false",
+                p->ms, p->optimal ? "true" : "false", p->cut_off ? "true" : "false");
         if (p->error[0]) {
             fprintf(f, ", \"error\": ");
             cli_json_string(f, p->error);
@@ -312,6 +333,7 @@ int cli_plan(int argc, char **argv)
     opt.time_limit = o.time_limit;
     pbl_assignment kept = { 0 }; /* the smallest valid assignment, for --out */
     int have_kept = 0, n_valid = 0;
+    double start = cli_now_ms();
     for (int i = 0; i < n_rows; i++) {
         plan_row *p = &rows[i];
         p->name = all ? pbl_plan_strategy_name(i) : o.strategy;
@@ -319,20 +341,32 @@ int cli_plan(int argc, char **argv)
         char err[sizeof p->error / 2];
         int is_best = strcmp(p->name, "best") == 0;
         opt.report = is_best ? &p->best : NULL;
+        if (all && o.time_limit > 0) {
+            /* one budget for the whole run: what is left, shared by the strategies still to
+             * run, so time a quick one leaves goes to those after it */
+            double left = o.time_limit - (cli_now_ms() - start) / 1e3;
+            opt.time_limit = left / (double)(n_rows - i);
+            if (opt.time_limit < 1e-6) /* spent: each still runs until its first clock check */
+                opt.time_limit = 1e-6;
+        }
         double t0 = cli_now_ms();
         pbl_status s = pbl_plan_records(f->records, f->n, p->name, &opt, &a, err, sizeof err);
         p->ms = cli_now_ms() - t0;
         if (is_best && p->best.n_steps > 0) {
             p->has_report = 1;
             describe_best(p);
+            for (int32_t k = 0; k < p->best.n_steps; k++)
+                if (p->best.step[k].outcome == PBL_PLAN_CUT_OFF || p->best.step[k].outcome == PBL_PLAN_SKIPPED_BUDGET)
+                    p->cut_off = 1;
         }
         if (s != PBL_OK) {
             snprintf(p->error, sizeof p->error, "%s (%s)", err[0] ? err : pbl_status_str(s), pbl_status_name(s));
+            p->cut_off = p->cut_off || s == PBL_ERR_TIMEOUT;
             continue;
         }
         p->planned = 1;
         p->bytes = a.arena;
-        p->optimal = a.optimal != 0;
+        p->cut_off = p->cut_off || a.cut_off;
         s = pbl_plan_verify(f->records, f->n, &a, align, o.capacity, err, sizeof err);
         if (s != PBL_OK) {
             snprintf(p->error, sizeof p->error, "rejected by the verifier: %s", err);
@@ -340,6 +374,7 @@ int cli_plan(int argc, char **argv)
             continue;
         }
         p->valid = 1;
+        p->optimal = a.optimal != 0; /* only a verified plan is called optimal */
         n_valid++;
         if (!have_kept || a.arena < kept.arena) {
             pbl_assignment_free(&kept);
@@ -363,7 +398,10 @@ int cli_plan(int argc, char **argv)
 
     rc = CLI_OK;
     if (!all && !rows[0].valid) {
-        cli_error("strategy '%s': %s", rows[0].name, rows[0].error);
+        if (rows[0].planned || rows[0].has_report) /* the strategies' messages name themselves */
+            cli_error("strategy '%s': %s", rows[0].name, rows[0].error);
+        else
+            cli_error("%s", rows[0].error);
         rc = CLI_FAIL;
     } else if (n_valid == 0) {
         cli_error("no strategy gave a valid plan");

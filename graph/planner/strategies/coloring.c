@@ -47,6 +47,7 @@
 
 #include <igraph.h>
 
+#include "graph/base/errmsg.h"
 #include "graph/base/igraph_lock.h"
 #include "graph/planner/plan_internal.h"
 #include "graph/planner/sort.h"
@@ -127,7 +128,10 @@ pbl_status pbl__plan_coloring(const pbl__plan_in *in, pbl_assignment *out)
     }
     if (n_edges > PBL__COLORING_MAX_EDGES) {
         pbl__plan_free(al, block, bytes);
-        return PBL_ERR_UNSUPPORTED;
+        return pbl__errf(in->why, in->why_len, PBL_ERR_UNSUPPORTED,
+                         "declined: %lld pairs of records overlap in time, more than the %lld interference"
+                         " edges it colours (about 60 bytes each)",
+                         (long long)n_edges, (long long)PBL__COLORING_MAX_EDGES);
     }
 
     /* the edges, by the same sweep */
@@ -154,6 +158,8 @@ pbl_status pbl__plan_coloring(const pbl__plan_in *in, pbl_assignment *out)
 
     pbl_status s = color_graph(edges, n_edges, n, colour);
     pbl__plan_free(al, edges, ebytes);
+    if (s == PBL_ERR_UNSUPPORTED)
+        pbl__errf(in->why, in->why_len, s, "igraph's colouring failed (an error handler other than its default)");
     if (s != PBL_OK) {
         pbl__plan_free(al, block, bytes);
         return s;

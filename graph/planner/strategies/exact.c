@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "graph/base/errmsg.h"
 #include "graph/planner/strategies/exact.h"
 
 #define DEFAULT_NODES   20000 /* search nodes when no time limit is given */
@@ -98,14 +99,18 @@ static pbl_status offer_others(const pbl__plan_in *in, incumbent *best)
     pbl__plan_in o = *in; /* `best`'s deadline included */
     o.opt.capacity = 0;
     o.cut_off = NULL;
+    o.why = NULL; /* another strategy's refusal is not exact's */
     for (int32_t i = 0; i < pbl_plan_strategy_count(); i++) {
         const char *name = pbl_plan_strategy_name(i);
         if (!name || strcmp(name, "exact") == 0 || strcmp(name, "best") == 0)
             continue;
         if (in->n > OTHERS_MAX_N && !is_cheap(name))
             continue;
-        if (pbl__plan_expired(in))
-            break;
+        /* past the deadline the O(n log n) ones still run (they check no clock), so that exact
+         * cut off early is still never worse than they are, unless `best` gave an incumbent
+         * (which is already at least as good) */
+        if (pbl__plan_expired(in) && (!is_cheap(name) || in->incumbent))
+            continue;
         pbl_assignment a = { 0 };
         pbl_status s = pbl__plan_by_name(&o, name, &a);
         if (s == PBL_ERR_NOMEM)
@@ -199,7 +204,8 @@ pbl_status pbl__plan_exact(const pbl__plan_in *in, pbl_assignment *out)
         if ((s = offer_others(in, &best)) != PBL_OK)
             goto done;
         if (best.arena < 0) {
-            s = PBL_ERR_UNSUPPORTED;
+            s = pbl__errf(in->why, in->why_len, PBL_ERR_UNSUPPORTED,
+                          "the sizes add up past 2^60 bytes and no other strategy's packing verified");
             goto done;
         }
     }

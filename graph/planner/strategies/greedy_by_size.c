@@ -736,8 +736,8 @@ pbl_status pbl__plan_greedy_by_size(const pbl__plan_in *in, pbl_assignment *out)
 
 /* greedy_best: greedy_by_size, then greedy_by_breadth, then greedy_in_order; a later one
  * replaces the kept result only when its arena is strictly smaller (TFLite's BestGreedy
- * tries the first two in that order, same rule). A strategy that fails is skipped; out of
- * memory is returned. Complexity: the sum of the three. */
+ * tries the first two in that order, same rule). A strategy that fails is skipped (one cut
+ * off at the deadline too, setting *cut_off); out of memory is returned. Complexity: the sum of the three. */
 pbl_status pbl__plan_greedy_best(const pbl__plan_in *in, pbl_assignment *out)
 {
     pbl__strategy_fn members[] = { pbl__plan_greedy_by_size, pbl__plan_greedy_by_breadth, pbl__plan_greedy_in_order };
@@ -750,9 +750,13 @@ pbl_status pbl__plan_greedy_best(const pbl__plan_in *in, pbl_assignment *out)
             pbl_assignment_free(&best);
             return st;
         }
-        if (st == PBL_ERR_TIMEOUT) { /* past `best`'s deadline: the members after it would be too */
-            pbl_assignment_free(&best);
-            return st;
+        if (st == PBL_ERR_TIMEOUT) {
+            /* past the deadline: the members after it stop at their first check, except
+             * greedy_in_order (O(n log n), no check), whose result is then kept */
+            if (in->cut_off)
+                *in->cut_off = 1;
+            last_error = st;
+            continue;
         }
         if (st != PBL_OK) {
             last_error = st;

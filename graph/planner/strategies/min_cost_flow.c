@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph/base/errmsg.h"
 #include "graph/planner/index/busy_heap.h"
 #include "graph/planner/plan_internal.h"
 #include "graph/planner/sort.h"
@@ -131,7 +132,9 @@ pbl_status pbl__plan_min_cost_flow(const pbl__plan_in *in, pbl_assignment *out)
     const pbl_usage_record *r = in->r;
     int32_t n = in->n;
     if (n > PBL__MCF_MAX_RECORDS)
-        return PBL_ERR_UNSUPPORTED;
+        return pbl__errf(in->why, in->why_len, PBL_ERR_UNSUPPORTED,
+                         "declined: %d records, more than the %d its flow network is built for (its work grows"
+                         " with their square)", (int)n, (int)PBL__MCF_MAX_RECORDS);
 
     /* which earlier records (in the first-step order) each one may follow */
     const pbl__key2 *order = in->by_first;
