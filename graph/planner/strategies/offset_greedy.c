@@ -12,22 +12,23 @@
  * smallest gap that holds it (the first such on a tie), else at the final `end`. Offsets are
  * therefore multiples of the alignment; the arena is the largest offset + size.
  *
- * TFLite walks all placed records and skips those that do not overlap (O(n^2)). Here the
- * overlapping ones are found directly: the records are sorted by `last`, and a segment tree
- * over that order holds the smallest `first` of the placed records under each node, so a
- * query visits only subtrees holding a placed record with first < this.last among those with
- * last > this.first. They are then sorted by offset alone (radix sort when many): records at
- * the same offset leave the walk's result the same in either order.
+ * TFLite walks all placed records and skips those that do not overlap (O(n^2)). Here the walk
+ * reads the bytes taken at some step of the record's lifetime from the space-time index
+ * (graph/planner/index/spacetime.h) as merged intervals: the gaps between them are the gaps
+ * between the overlapping records, so the offsets are TFLite's (checked identical on the
+ * TFLite vectors, the zoo, MiniMalloc's and the real traces), without visiting every
+ * overlapping record (3.6x faster on 56k records of a real trace interleaved three ways).
  *
- * Complexity: O(n log n + Σ k_i log n) time, k_i the placed records overlapping record i (at
- * most those live during its lifetime; n in the worst case); O(n) memory.
+ * Complexity: O(n log n) to sort, then per record a query and an update of O(log T) merged
+ * interval sets (T <= 2n distinct times), each costing its size h: the holes in the occupied
+ * space of a time range, small on packed arenas. O(n log T) memory at most.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "graph/planner/plan_internal.h"
-#include "graph/planner/index/mintree.h"
+#include "graph/planner/index/spacetime.h"
 #include "graph/planner/sort.h"
 
 /* Sorts the spans by offset: insertion sort when few, else radix. The walk's result does not
@@ -50,56 +51,52 @@ pbl_status pbl__plan_offset_greedy_by_size(const pbl__plan_in *in, pbl_assignmen
     const pbl_usage_record *r = in->r;
     int64_t align = in->opt.align;
     int32_t n = in->n;
-    /* min_first: by last, the smallest first of a placed record under each node */
-    pbl__mintree min_first = { .leaves = 1 };
-    while (min_first.leaves < n)
-        min_first.leaves *= 2;
-    size_t nn = (size_t)n, nl = (size_t)min_first.leaves;
-    size_t bytes = 2 * nl * sizeof(int64_t) + nn * (sizeof(pbl__key2) + 2 * sizeof(pbl__span) +
-                                                    sizeof(int64_t) + 3 * sizeof(int32_t));
+    size_t nn = (size_t)n;
+    size_t bytes = nn * (sizeof(pbl__key2) + 2 * sizeof(int64_t) + 2 * sizeof(int32_t));
     char *block = pbl__plan_alloc(al, bytes), *at = block;
     if (!block)
         return PBL_ERR_NOMEM;
-    min_first.v = (int64_t *)at;          at += 2 * nl * sizeof *min_first.v;
     pbl__key2 *by_size = (pbl__key2 *)at; at += nn * sizeof *by_size;
-    pbl__span *found = (pbl__span *)at;   at += nn * sizeof *found;
-    pbl__span *tmp = (pbl__span *)at;     at += nn * sizeof *tmp;
-    int64_t *lasts = (int64_t *)at;       at += nn * sizeof *lasts;  /* ascending */
-    int32_t *at_pos = (int32_t *)at;      at += nn * sizeof *at_pos; /* the record at each position */
-    int32_t *hits = (int32_t *)at;        at += nn * sizeof *hits;   /* positions found */
-    int32_t *pos = (int32_t *)at;                                    /* per record: its position */
+    int64_t *times = (int64_t *)at;       at += 2 * nn * sizeof *times; /* the distinct firsts and lasts */
+    int32_t *step = (int32_t *)at;                                      /* [2n] per record: its steps [a, b) */
 
     for (int32_t i = 0; i < n; i++)
         by_size[i] = (pbl__key2){ -r[i].size, i };
     qsort(by_size, nn, sizeof *by_size, pbl__key2_cmp);
-    const pbl__key2 *by_last = in->by_last;
-    for (int32_t p = 0; p < n; p++) {
-        lasts[p] = by_last[p].k;
-        at_pos[p] = by_last[p].idx;
-        pos[by_last[p].idx] = p;
+    int32_t m = pbl__distinct_times(r, n, times);
+    for (int32_t i = 0; i < n; i++) {
+        step[2 * i] = pbl__search_i64(times, m, r[i].first, 0);
+        step[2 * i + 1] = pbl__search_i64(times, m, r[i].last, 0);
     }
-    for (size_t v = 0; v < 2 * nl; v++)
-        min_first.v[v] = INT64_MAX;
-
-    for (int32_t s = 0; s < n; s++) {
+    pbl__spacetime taken;
+    pbl__span *found = NULL, *tmp = NULL;
+    int32_t found_cap = 0, tmp_cap = 0;
+    pbl_status st = pbl__spacetime_init(&taken, m - 1, al);
+    for (int32_t s = 0; st == PBL_OK && s < n; s++) {
         if ((s & 63) == 0 && pbl__plan_expired(in)) {
-            pbl__plan_free(al, block, bytes);
-            return PBL_ERR_TIMEOUT;
+            st = PBL_ERR_TIMEOUT;
+            break;
         }
         int32_t i = by_size[s].idx;
-        int64_t first = r[i].first, last = r[i].last, size = r[i].size;
-        /* the placed records at positions whose last is after this record's first, that start
-         * before its last */
+        int64_t size = r[i].size;
+        /* the bytes taken at some step of this record's lifetime, as merged intervals */
         int32_t n_found = 0;
-        pbl__mintree_collect(&min_first, 1, 0, min_first.leaves, pbl__search_i64(lasts, n, first, 1), n, last, hits,
-                             &n_found);
-        for (int32_t k = 0; k < n_found; k++) {
-            int32_t j = at_pos[hits[k]];
-            found[k] = (pbl__span){ out->offset[j], pbl__align_up(out->offset[j] + r[j].size, align) };
+        st = pbl__spacetime_query(&taken, step[2 * i], step[2 * i + 1], &found, &found_cap, &n_found);
+        if (st != PBL_OK)
+            break;
+        if (n_found > tmp_cap) {
+            pbl__plan_free(al, tmp, (size_t)tmp_cap * sizeof *tmp);
+            tmp_cap = found_cap;
+            tmp = pbl__plan_alloc(al, (size_t)tmp_cap * sizeof *tmp);
+            if (!tmp) {
+                tmp_cap = 0;
+                st = PBL_ERR_NOMEM;
+                break;
+            }
         }
         sort_spans(found, tmp, n_found);
 
-        /* found: the placed records live with this one, by offset */
+        /* found: the taken intervals, by offset; the gaps between them are free all along */
         int64_t end = 0, best = -1, best_gap = INT64_MAX;
         for (int32_t k = 0; k < n_found; k++) {
             int64_t off = found[k].offset;
@@ -111,8 +108,12 @@ pbl_status pbl__plan_offset_greedy_by_size(const pbl__plan_in *in, pbl_assignmen
                 end = found[k].end;
         }
         out->offset[i] = best >= 0 ? best : end;
-        pbl__mintree_set(&min_first, pos[i], first);
+        st = pbl__spacetime_add(&taken, step[2 * i], step[2 * i + 1], out->offset[i],
+                                pbl__align_up(out->offset[i] + size, align));
     }
+    pbl__spacetime_free(&taken);
+    pbl__plan_free(al, found, (size_t)found_cap * sizeof *found);
+    pbl__plan_free(al, tmp, (size_t)tmp_cap * sizeof *tmp);
     pbl__plan_free(al, block, bytes);
-    return PBL_OK;
+    return st;
 }

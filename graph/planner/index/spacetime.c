@@ -1,0 +1,157 @@
+/* Occupied address space over time (graph/planner/index/spacetime.h). */
+#include <string.h>
+
+#include "graph/planner/index/spacetime.h"
+#include "graph/planner/plan_internal.h"
+
+pbl_status pbl__spacetime_init(pbl__spacetime *t, int32_t steps, const pbl_allocator *al)
+{
+    memset(t, 0, sizeof *t);
+    t->allocator = al;
+    t->steps = steps > 0 ? steps : 1;
+    t->leaves = 1;
+    while (t->leaves < t->steps)
+        t->leaves *= 2;
+    size_t bytes = 2 * (size_t)t->leaves * sizeof(pbl__ivset);
+    t->cover = pbl__plan_alloc(al, bytes);
+    if (t->cover)
+        memset(t->cover, 0, bytes);
+    t->sub = pbl__plan_alloc(al, bytes);
+    if (t->sub)
+        memset(t->sub, 0, bytes);
+    if (!t->cover || !t->sub) {
+        pbl__spacetime_free(t);
+        return PBL_ERR_NOMEM;
+    }
+    return PBL_OK;
+}
+
+void pbl__spacetime_clear(pbl__spacetime *t)
+{
+    for (int32_t v = 0; v < 2 * t->leaves; v++)
+        t->cover[v].n = t->sub[v].n = 0;
+}
+
+void pbl__spacetime_free(pbl__spacetime *t)
+{
+    size_t bytes = 2 * (size_t)t->leaves * sizeof(pbl__ivset);
+    for (int32_t v = 0; t->cover && v < 2 * t->leaves; v++)
+        pbl__plan_free(t->allocator, t->cover[v].v, (size_t)t->cover[v].cap * sizeof(pbl__span));
+    for (int32_t v = 0; t->sub && v < 2 * t->leaves; v++)
+        pbl__plan_free(t->allocator, t->sub[v].v, (size_t)t->sub[v].cap * sizeof(pbl__span));
+    pbl__plan_free(t->allocator, t->cover, bytes);
+    pbl__plan_free(t->allocator, t->sub, bytes);
+    memset(t, 0, sizeof *t);
+}
+
+static int grow(const pbl_allocator *al, pbl__span **v, int32_t *cap, int32_t need)
+{
+    if (need <= *cap)
+        return 1;
+    int32_t c = *cap ? *cap : 4;
+    while (c < need)
+        c *= 2;
+    pbl__span *w = pbl__plan_alloc(al, (size_t)c * sizeof *w);
+    if (!w)
+        return 0;
+    if (*cap)
+        memcpy(w, *v, (size_t)*cap * sizeof *w);
+    pbl__plan_free(al, *v, (size_t)*cap * sizeof **v);
+    *v = w;
+    *cap = c;
+    return 1;
+}
+
+/* Adds [lo, hi) to a merged set: the intervals it meets or touches become one. */
+static int ivset_add(const pbl_allocator *al, pbl__ivset *s, int64_t lo, int64_t hi)
+{
+    /* i: the first interval ending at or after lo; j: the first starting after hi */
+    int32_t i = 0, j, a = 0, b = s->n;
+    while (a < b) {
+        int32_t m = a + (b - a) / 2;
+        if (s->v[m].end < lo)
+            a = m + 1;
+        else
+            b = m;
+    }
+    i = a;
+    b = s->n;
+    while (a < b) {
+        int32_t m = a + (b - a) / 2;
+        if (s->v[m].offset <= hi)
+            a = m + 1;
+        else
+            b = m;
+    }
+    j = a;
+    if (i < j) { /* merge s->v[i, j) with [lo, hi) into s->v[i] */
+        if (s->v[i].offset < lo)
+            lo = s->v[i].offset;
+        if (s->v[j - 1].end > hi)
+            hi = s->v[j - 1].end;
+        s->v[i] = (pbl__span){ lo, hi };
+        memmove(&s->v[i + 1], &s->v[j], (size_t)(s->n - j) * sizeof *s->v);
+        s->n -= j - i - 1;
+        return 1;
+    }
+    if (!grow(al, &s->v, &s->cap, s->n + 1))
+        return 0;
+    memmove(&s->v[i + 1], &s->v[i], (size_t)(s->n - i) * sizeof *s->v);
+    s->v[i] = (pbl__span){ lo, hi };
+    s->n++;
+    return 1;
+}
+
+static int add_rec(pbl__spacetime *t, int32_t v, int32_t lo, int32_t hi, int32_t a, int32_t b, int64_t off,
+                   int64_t end)
+{
+    if (b <= lo || hi <= a)
+        return 1;
+    if (!ivset_add(t->allocator, &t->sub[v], off, end))
+        return 0;
+    if (a <= lo && hi <= b)
+        return ivset_add(t->allocator, &t->cover[v], off, end);
+    int32_t mid = lo + (hi - lo) / 2;
+    return add_rec(t, 2 * v, lo, mid, a, b, off, end) && add_rec(t, 2 * v + 1, mid, hi, a, b, off, end);
+}
+
+pbl_status pbl__spacetime_add(pbl__spacetime *t, int32_t a, int32_t b, int64_t offset, int64_t end)
+{
+    return add_rec(t, 1, 0, t->leaves, a, b, offset, end) ? PBL_OK : PBL_ERR_NOMEM;
+}
+
+typedef struct query {
+    const pbl__spacetime *t;
+    pbl__span           **out;
+    int32_t              *cap, *n;
+} query;
+
+static int take(query *q, const pbl__ivset *s)
+{
+    if (s->n == 0)
+        return 1;
+    if (!grow(q->t->allocator, q->out, q->cap, *q->n + s->n))
+        return 0;
+    memcpy(*q->out + *q->n, s->v, (size_t)s->n * sizeof *s->v);
+    *q->n += s->n;
+    return 1;
+}
+
+static int query_rec(query *q, int32_t v, int32_t lo, int32_t hi, int32_t a, int32_t b)
+{
+    if (b <= lo || hi <= a || q->t->sub[v].n == 0)
+        return 1;
+    if (a <= lo && hi <= b)
+        return take(q, &q->t->sub[v]);
+    if (!take(q, &q->t->cover[v]))
+        return 0;
+    int32_t mid = lo + (hi - lo) / 2;
+    return query_rec(q, 2 * v, lo, mid, a, b) && query_rec(q, 2 * v + 1, mid, hi, a, b);
+}
+
+pbl_status pbl__spacetime_query(const pbl__spacetime *t, int32_t a, int32_t b, pbl__span **out, int32_t *cap,
+                                int32_t *n_out)
+{
+    query q = { t, out, cap, n_out };
+    return query_rec(&q, 1, 0, t->leaves, a, b) ? PBL_OK : PBL_ERR_NOMEM;
+}

@@ -1,0 +1,57 @@
+/*
+ * Occupied address space over time, for the offset strategies' gap searches: which bytes are
+ * taken, at some step of a window of time, by the records placed so far — as merged
+ * intervals, so a query costs what the occupied space's shape costs (its holes), not what the
+ * number of records overlapping the window costs.
+ *
+ * A segment tree over the elementary time intervals (between consecutive distinct firsts and
+ * lasts). A placed span [offset, end) over steps [a, b) is added to two merged interval sets:
+ * `cover` of each canonical node of [a, b) (the span is taken over all of that node's steps)
+ * and `sub` of those nodes and every ancestor (taken at some step under the node). The bytes
+ * taken at some step of a window W are then the union of `sub` of W's canonical nodes and
+ * `cover` of the nodes above them: O(log T) merged lists. Two records overlap in time iff their
+ * step ranges meet, so this union is exactly the union of the placed spans that overlap W.
+ *
+ * Why that is enough for the strategies' walks (offset greedy by size, best-fit heap): they
+ * only read the gaps between the spans, i.e. the complement of their union, so merged
+ * intervals give the same offsets as the spans one by one.
+ *
+ * Memory: every node owns two growable arrays from the allocator; a span adds at most one
+ * interval per set it enters (merging can only shrink a set). Not thread-safe per index.
+ */
+#ifndef PBL_PLAN_SPACETIME_H
+#define PBL_PLAN_SPACETIME_H
+
+#include <stdint.h>
+
+#include "graph/planner/sort.h"
+#include "pebble/alloc.h"
+#include "pebble/status.h"
+
+typedef struct pbl__ivset {
+    pbl__span *v;   /* merged, disjoint, non-touching, by offset */
+    int32_t    n, cap;
+} pbl__ivset;
+
+typedef struct pbl__spacetime {
+    const pbl_allocator *allocator;
+    int32_t              steps;  /* elementary time intervals */
+    int32_t              leaves; /* power of two >= steps */
+    pbl__ivset          *cover;  /* [2·leaves] */
+    pbl__ivset          *sub;    /* [2·leaves] */
+} pbl__spacetime;
+
+/* An empty index over `steps` elementary intervals. PBL_OK or PBL_ERR_NOMEM. */
+pbl_status pbl__spacetime_init(pbl__spacetime *t, int32_t steps, const pbl_allocator *al);
+/* Empties every set, keeping their memory. */
+void       pbl__spacetime_clear(pbl__spacetime *t);
+void       pbl__spacetime_free(pbl__spacetime *t);
+/* Marks bytes [offset, end) taken over steps [a, b). PBL_OK or PBL_ERR_NOMEM. */
+pbl_status pbl__spacetime_add(pbl__spacetime *t, int32_t a, int32_t b, int64_t offset, int64_t end);
+/* Appends to out[] (growing it from the allocator as needed: *out, *cap) the merged intervals
+ * of every set whose union is the bytes taken at some step of [a, b), unsorted and possibly
+ * overlapping each other; *n_out counts them. PBL_OK or PBL_ERR_NOMEM. */
+pbl_status pbl__spacetime_query(const pbl__spacetime *t, int32_t a, int32_t b, pbl__span **out, int32_t *cap,
+                                int32_t *n_out);
+
+#endif
