@@ -124,6 +124,7 @@ typedef struct query {
     const pbl__spacetime *t;
     pbl__span           **out;
     int32_t              *cap, *n;
+    int32_t              *run, *n_runs;
 } query;
 
 static int take(query *q, const pbl__ivset *s)
@@ -132,6 +133,7 @@ static int take(query *q, const pbl__ivset *s)
         return 1;
     if (!grow(q->t->allocator, q->out, q->cap, *q->n + s->n))
         return 0;
+    q->run[(*q->n_runs)++] = *q->n;
     memcpy(*q->out + *q->n, s->v, (size_t)s->n * sizeof *s->v);
     *q->n += s->n;
     return 1;
@@ -150,8 +152,34 @@ static int query_rec(query *q, int32_t v, int32_t lo, int32_t hi, int32_t a, int
 }
 
 pbl_status pbl__spacetime_query(const pbl__spacetime *t, int32_t a, int32_t b, pbl__span **out, int32_t *cap,
-                                int32_t *n_out)
+                                int32_t *n_out, int32_t run[PBL__SPACETIME_MAX_RUNS], int32_t *n_runs)
 {
-    query q = { t, out, cap, n_out };
+    *n_runs = 0;
+    query q = { t, out, cap, n_out, run, n_runs };
     return query_rec(&q, 1, 0, t->leaves, a, b) ? PBL_OK : PBL_ERR_NOMEM;
+}
+
+void pbl__spacetime_merge_runs(pbl__span *a, pbl__span *tmp, int32_t n, int32_t *run, int32_t n_runs)
+{
+    pbl__span *from = a, *to = tmp;
+    while (n_runs > 1) {
+        int32_t k = 0;
+        for (int32_t r = 0; r < n_runs; r += 2) {
+            int32_t i = run[r], mid = r + 1 < n_runs ? run[r + 1] : n;
+            int32_t j = mid, end = r + 2 < n_runs ? run[r + 2] : n, o = i;
+            while (i < mid && j < end)
+                to[o++] = from[j].offset < from[i].offset ? from[j++] : from[i++];
+            while (i < mid)
+                to[o++] = from[i++];
+            while (j < end)
+                to[o++] = from[j++];
+            run[k++] = run[r];
+        }
+        n_runs = k;
+        pbl__span *t = from;
+        from = to;
+        to = t;
+    }
+    if (from != a)
+        memcpy(a, from, (size_t)n * sizeof *a);
 }

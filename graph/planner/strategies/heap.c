@@ -19,9 +19,12 @@
  *   3. XLA's spatial order: decreasing size, then longer lifetime, then index;
  *   4. XLA's temporal order: longer lifetime, then decreasing size, then index.
  *
- * The gaps come from the space-time index (graph/planner/index/spacetime.h): the bytes taken
+ * In start order the placed records that overlap the next one are exactly those still live,
+ * kept in an array sorted by offset (O(n·w), w the most records live at once: the index below
+ * cost three times as much on random, fragmented instances and saved little on real traces).
+ * In the other orders the gaps come from the space-time index (graph/planner/index/spacetime.h): the bytes taken
  * at some step of the record's lifetime, as the merged intervals of O(log T) segment-tree
- * nodes over time, sorted by offset (radix sort for long lists). The walk reads only the
+ * nodes over time, each sorted by offset, merged pairwise. The walk reads only the
  * complement of their union, so the offsets are those of walking the overlapping records one
  * by one (as XLA does, and as this file did until it was measured quadratic: 13.6 s at 62k
  * records) — checked identical on the TFLite vectors, the zoo, MiniMalloc's and the real
@@ -43,86 +46,6 @@
 
 typedef pbl__span chunk; /* XLA's word: a placed record's bytes */
 
-/* Sorts chunks by offset: introsort (quicksort, median of three, insertion sort below 16,
- * heapsort past 2·log2(n) levels), inlined because qsort's callback dominated the run time. */
-static void chunk_sift(chunk *c, int32_t root, int32_t n)
-{
-    chunk x = c[root];
-    for (int32_t child; (child = 2 * root + 1) < n; root = child) {
-        if (child + 1 < n && c[child + 1].offset > c[child].offset)
-            child++;
-        if (c[child].offset <= x.offset)
-            break;
-        c[root] = c[child];
-    }
-    c[root] = x;
-}
-
-static void chunk_sort_depth(chunk *c, int32_t n, int depth)
-{
-    while (n > 16) {
-        if (depth-- == 0) { /* heapsort */
-            for (int32_t i = n / 2 - 1; i >= 0; i--)
-                chunk_sift(c, i, n);
-            for (int32_t i = n - 1; i > 0; i--) {
-                chunk t = c[0];
-                c[0] = c[i];
-                c[i] = t;
-                chunk_sift(c, 0, i);
-            }
-            return;
-        }
-        /* median of three to c[0], then Hoare partition around its offset */
-        int32_t mid = n / 2;
-        chunk t;
-#define CHUNK_SWAP(a, b) (t = c[a], c[a] = c[b], c[b] = t)
-        if (c[mid].offset < c[0].offset)
-            CHUNK_SWAP(mid, 0);
-        if (c[n - 1].offset < c[0].offset)
-            CHUNK_SWAP(n - 1, 0);
-        if (c[n - 1].offset < c[mid].offset)
-            CHUNK_SWAP(n - 1, mid);
-        CHUNK_SWAP(0, mid);
-        int64_t pivot = c[0].offset;
-        int32_t i = 0, j = n;
-        for (;;) {
-            do
-                i++;
-            while (i < n && c[i].offset < pivot);
-            do
-                j--;
-            while (c[j].offset > pivot);
-            if (i >= j)
-                break;
-            CHUNK_SWAP(i, j);
-        }
-        CHUNK_SWAP(0, j);
-#undef CHUNK_SWAP
-        /* recurse into the smaller side, loop on the larger */
-        if (j < n - j - 1) {
-            chunk_sort_depth(c, j, depth);
-            c += j + 1;
-            n -= j + 1;
-        } else {
-            chunk_sort_depth(c + j + 1, n - j - 1, depth);
-            n = j;
-        }
-    }
-    pbl__span_insertion_sort(c, n);
-}
-
-static void chunk_sort(chunk *c, chunk *tmp, int32_t n, int64_t top)
-{
-    if (n >= 256) {
-        pbl__span_radix_sort(c, tmp, n, (uint64_t)top); /* top: the heap size bounds every offset */
-        return;
-    }
-    int depth = 0;
-    for (int32_t m = n; m > 1; m /= 2)
-        depth += 2;
-    chunk_sort_depth(c, n, depth);
-}
-
 typedef struct heap {
     const pbl_usage_record *r;
     const pbl_allocator    *al;
@@ -130,6 +53,8 @@ typedef struct heap {
     int32_t *at_pos;     /* [n] the record at each position of the start order */
     int64_t *offset;     /* [n] per record, once placed */
     int32_t *step;       /* [2n] per record: its elementary time intervals [a, b) */
+    chunk   *found;      /* [n] the start order: the live chunks by offset */
+    int64_t *found_last; /* [n] the start order: `last` of each live chunk */
     pbl__spacetime taken; /* the other orders: bytes taken over time */
     chunk   *taken_found, *tmp; /* a query's intervals, and the sort's other buffer (grown) */
     int32_t  taken_cap, tmp_cap;
@@ -170,8 +95,8 @@ static int64_t place_by_index(heap *h, const pbl__key4 *order, int64_t align, co
             return -1;
         int32_t i = h->at_pos[order[o].idx];
         const pbl_usage_record *ri = &h->r[i];
-        int32_t n_found = 0, a = h->step[2 * i], b = h->step[2 * i + 1];
-        if (pbl__spacetime_query(&h->taken, a, b, &h->taken_found, &h->taken_cap, &n_found) != PBL_OK)
+        int32_t n_found = 0, a = h->step[2 * i], b = h->step[2 * i + 1], run[PBL__SPACETIME_MAX_RUNS], n_runs;
+        if (pbl__spacetime_query(&h->taken, a, b, &h->taken_found, &h->taken_cap, &n_found, run, &n_runs) != PBL_OK)
             return -2;
         if (n_found > h->tmp_cap) {
             pbl__plan_free(h->al, h->tmp, (size_t)h->tmp_cap * sizeof *h->tmp);
@@ -182,13 +107,55 @@ static int64_t place_by_index(heap *h, const pbl__key4 *order, int64_t align, co
                 return -2;
             }
         }
-        chunk_sort(h->taken_found, h->tmp, n_found, heap_size);
+        pbl__spacetime_merge_runs(h->taken_found, h->tmp, n_found, run, n_runs);
         int64_t at = best_fit(h->taken_found, n_found, ri->size, heap_size, align);
         h->offset[i] = at;
         if (at + ri->size > heap_size)
             heap_size = at + ri->size;
         if (pbl__spacetime_add(&h->taken, a, b, at, pbl__align_up(at + ri->size, align)) != PBL_OK)
             return -2;
+    }
+    return heap_size;
+}
+
+/* Places the records in start order (ties: larger first, then index): the placed records
+ * that overlap the next one are exactly those still live, kept sorted by offset, so no tree
+ * and no sort is needed. Returns the heap size. */
+static int64_t place_by_start(heap *h, const pbl__key4 *order, int64_t align, const pbl__plan_in *in)
+{
+    int64_t heap_size = 0;
+    int32_t n_live = 0;
+    chunk *live = h->found;
+    for (int32_t o = 0; o < h->n; o++) {
+        if ((o & 63) == 0 && pbl__plan_expired(in))
+            return -1;
+        int32_t i = h->at_pos[order[o].idx];
+        const pbl_usage_record *ri = &h->r[i];
+        int32_t kept = 0;
+        for (int32_t k = 0; k < n_live; k++)
+            if (h->found_last[k] > ri->first) {
+                live[kept] = live[k];
+                h->found_last[kept++] = h->found_last[k];
+            }
+        n_live = kept;
+        int64_t at = best_fit(live, n_live, ri->size, heap_size, align);
+        h->offset[i] = at;
+        if (at + ri->size > heap_size)
+            heap_size = at + ri->size;
+        /* insert, keeping the offset order */
+        int32_t lo = 0, hi = n_live;
+        while (lo < hi) {
+            int32_t mid = lo + (hi - lo) / 2;
+            if (live[mid].offset < at)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        memmove(&live[lo + 1], &live[lo], (size_t)(n_live - lo) * sizeof *live);
+        memmove(&h->found_last[lo + 1], &h->found_last[lo], (size_t)(n_live - lo) * sizeof *h->found_last);
+        live[lo] = (chunk){ at, at + ri->size };
+        h->found_last[lo] = ri->last;
+        n_live++;
     }
     return heap_size;
 }
@@ -217,13 +184,15 @@ pbl_status pbl__plan_best_fit_heap(const pbl__plan_in *in, pbl_assignment *out)
     int32_t n = in->n;
     heap h = { .r = in->r, .al = al, .n = n };
     size_t nn = (size_t)n;
-    size_t bytes = nn * (3 * sizeof(int64_t) + sizeof(pbl__key4) + 3 * sizeof(int32_t));
+    size_t bytes = nn * (4 * sizeof(int64_t) + sizeof(chunk) + sizeof(pbl__key4) + 3 * sizeof(int32_t));
     char *block = pbl__plan_alloc(al, bytes), *at = block;
     if (!block)
         return PBL_ERR_NOMEM;
     /* 8-byte items first, then the 4-byte ones: every array stays aligned */
     int64_t *times = (int64_t *)at; at += 2 * nn * sizeof *times;  /* the distinct firsts and lasts */
     h.offset = (int64_t *)at;       at += nn * sizeof *h.offset;
+    h.found_last = (int64_t *)at;   at += nn * sizeof *h.found_last;
+    h.found = (chunk *)at;          at += nn * sizeof *h.found;
     pbl__key4 *order = (pbl__key4 *)at; at += nn * sizeof *order;
     h.step = (int32_t *)at;         at += 2 * nn * sizeof *h.step;
     h.at_pos = (int32_t *)at;
@@ -243,7 +212,8 @@ pbl_status pbl__plan_best_fit_heap(const pbl__plan_in *in, pbl_assignment *out)
     int64_t best = -1;
     for (int which = 0; st == PBL_OK && which < N_ORDERS; which++) {
         make_order(&h, which, order);
-        int64_t size = place_by_index(&h, order, in->opt.align, in);
+        int64_t size = which == ORDER_START ? place_by_start(&h, order, in->opt.align, in)
+                                            : place_by_index(&h, order, in->opt.align, in);
         if (size == -2) {
             st = PBL_ERR_NOMEM;
             break;
