@@ -78,7 +78,8 @@ PBL__API pbl_exec_options pbl_exec_options_default(void)
     pbl_exec_options o = { .allocator = NULL, .backend = PBL_BACKEND_CPU, .storage = PBL_STORAGE_PLANNED,
                            .strategy = NULL, .poison = 0, .threads = 0, .flush_denormals = 1,
                            .targets = NULL, .n_targets = 0, .budget = 0, .trace = NULL, .evict_log = NULL,
-                           .streams = 0, .cuda_graph = 0, .blas_threads = 0 };
+                           .streams = 0, .cuda_graph = 0, .blas_threads = 0,
+                           .schedule = PBL_SCHEDULE_PROGRAM };
     return o;
 }
 

@@ -74,8 +74,9 @@ static void place_values(const pbl_graph *g, pbl__storage *s, int planned, int d
 /* Several streams: the stream plan, then its records with their accesses and a
  * happens-before-safe plan, verified: pbl_graph_stream_storage, the pipeline users call
  * (naive: every record its own bytes, verified the same way); then live and plan view them. */
-static pbl_status plan_streams(const pbl_graph *g, const pbl_exec_options *o, int32_t n_streams,
-                               const int32_t *stream_of_node, int planned, pbl__storage *s, char *err, size_t errlen)
+static pbl_status plan_streams(const pbl_graph *g, const pbl_exec_options *o, const pbl_schedule *order,
+                               int32_t n_streams, const int32_t *stream_of_node, int planned, pbl__storage *s,
+                               char *err, size_t errlen)
 {
     char why[512] = "";
     s->multi = 1;
@@ -84,6 +85,8 @@ static pbl_status plan_streams(const pbl_graph *g, const pbl_exec_options *o, in
     so.n_streams = n_streams;
     so.targets = o->targets;
     so.n_targets = o->n_targets;
+    so.order = order->order;
+    so.n_order = order->n_steps;
     pbl_status st = pbl__graph_streams_given(g, &so, stream_of_node, &s->sp, why, sizeof why);
     if (st == PBL_OK)
         st = pbl_stream_plan_check(g, &s->sp, why, sizeof why);
@@ -142,9 +145,24 @@ pbl_status pbl__storage_plan(const pbl_graph *g, const pbl_exec_options *o, int3
         return PBL_ERR_UNSUPPORTED;
     }
     s->strategy = dynamic ? "dynamic" : planned ? (o->strategy ? o->strategy : "best") : "naive";
+    /* the order: NULL (program order) unless asked for another, measured as it is planned */
+    pbl_schedule order = { 0 };
+    if (o->schedule != PBL_SCHEDULE_PROGRAM) {
+        pbl_schedule_options so = pbl_schedule_options_default();
+        so.allocator = o->allocator;
+        so.kind = o->schedule;
+        so.align = PBL__ALIGN;
+        so.inplace = planned;
+        so.targets = o->targets;
+        so.n_targets = o->n_targets;
+        pbl_status st = pbl_graph_schedule(g, &so, &order, err, errlen);
+        if (st != PBL_OK)
+            return st;
+    }
     pbl_status st;
     if (n_streams > 1 || stream_of_node) {
-        st = plan_streams(g, o, n_streams, stream_of_node, planned, s, err, errlen);
+        st = plan_streams(g, o, &order, n_streams, stream_of_node, planned, s, err, errlen);
+        pbl_schedule_free(&order);
         if (st != PBL_OK) {
             pbl__storage_free(s, m);
             return st;
@@ -156,7 +174,10 @@ pbl_status pbl__storage_plan(const pbl_graph *g, const pbl_exec_options *o, int3
         lo.inplace = planned;
         lo.targets = o->targets;
         lo.n_targets = o->n_targets;
+        lo.order = order.order;
+        lo.n_order = order.n_steps;
         st = pbl_graph_liveness(g, &lo, &s->live, err, errlen);
+        pbl_schedule_free(&order);
         if (st != PBL_OK)
             return st;
         pbl_plan_options po = pbl_plan_options_default();

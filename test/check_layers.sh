@@ -16,6 +16,7 @@ graph/planner/          pebble/plan.h pebble/plan_io.h pebble/status.h pebble/al
 graph/ir/               pebble/ graph/base/ graph/ir/
 graph/autodiff/         pebble/ graph/base/ graph/ir/ graph/autodiff/
 graph/liveness/         pebble/ graph/base/ graph/ir/ graph/planner/ graph/liveness/
+graph/schedule/         pebble/ graph/base/ graph/ir/ graph/planner/ graph/liveness/ graph/schedule/
 graph/streams/          pebble/ graph/base/ graph/ir/ graph/planner/ graph/liveness/ graph/streams/
 graph/passes/           pebble/ graph/base/ graph/ir/ graph/autodiff/ graph/liveness/ graph/planner/ graph/streams/ graph/passes/
 graph/io/               pebble/ graph/base/ graph/ir/ graph/planner/ graph/streams/ graph/io/ onnx/

@@ -308,3 +308,64 @@ void pbl__schedule_free(const pbl_graph *g, pbl__mem *m, int32_t *order)
 {
     pbl__mem_free(m, order, (size_t)(g->n_nodes ? g->n_nodes : 1) * sizeof *order);
 }
+
+pbl_status pbl__graph_schedule_given(const pbl_graph *g, const char *const *targets, int32_t n_targets,
+                                     const pbl_node *given, int32_t n_given, pbl__mem *m, int32_t **order,
+                                     int32_t *n_order, char *err, size_t errlen)
+{
+    pbl_status s = pbl__graph_schedule(g, targets, n_targets, m, order, n_order, err, errlen);
+    if (s != PBL_OK || !given)
+        return s;
+    /* the given order must hold exactly the nodes the program order holds, each once, and
+     * put every node after the nodes it depends on (data and write-after-read edges) */
+    size_t nn = (size_t)(g->n_nodes ? g->n_nodes : 1);
+    int32_t *step = pbl__mem_alloc(m, nn * sizeof *step);
+    pbl__deps d;
+    memset(&d, 0, sizeof d);
+    if (!step || pbl__deps_build(g, m, &d) != PBL_OK) {
+        snprintf(err, errlen, "out of memory");
+        s = PBL_ERR_NOMEM;
+        goto done;
+    }
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        step[i] = -1;
+    for (int32_t t = 0; t < *n_order; t++)
+        step[(*order)[t]] = -2; /* needed, not yet placed */
+    s = PBL_ERR_INVALID_ARG;
+    if (n_given != *n_order) {
+        snprintf(err, errlen, "the given schedule has %d steps, the graph needs %d", (int)n_given, (int)*n_order);
+        goto done;
+    }
+    for (int32_t t = 0; t < n_given; t++) {
+        pbl_node v = given[t];
+        if (v < 0 || v >= g->n_nodes || step[v] != -2) {
+            snprintf(err, errlen, "the given schedule's step %d: %s", (int)t,
+                     v < 0 || v >= g->n_nodes ? "no such node"
+                     : step[v] == -1          ? "a node the outputs do not need"
+                                              : "a node placed twice");
+            goto done;
+        }
+        step[v] = t;
+    }
+    for (int32_t t = 0; t < n_given; t++) {
+        pbl_node v = given[t];
+        for (int32_t e = d.pred_start[v]; e < d.pred_start[v + 1]; e++) {
+            if (step[d.pred[e]] > t) {
+                snprintf(err, errlen, "the given schedule runs node '%s' before '%s', which it depends on",
+                         g->nodes[v].name, g->nodes[d.pred[e]].name);
+                goto done;
+            }
+        }
+    }
+    memcpy(*order, given, (size_t)n_given * sizeof *given);
+    s = PBL_OK;
+done:
+    pbl__deps_free(&d, m);
+    pbl__mem_free(m, step, nn * sizeof *step);
+    if (s != PBL_OK) {
+        pbl__schedule_free(g, m, *order);
+        *order = NULL;
+        *n_order = 0;
+    }
+    return s;
+}

@@ -44,6 +44,12 @@ pbl_status pbl__deps_ancestors(const pbl__deps *d, pbl__mem *m, const uint8_t *s
  * PBL_ERR_NOT_FOUND for a target that names no output, PBL_ERR_CYCLE, PBL_ERR_NOMEM. */
 pbl_status pbl__graph_schedule(const pbl_graph *g, const char *const *targets, int32_t n_targets, pbl__mem *m,
                                int32_t **order, int32_t *n_order, char *err, size_t errlen);
+/* As pbl__graph_schedule, but when given is not NULL the order is given[0 .. n_given): it must
+ * hold exactly the nodes pbl__graph_schedule would, each once, every node after those it
+ * depends on; PBL_ERR_INVALID_ARG (err names the step or the pair of nodes) otherwise. */
+pbl_status pbl__graph_schedule_given(const pbl_graph *g, const char *const *targets, int32_t n_targets,
+                                     const pbl_node *given, int32_t n_given, pbl__mem *m, int32_t **order,
+                                     int32_t *n_order, char *err, size_t errlen);
 void       pbl__schedule_free(const pbl_graph *g, pbl__mem *m, int32_t *order);
 
 #endif

@@ -23,7 +23,8 @@
 
 PBL__API pbl_liveness_options pbl_liveness_options_default(void)
 {
-    pbl_liveness_options o = { .allocator = NULL, .align = 64, .inplace = 1, .targets = NULL, .n_targets = 0 };
+    pbl_liveness_options o = { .allocator = NULL, .align = 64, .inplace = 1, .targets = NULL, .n_targets = 0,
+                               .order = NULL, .n_order = 0 };
     return o;
 }
 
@@ -190,7 +191,7 @@ PBL__API pbl_status pbl_graph_liveness(const pbl_graph *g, const pbl_liveness_op
     size_t nv = (size_t)(g->n_values ? g->n_values : 1);
     live_state st = { .g = g, .out = out, .align = o.align > 0 ? o.align : 1 };
     int32_t *order = NULL;
-    s = pbl__graph_schedule(g, o.targets, o.n_targets, &m, &order, &st.n, why, sizeof why);
+    s = pbl__graph_schedule_given(g, o.targets, o.n_targets, o.order, o.n_order, &m, &order, &st.n, why, sizeof why);
     if (s != PBL_OK)
         goto done;
     st.order = order;

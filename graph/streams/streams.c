@@ -229,7 +229,7 @@ pbl_status pbl__graph_streams_given(const pbl_graph *g, const pbl_stream_options
     out->allocator = o.allocator;
     int32_t *order = NULL, n = 0;
     step_deps sd = { 0 };
-    s = pbl__graph_schedule(g, o.targets, o.n_targets, &m, &order, &n, why, sizeof why);
+    s = pbl__graph_schedule_given(g, o.targets, o.n_targets, o.order, o.n_order, &m, &order, &n, why, sizeof why);
     if (s != PBL_OK)
         goto done;
     out->n_steps = n;

@@ -69,6 +69,7 @@
 #define PEBBLE_EXEC_H
 
 #include "pebble/graph.h"
+#include "pebble/schedule.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -168,6 +169,12 @@ typedef struct pbl_exec_options {
                                        > 1 keeps pebble's worker threads and gives exactly
                                        the bits of threads = 1. Ignored with several streams
                                        (BLAS single-threaded) and by the CUDA backend. */
+    pbl_schedule_kind    schedule;  /* the node order (pebble/schedule.h): PBL_SCHEDULE_PROGRAM
+                                       (the default) or PBL_SCHEDULE_MIN_PEAK, the order with
+                                       the smallest lower bound pbl_graph_schedule finds (on
+                                       several streams the colouring is made from it). Each
+                                       node still runs after what it depends on, so results
+                                       are the same bits either way (test_schedule). */
 } pbl_exec_options;
 
 pbl_exec_options pbl_exec_options_default(void);

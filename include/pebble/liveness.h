@@ -44,6 +44,13 @@ typedef struct pbl_liveness_options {
     int32_t              inplace;   /* take in-place offers (default 1) */
     const char *const   *targets;   /* as pbl_exec_options.targets: NULL = all outputs + updates */
     int32_t              n_targets;
+    const pbl_node      *order;     /* NULL (the default): the program order (the topological
+                                       order closest to node ids, updates as soon as they may
+                                       run); else the schedule to use, n_order steps, e.g. from
+                                       pbl_graph_schedule (pebble/schedule.h): exactly the nodes
+                                       the targets need, each after those it depends on
+                                       (PBL_ERR_INVALID_ARG otherwise) */
+    int32_t              n_order;
 } pbl_liveness_options;
 
 pbl_liveness_options pbl_liveness_options_default(void);

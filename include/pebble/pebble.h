@@ -37,6 +37,7 @@
 #include "pebble/plan.h"
 #include "pebble/plan_io.h"
 #include "pebble/liveness.h"
+#include "pebble/schedule.h"
 #include "pebble/bfc.h"
 #include "pebble/json.h"
 #include "pebble/streams.h"

@@ -78,6 +78,10 @@ typedef struct pbl_stream_options {
     void                *cost_user;
     const char *const   *targets;    /* as pbl_exec_options.targets: NULL = all outputs + updates */
     int32_t              n_targets;
+    const pbl_node      *order;      /* NULL: the program order; else the global schedule, as
+                                        pbl_liveness_options.order: each stream runs its nodes
+                                        in this order */
+    int32_t              n_order;
 } pbl_stream_options;
 
 pbl_stream_options pbl_stream_options_default(void);
