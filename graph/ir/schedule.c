@@ -369,3 +369,68 @@ done:
     }
     return s;
 }
+
+/* Why q depends on p, appended to buf: q reads an output of p, or q overwrites a value p reads. */
+static size_t edge_why(const pbl_graph *g, pbl_node p, pbl_node q, char *buf, size_t len, size_t at)
+{
+    const pbl__node *nq = &g->nodes[q], *np = &g->nodes[p];
+    for (int32_t k = 0; k < nq->n_in; k++)
+        if (g->values[nq->in[k]].producer == p)
+            return at + (size_t)snprintf(buf + at, len - at, " -> '%s' (reads '%s')", nq->name,
+                                         g->values[nq->in[k]].name);
+    const pbl__op *op = pbl__op_get(nq->op);
+    for (int32_t m = 0; m < op->n_mutates; m++) {
+        pbl_value v = nq->in[op->mutates[m][1]];
+        for (int32_t k = 0; k < np->n_in; k++)
+            if (np->in[k] == v)
+                return at + (size_t)snprintf(buf + at, len - at, " -> '%s' (overwrites '%s', which '%s' reads)",
+                                             nq->name, g->values[v].name, np->name);
+    }
+    return at + (size_t)snprintf(buf + at, len - at, " -> '%s'", nq->name);
+}
+
+void pbl__deps_cycle_text(const pbl_graph *g, const pbl__deps *d, pbl__mem *m, pbl_node on_cycle, char *buf,
+                          size_t len)
+{
+    /* breadth first along dependency edges from on_cycle back to itself: the shortest cycle */
+    size_t bytes = (size_t)(d->n ? d->n : 1) * sizeof(int32_t);
+    int32_t *parent = pbl__mem_alloc(m, bytes), *queue = pbl__mem_alloc(m, bytes), *path = pbl__mem_alloc(m, bytes);
+    snprintf(buf, len, "'%s'", g->nodes[on_cycle].name);
+    if (!parent || !queue || !path)
+        goto done;
+    for (int32_t i = 0; i < d->n; i++)
+        parent[i] = -1;
+    int32_t head = 0, tail = 0, last = -1;
+    queue[tail++] = on_cycle;
+    while (head < tail && last < 0) {
+        int32_t v = queue[head++];
+        for (int32_t e = d->succ_start[v]; e < d->succ_start[v + 1]; e++) {
+            int32_t s = d->succ[e];
+            if (s == on_cycle) {
+                last = v;
+                break;
+            }
+            if (parent[s] < 0 && s != on_cycle) {
+                parent[s] = v;
+                queue[tail++] = s;
+            }
+        }
+    }
+    if (last < 0)
+        goto done;
+    int32_t n = 0;
+    for (int32_t v = last; v != on_cycle; v = parent[v])
+        path[n++] = v;
+    size_t at = strlen(buf);
+    pbl_node prev = on_cycle;
+    for (int32_t i = n - 1; i >= 0 && at < len; i--) {
+        at = edge_why(g, prev, path[i], buf, len, at);
+        prev = path[i];
+    }
+    if (at < len)
+        edge_why(g, prev, on_cycle, buf, len, at);
+done:
+    pbl__mem_free(m, parent, bytes);
+    pbl__mem_free(m, queue, bytes);
+    pbl__mem_free(m, path, bytes);
+}

@@ -33,6 +33,11 @@ void       pbl__deps_free(pbl__deps *d, pbl__mem *m);
 pbl_status pbl__deps_order(const pbl__deps *d, pbl__mem *m, const uint8_t *keep, const uint8_t *urgent,
                            int32_t *order, int32_t *n_order, pbl_node *cycle_node);
 
+/* Writes the shortest cycle of dependencies through on_cycle (a node on one) to buf, each
+ * edge with its reason: "'a' -> 'b' (reads 'x') -> 'a' (overwrites 'w', which 'b' reads)". */
+void pbl__deps_cycle_text(const pbl_graph *g, const pbl__deps *d, pbl__mem *m, pbl_node on_cycle, char *buf,
+                          size_t len);
+
 /* Marks in keep[] every node some seed node (seed[i] set) depends on, and the seeds. */
 pbl_status pbl__deps_ancestors(const pbl__deps *d, pbl__mem *m, const uint8_t *seed, uint8_t *keep);
 

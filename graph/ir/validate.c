@@ -115,9 +115,12 @@ pbl_status pbl__graph_check(const pbl_graph *g, pbl__mem *m, char *err, size_t e
     int32_t n_order = 0;
     pbl_node on_cycle = PBL_NONE;
     s = pbl__deps_order(&d, m, NULL, NULL, order, &n_order, &on_cycle);
-    if (s == PBL_ERR_CYCLE)
-        fail(&c, s, "node '%s' (%s) lies on a cycle: it depends on its own output", g->nodes[on_cycle].name,
-             pbl__op_get(g->nodes[on_cycle].op)->name);
+    if (s == PBL_ERR_CYCLE) {
+        char cycle[512];
+        pbl__deps_cycle_text(g, &d, m, on_cycle, cycle, sizeof cycle);
+        fail(&c, s, "node '%s' (%s) lies on a cycle of dependencies, so no order can run the graph: %s",
+             g->nodes[on_cycle].name, pbl__op_get(g->nodes[on_cycle].op)->name, cycle);
+    }
     else if (s != PBL_OK)
         fail(&c, s, "validate: out of memory");
     pbl__mem_free(m, order, bytes);

@@ -213,6 +213,19 @@ int cli_check_outputs(const char *input, const char *const *flag, const char *co
     return CLI_OK;
 }
 
+int cli_check_schedule(const char *name, int allow_both)
+{
+    pbl_schedule_kind k;
+    if (pbl_schedule_kind_parse(name, &k) == PBL_OK || (allow_both && strcmp(name, "both") == 0))
+        return CLI_OK;
+    char names[256] = "";
+    for (int32_t i = 0; i < pbl_schedule_kind_count(); i++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
+                 pbl_schedule_kind_name((pbl_schedule_kind)i));
+    cli_error("--schedule: unknown schedule '%s' (one of: %s%s)", name, names, allow_both ? ", both" : "");
+    return CLI_USAGE;
+}
+
 int cli_check_strategy(const char *name, int allow_all)
 {
     char names[1024] = "";

@@ -85,6 +85,9 @@ int cli_check_outputs(const char *input, const char *const *flag, const char *co
 /* CLI_OK when name is a planner strategy ("best" is one), or "all" when allow_all; else
  * CLI_USAGE after a message listing the names. */
 int cli_check_strategy(const char *name, int allow_all);
+/* CLI_OK when name is a schedule kind (pebble/schedule.h), or "both" when allowed; else
+ * CLI_USAGE after a message listing the names. */
+int cli_check_schedule(const char *name, int allow_both);
 
 /* The subcommands. */
 int cli_plan(int argc, char **argv);
@@ -130,6 +133,13 @@ typedef struct cli_records {
     char             *own_id_text;
     pbl_graph        *graph;
     pbl_graph_records graph_records;
+    /* graphs: the order the records come from ("program" unless --schedule asked otherwise)
+     * and, with min_peak or both, both orders' lower bounds */
+    const char       *schedule;       /* "program", "min_peak" or "both" */
+    int64_t           program_lower_bound, min_peak_lower_bound;
+    const char       *schedule_method; /* the candidate min_peak kept */
+    int               schedule_exact;  /* min_peak proved minimal */
+    double            schedule_ms;     /* time pbl_graph_schedule took */
 } cli_records;
 
 /* Loads what `source` names ("-": standard input, a records CSV or a graph). For graphs, batch (0: the model's default) sizes a zoo model
@@ -137,6 +147,11 @@ typedef struct cli_records {
  * after reporting the problem (CLI_USAGE for a malformed file or unknown model, CLI_FAIL
  * otherwise). */
 int  cli_records_load(const char *source, int64_t batch, int64_t align, cli_records *out);
+/* The same, the graph's nodes in the order `schedule` names ("program", "min_peak", or
+ * "both": min_peak's records, both bounds kept); a records CSV with anything but "program"
+ * is a usage error. */
+int  cli_records_load_scheduled(const char *source, int64_t batch, int64_t align, const char *schedule,
+                                cli_records *out);
 void cli_records_free(cli_records *r);
 
 /* `pebble viz`, and the viewer page it fills (tools/cli/viz.html, made a C string at build

@@ -34,6 +34,10 @@ static void print_usage(FILE *f)
             "                       with all, the whole run's: each strategy gets what is left\n"
             "                       divided by the strategies still to run\n"
             "  --batch N            zoo graphs: the batch size (default: the model's)\n"
+            "  --schedule S         graphs: the node order the records come from: program (the\n"
+            "                       default), min_peak (the order with the smallest lower bound\n"
+            "                       pebble's scheduler finds), or both (min_peak's records, and\n"
+            "                       both orders' lower bounds reported)\n"
             "  --out FILE           write the assignment (id,lower,upper,size,offset); with\n"
             "                       --strategy all, the smallest valid one; - for standard output\n"
             "                       (the report then goes to standard error)\n"
@@ -49,7 +53,7 @@ static void print_usage(FILE *f)
 }
 
 typedef struct plan_opts {
-    const char *file, *strategy, *out;
+    const char *file, *strategy, *out, *schedule;
     int64_t     align;     /* 0: the source's default */
     int64_t     capacity;
     int64_t     batch;
@@ -59,8 +63,8 @@ typedef struct plan_opts {
 
 static const args_flag plan_flags[] = { { "--strategy", 1 }, { "--align", 1 },  { "--capacity", 1 },
                                         { "--time-limit", 1 }, { "--out", 1 }, { "--format", 1 },
-                                        { "--batch", 1 } };
-enum { F_STRATEGY, F_ALIGN, F_CAPACITY, F_TIME, F_OUT, F_FORMAT, F_BATCH };
+                                        { "--batch", 1 }, { "--schedule", 1 } };
+enum { F_STRATEGY, F_ALIGN, F_CAPACITY, F_TIME, F_OUT, F_FORMAT, F_BATCH, F_SCHEDULE };
 
 static int take_arg(void *ctx, int which, const char *v)
 {
@@ -96,6 +100,9 @@ static int take_arg(void *ctx, int which, const char *v)
             return CLI_USAGE;
         }
         return 0;
+    case F_SCHEDULE:
+        o->schedule = v;
+        return cli_check_schedule(v, 1) != CLI_OK ? CLI_USAGE : 0;
     default: /* F_BATCH */
         return cli_parse_int("--batch", v, 1, INT64_C(1) << 20, &o->batch) ? CLI_USAGE : 0;
     }
@@ -104,7 +111,7 @@ static int take_arg(void *ctx, int which, const char *v)
 /* Returns -1 to go on, or the exit status to stop with. */
 static int parse_args(int argc, char **argv, plan_opts *o)
 {
-    *o = (plan_opts){ .strategy = "best", .format = FORMAT_TABLE };
+    *o = (plan_opts){ .strategy = "best", .format = FORMAT_TABLE, .schedule = "program" };
     int rc = cli_parse("plan", plan_flags, (int)(sizeof plan_flags / sizeof plan_flags[0]), take_arg, print_usage,
                        argc, argv, o);
     if (rc != ARGS_GO_ON)
@@ -165,6 +172,7 @@ typedef struct plan_report {
     int64_t         lower_bound, align, capacity;
     const plan_row *rows;
     int             n_rows;
+    const cli_records *src; /* the schedule's figures, for graphs */
 } plan_report;
 
 static double ratio(int64_t bytes, int64_t lower_bound)
@@ -191,7 +199,15 @@ static void print_table(FILE *f, const plan_report *r)
         fprintf(f, "%lld)\n", (long long)r->capacity);
     else
         fprintf(f, "none)\n");
-    fprintf(f, "lower bound: %lld bytes\n\n", (long long)r->lower_bound);
+    fprintf(f, "lower bound: %lld bytes\n", (long long)r->lower_bound);
+    const cli_records *s = r->src;
+    if (s->from_graph && strcmp(s->schedule, "program") != 0)
+        fprintf(f, "schedule: %s (records in min_peak order): lower bound %lld bytes in program order, %lld in "
+                   "min_peak order (%.4f; %s%s, %.1f ms)\n",
+                s->schedule, (long long)s->program_lower_bound, (long long)s->min_peak_lower_bound,
+                ratio(s->min_peak_lower_bound, s->program_lower_bound), s->schedule_method,
+                s->schedule_exact ? ", proven minimal" : "", s->schedule_ms);
+    fprintf(f, "\n");
     int w = 8;
     for (int i = 0; i < r->n_rows; i++)
     {
@@ -261,7 +277,16 @@ static void print_csv(FILE *f, const plan_report *r)
 
 static void print_json(FILE *f, const plan_report *r)
 {
-    fprintf(f, "{\"lower_bound\": %lld, \"strategies\": [", (long long)r->lower_bound);
+    fprintf(f, "{\"lower_bound\": %lld, ", (long long)r->lower_bound);
+    const cli_records *s = r->src;
+    if (s->from_graph && strcmp(s->schedule, "program") != 0) {
+        fprintf(f, "\"schedule\": {\"name\": \"%s\", \"program_lower_bound\": %lld, \"min_peak_lower_bound\": %lld, "
+                   "\"ratio\": %.6f, \"method\": \"%s\", \"exact\": %s, \"ms\": %.3f}, ",
+                s->schedule, (long long)s->program_lower_bound, (long long)s->min_peak_lower_bound,
+                ratio(s->min_peak_lower_bound, s->program_lower_bound), s->schedule_method,
+                s->schedule_exact ? "true" : "false", s->schedule_ms);
+    }
+    fprintf(f, "\"strategies\": [");
     for (int i = 0; i < r->n_rows; i++) {
         const plan_row *p = &r->rows[i];
         fprintf(f, "%s\n  {\"name\": ", i ? "," : "");
@@ -311,7 +336,7 @@ int cli_plan(int argc, char **argv)
         return rc;
 
     cli_records src;
-    rc = cli_records_load(o.file, o.batch, o.align, &src);
+    rc = cli_records_load_scheduled(o.file, o.batch, o.align, o.schedule, &src);
     if (rc != CLI_OK)
         return rc;
     const pbl_records_file *f = &src.file;
@@ -387,7 +412,7 @@ int cli_plan(int argc, char **argv)
 
     /* with --out -, the assignment is standard output, so the report goes to stderr */
     FILE *rf = o.out && cli_is_stdio(o.out) ? stderr : stdout;
-    plan_report report = { cli_display_name(o.file), f->n, lower_bound, align, o.capacity, rows, n_rows };
+    plan_report report = { cli_display_name(o.file), f->n, lower_bound, align, o.capacity, rows, n_rows, &src };
     if (o.format == FORMAT_JSON)
         print_json(rf, &report);
     else if (o.format == FORMAT_CSV)

@@ -28,7 +28,7 @@ static size_t id_for(const pbl_graph *g, pbl_value v, char *dst, size_t cap)
     return len;
 }
 
-static int load_graph(const char *name, int64_t batch, int64_t align, cli_records *out)
+static int load_graph(const char *name, int64_t batch, int64_t align, const char *schedule, cli_records *out)
 {
     char err[1024];
     pbl_graph *g = NULL;
@@ -38,7 +38,29 @@ static int load_graph(const char *name, int64_t batch, int64_t align, cli_record
     pbl_graph_records gr;
     pbl_liveness_options lo = pbl_liveness_options_default();
     lo.align = align ? align : 64; /* sizes rounded as the plan will align them: an exact bound */
+    pbl_schedule sc = { 0 };
+    out->schedule = schedule;
+    if (strcmp(schedule, "program") != 0) {
+        pbl_schedule_options so = pbl_schedule_options_default();
+        so.kind = PBL_SCHEDULE_MIN_PEAK;
+        so.align = lo.align;
+        double t0 = cli_now_ms();
+        pbl_status s = pbl_graph_schedule(g, &so, &sc, err, sizeof err);
+        out->schedule_ms = cli_now_ms() - t0;
+        if (s != PBL_OK) {
+            cli_error("%s: schedule: %s", cli_display_name(name), err);
+            pbl_graph_destroy(g);
+            return CLI_FAIL;
+        }
+        out->program_lower_bound = sc.program_peak;
+        out->min_peak_lower_bound = sc.peak;
+        out->schedule_method = sc.method;
+        out->schedule_exact = sc.exact;
+        lo.order = sc.order;
+        lo.n_order = sc.n_steps;
+    }
     pbl_status s = pbl_graph_liveness(g, &lo, &gr, err, sizeof err);
+    pbl_schedule_free(&sc);
     if (s != PBL_OK) {
         cli_error("%s: liveness: %s", cli_display_name(name), err);
         pbl_graph_destroy(g);
@@ -73,12 +95,23 @@ done:
 
 int cli_records_load(const char *source, int64_t batch, int64_t align, cli_records *out)
 {
+    return cli_records_load_scheduled(source, batch, align, "program", out);
+}
+
+int cli_records_load_scheduled(const char *source, int64_t batch, int64_t align, const char *schedule,
+                               cli_records *out)
+{
     memset(out, 0, sizeof *out);
     int is_graph, rc = cli_source_is_graph(source, &is_graph);
     if (rc != CLI_OK)
         return rc;
     if (is_graph)
-        return load_graph(source, batch, align, out);
+        return load_graph(source, batch, align, schedule, out);
+    if (strcmp(schedule, "program") != 0) {
+        cli_error("%s: --schedule applies to graphs only (a records CSV's lifetimes are fixed)",
+                  cli_display_name(source));
+        return CLI_USAGE;
+    }
     if (batch) {
         cli_error("%s: --batch applies to zoo graphs only (a records CSV's sizes are fixed)", cli_display_name(source));
         return CLI_USAGE;

@@ -3,7 +3,8 @@
  *
  *     pebble run MODEL [--input NAME=FILE.pb|FILE.npy ...] [--threads N] [--repeat N]
  *                      [--warmup N] [--output-dir D] [--output-format npy|pb]
- *                      [--dim N] [--strategy NAME] [--zero-unbound] [--format table|json]
+ *                      [--dim N] [--strategy NAME] [--schedule S] [--zero-unbound]
+ *                      [--format table|json]
  *                      [--expect NAME=FILE ... [--rtol R] [--atol A]]
  *
  * MODEL is an ONNX model (its initializers are bound zero-copy as the parameters), a JSON
@@ -57,6 +58,7 @@ static void print_usage(FILE *f)
                "                      be MODEL, an --input or an --expect FILE\n"
                "  --dim N             size of an ONNX model's symbolic input dims (default 1)\n"
                "  --strategy NAME     memory planner strategy (default best)\n"
+               "  --schedule S        node order: program (default) or min_peak (the smallest lower bound)\n"
                "  --zero-unbound      zero-fill inputs and parameters that have no data\n"
                "  --expect NAME=FILE  compare output NAME with FILE (--rtol 1e-3, --atol 1e-7); exit 1 if outside\n");
 }
@@ -119,14 +121,15 @@ typedef struct run_opts {
     int         n_inputs, n_expects, zero, json, pb_out;
     double      rtol, atol;
     int64_t     threads, repeat, warmup, dim;
+    pbl_schedule_kind schedule;
 } run_opts;
 
 static const args_flag run_flags[] = { { "--input", 1 }, { "--threads", 1 }, { "--repeat", 1 }, { "--warmup", 1 },
                                        { "--output-dir", 1 }, { "--output-format", 1 }, { "--dim", 1 },
                                        { "--strategy", 1 }, { "--zero-unbound", 0 }, { "--format", 1 },
-                                       { "--expect", 1 }, { "--rtol", 1 }, { "--atol", 1 } };
+                                       { "--expect", 1 }, { "--rtol", 1 }, { "--atol", 1 }, { "--schedule", 1 } };
 enum { F_INPUT, F_THREADS, F_REPEAT, F_WARMUP, F_OUTDIR, F_OUTFMT, F_DIM, F_STRATEGY, F_ZERO, F_FORMAT,
-       F_EXPECT, F_RTOL, F_ATOL };
+       F_EXPECT, F_RTOL, F_ATOL, F_SCHEDULE };
 
 /* --input or --expect NAME=FILE into list (n of them so far), refusing a doubled NAME and a
  * second reader of standard input. */
@@ -191,6 +194,11 @@ static int take_arg(void *ctx, int which, const char *v)
         if (cli_check_strategy(v, 0) != CLI_OK) /* before loading, not after */
             return CLI_USAGE;
         o->strategy = v;
+        return 0;
+    case F_SCHEDULE:
+        if (cli_check_schedule(v, 0) != CLI_OK)
+            return CLI_USAGE;
+        pbl_schedule_kind_parse(v, &o->schedule);
         return 0;
     case F_ZERO:
         o->zero = 1;
@@ -333,6 +341,7 @@ int cli_run(int argc, char **argv)
     pbl_exec_options eo = pbl_exec_options_default();
     eo.threads = (int32_t)threads;
     eo.strategy = strategy;
+    eo.schedule = o.schedule;
     pbl_status s = pbl_exec_create(&e, g, &eo, err, sizeof err);
     if (s != PBL_OK) {
         cli_error("%s: %s", model_name, err);

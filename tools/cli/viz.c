@@ -42,6 +42,8 @@ static void print_usage(FILE *f)
             "                     each gets what is left divided by those still to run, and\n"
             "                     one still working then stops (marked cut off on the page)\n"
             "  --batch N          zoo graphs: the batch size (default: the model's)\n"
+            "  --schedule S       graphs: the node order, program (default) or min_peak (the\n"
+            "                     order with the smallest lower bound; see pebble plan)\n"
             "  -h, --help         this text\n"
             "\n"
             "Exit status: 0 written, 1 a failure (no valid plan, a file not written), 2 for a bad\n"
@@ -50,15 +52,16 @@ static void print_usage(FILE *f)
 }
 
 typedef struct viz_opts {
-    const char *file, *html, *svg, *strategy, *dot, *stream_strategy;
+    const char *file, *html, *svg, *strategy, *dot, *stream_strategy, *schedule;
     int64_t     align, batch, streams;
     double      time_limit;
 } viz_opts;
 
 static const args_flag viz_flags[] = { { "--html", 1 },  { "--svg", 1 },   { "--strategy", 1 },
                                        { "--align", 1 }, { "--batch", 1 }, { "--time-limit", 1 },
-                                       { "--dot", 1 },   { "--streams", 1 }, { "--stream-strategy", 1 } };
-enum { F_HTML, F_SVG, F_STRATEGY, F_ALIGN, F_BATCH, F_TIME, F_DOT, F_STREAMS, F_STREAM_STRATEGY };
+                                       { "--dot", 1 },   { "--streams", 1 }, { "--stream-strategy", 1 },
+                                       { "--schedule", 1 } };
+enum { F_HTML, F_SVG, F_STRATEGY, F_ALIGN, F_BATCH, F_TIME, F_DOT, F_STREAMS, F_STREAM_STRATEGY, F_SCHEDULE };
 
 static int take_arg(void *ctx, int which, const char *v)
 {
@@ -83,6 +86,9 @@ static int take_arg(void *ctx, int which, const char *v)
     case F_STREAM_STRATEGY:
         o->stream_strategy = v;
         return 0;
+    case F_SCHEDULE:
+        o->schedule = v;
+        return cli_check_schedule(v, 0) != CLI_OK ? CLI_USAGE : 0;
     case F_ALIGN:
         return cli_parse_int("--align", v, 1, INT64_C(1) << 30, &o->align) ? CLI_USAGE : 0;
     case F_BATCH:
@@ -95,7 +101,7 @@ static int take_arg(void *ctx, int which, const char *v)
 /* Returns -1 to go on, or the exit status to stop with. */
 static int parse_args(int argc, char **argv, viz_opts *o)
 {
-    *o = (viz_opts){ .strategy = "best", .streams = 1, .stream_strategy = "hb" };
+    *o = (viz_opts){ .strategy = "best", .streams = 1, .stream_strategy = "hb", .schedule = "program" };
     int rc = cli_parse("viz", viz_flags, (int)(sizeof viz_flags / sizeof viz_flags[0]), take_arg, print_usage, argc,
                        argv, o);
     if (rc != ARGS_GO_ON)
@@ -207,9 +213,19 @@ static int viz_dot(const viz_opts *o)
     char err[1024];
     pbl_stream_options so = pbl_stream_options_default();
     so.n_streams = (int32_t)o->streams;
-    pbl_stream_plan sp;
+    pbl_stream_plan sp = { 0 };
     pbl_stream_storage st = { 0 };
-    pbl_status s = pbl_graph_streams(g, &so, &sp, err, sizeof err);
+    pbl_schedule sc = { 0 };
+    pbl_status s = PBL_OK;
+    if (strcmp(o->schedule, "program") != 0) {
+        pbl_schedule_options sco = pbl_schedule_options_default();
+        sco.kind = PBL_SCHEDULE_MIN_PEAK;
+        s = pbl_graph_schedule(g, &sco, &sc, err, sizeof err);
+        so.order = sc.order;
+        so.n_order = sc.n_steps;
+    }
+    if (s == PBL_OK)
+        s = pbl_graph_streams(g, &so, &sp, err, sizeof err);
     if (s == PBL_OK) {
         pbl_stream_storage_options po = pbl_stream_storage_options_default();
         po.strategy = (pbl_stream_strategy)k;
@@ -226,6 +242,7 @@ static int viz_dot(const viz_opts *o)
     }
     pbl_stream_storage_free(&st);
     pbl_stream_plan_free(&sp);
+    pbl_schedule_free(&sc);
     pbl_graph_destroy(g);
     return rc;
 }
@@ -279,7 +296,7 @@ int cli_viz(int argc, char **argv)
     }
 
     cli_records src;
-    rc = cli_records_load(o.file, o.batch, o.align, &src);
+    rc = cli_records_load_scheduled(o.file, o.batch, o.align, o.schedule, &src);
     if (rc != CLI_OK)
         return rc;
     pbl_viz_options vo = pbl_viz_options_default();
