@@ -4,7 +4,8 @@
  * For every zoo graph (inference and training, each at its default batch): the nodes the
  * executor runs, the lower bound (the most bytes live at one step, records aligned to 64 as
  * the executor plans them) in program order and in min_peak order (pebble/schedule.h), their
- * ratio, the candidate min_peak kept, whether the exact search proved it minimal, and the
+ * ratio, a floor no order goes below (pbl_schedule.floor), the candidate min_peak kept,
+ * whether its peak is proven minimal (the exact search, or peak == floor), and the
  * scheduling time (the median of --reps calls). Then the MLP training step (zoo mlp_train,
  * planned storage, one stream) timed in both orders, interleaved, median of --reps loops of
  * --iters steps: a better order must not slow the step.
@@ -41,7 +42,7 @@ static double median(double *v, int n)
 typedef struct row {
     const char *name;
     int32_t     nodes;
-    int64_t     program, min_peak;
+    int64_t     program, min_peak, floor;
     const char *method;
     int         exact;
     double      ms;
@@ -67,7 +68,7 @@ static int schedule_row(const char *name, int reps, row *r)
             return 1;
         }
         t[k] = now_ms() - t0;
-        *r = (row){ name, sc.n_steps, sc.program_peak, sc.peak, sc.method, sc.exact, 0 };
+        *r = (row){ name, sc.n_steps, sc.program_peak, sc.peak, sc.floor, sc.method, sc.exact, 0 };
         pbl_schedule_free(&sc);
     }
     r->ms = median(t, reps);
@@ -163,8 +164,8 @@ int main(int argc, char **argv)
     if (json)
         printf("{\"graphs\": [");
     else
-        printf("%-20s %6s %14s %14s %7s  %-20s %5s %10s\n", "graph", "nodes", "LB program", "LB min_peak", "ratio",
-               "kept", "exact", "sched ms");
+        printf("%-20s %6s %14s %14s %7s %14s  %-13s %6s %9s\n", "graph", "nodes", "LB program", "LB min_peak", "ratio",
+               "floor", "kept", "proven", "sched ms");
     int first = 1;
     for (int i = 0; i < zoo_count(); i++) {
         if (only && strcmp(only, zoo_name(i)) != 0)
@@ -175,12 +176,12 @@ int main(int argc, char **argv)
         double ratio = r.program ? (double)r.min_peak / (double)r.program : 1;
         if (json)
             printf("%s\n  {\"name\": \"%s\", \"nodes\": %d, \"program_lower_bound\": %lld, \"min_peak_lower_bound\": "
-                   "%lld, \"ratio\": %.6f, \"method\": \"%s\", \"exact\": %s, \"ms\": %.3f}",
+                   "%lld, \"ratio\": %.6f, \"floor\": %lld, \"method\": \"%s\", \"proven\": %s, \"ms\": %.3f}",
                    first ? "" : ",", r.name, (int)r.nodes, (long long)r.program, (long long)r.min_peak, ratio,
-                   r.method, r.exact ? "true" : "false", r.ms);
+                   (long long)r.floor, r.method, r.exact ? "true" : "false", r.ms);
         else
-            printf("%-20s %6d %14lld %14lld %7.4f  %-20s %5s %10.2f\n", r.name, (int)r.nodes, (long long)r.program,
-                   (long long)r.min_peak, ratio, r.method, r.exact ? "yes" : "no", r.ms);
+            printf("%-20s %6d %14lld %14lld %7.4f %14lld  %-13s %6s %9.2f\n", r.name, (int)r.nodes, (long long)r.program,
+                   (long long)r.min_peak, ratio, (long long)r.floor, r.method, r.exact ? "yes" : "no", r.ms);
         first = 0;
         fflush(stdout);
     }

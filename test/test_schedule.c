@@ -167,6 +167,7 @@ static void test_exact_is_the_minimum(void **state)
         pbl__deps_free(&b.d, &m);
         pbl_schedule sc = schedule(g, PBL_SCHEDULE_MIN_PEAK, 40);
         assert_int_equal(sc.exact, 1);
+        assert_true(sc.floor >= 0 && sc.floor <= b.best); /* the floor is under every order */
         if (sc.peak != b.best)
             fail_msg("seed %d: exact %lld, brute force over %lld orders %lld", (int)seed, (long long)sc.peak,
                      (long long)b.orders, (long long)b.best);
@@ -207,7 +208,7 @@ static void model_agrees(const pbl_graph *g, int inplace)
 static void test_heuristics_against_exact(void **state)
 {
     (void)state;
-    int n_graphs = 0, n_better = 0, n_heur_opt = 0;
+    int n_graphs = 0, n_better = 0, n_heur_opt = 0, n_floor = 0;
     for (uint64_t seed = 1; seed <= 60; seed++) {
         pbl_graph *g = random_dag(seed, 4 + (int)(seed % 9), (int)(seed % 2));
         model_agrees(g, 1);
@@ -219,6 +220,8 @@ static void test_heuristics_against_exact(void **state)
             assert_int_equal(ex.exact, 1);
         assert_true(heur.peak <= prog.peak);
         assert_true(ex.peak <= heur.peak);
+        assert_true(heur.floor <= ex.peak);
+        n_floor += heur.floor == ex.peak;
         assert_int_equal(prog.peak, prog.program_peak);
         assert_int_equal(heur.program_peak, prog.peak);
         n_graphs++;
@@ -230,7 +233,8 @@ static void test_heuristics_against_exact(void **state)
         pbl_graph_destroy(g);
     }
     printf("  %d random DAGs: exact <= heuristics <= program; the order lowers the bound on %d, "
-           "the heuristics reach the exact minimum on %d\n", n_graphs, n_better, n_heur_opt);
+           "the heuristics reach the exact minimum on %d, the floor meets it on %d\n", n_graphs, n_better,
+           n_heur_opt, n_floor);
 }
 
 /* An order that runs an update before another reader of its weight is refused. */

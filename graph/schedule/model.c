@@ -241,3 +241,88 @@ int64_t pbl__sched_peak(const pbl__sched_model *md, const int32_t *order, pbl__m
     pbl__mem_free(m, cnt, bytes);
     return peak;
 }
+
+int64_t pbl__sched_floor(const pbl__sched_model *md, pbl__mem *m)
+{
+    int32_t n = md->n, words = (n + 63) / 64;
+    if (n == 0)
+        return 0;
+    if (n > 8192)
+        return -1; /* the ancestor sets would take n^2 / 8 bytes */
+    size_t ab = (size_t)n * (size_t)words * sizeof(uint64_t), rb = (size_t)(md->n_rec + 1) * sizeof(int32_t);
+    uint64_t *anc = pbl__mem_calloc(m, ab), *desc = pbl__mem_calloc(m, ab);
+    int32_t *producer = pbl__mem_alloc(m, rb), *rs = pbl__mem_calloc(m, rb + sizeof(int32_t));
+    int32_t *rd = pbl__mem_alloc(m, (size_t)(md->read_start[n] + 1) * sizeof(int32_t));
+    int64_t floor = -1;
+    if (!anc || !desc || !producer || !rs || !rd)
+        goto done;
+    /* each record's producer and readers (CSR) */
+    for (int32_t v = 0; v < n; v++)
+        for (int32_t k = md->new_start[v]; k < md->new_start[v + 1]; k++)
+            producer[md->new_rec[k]] = v;
+    for (int32_t v = 0; v < n; v++)
+        for (int32_t k = md->read_start[v]; k < md->read_start[v + 1]; k++)
+            rs[md->read_rec[k] + 1]++;
+    for (int32_t r = 0; r < md->n_rec; r++)
+        rs[r + 1] += rs[r];
+    {
+        int32_t *cur = pbl__mem_alloc(m, rb);
+        if (!cur)
+            goto done;
+        memcpy(cur, rs, (size_t)md->n_rec * sizeof *cur);
+        for (int32_t v = 0; v < n; v++)
+            for (int32_t k = md->read_start[v]; k < md->read_start[v + 1]; k++)
+                rd[cur[md->read_rec[k]]++] = v;
+        pbl__mem_free(m, cur, rb);
+    }
+    /* local ids are a topological order: a node's ancestors are known before it */
+    for (int32_t v = 0; v < n; v++) {
+        uint64_t *a = anc + (size_t)v * words;
+        for (int32_t e = md->pred_start[v]; e < md->pred_start[v + 1]; e++) {
+            int32_t p = md->pred[e];
+            const uint64_t *b = anc + (size_t)p * words;
+            for (int32_t w = 0; w < words; w++)
+                a[w] |= b[w];
+            a[p / 64] |= UINT64_C(1) << (p % 64);
+        }
+    }
+    for (int32_t v = n - 1; v >= 0; v--) {
+        uint64_t *d = desc + (size_t)v * words;
+        d[v / 64] |= UINT64_C(1) << (v % 64); /* v counts as its own descendant here */
+        for (int32_t e = md->succ_start[v]; e < md->succ_start[v + 1]; e++) {
+            const uint64_t *b = desc + (size_t)md->succ[e] * words;
+            for (int32_t w = 0; w < words; w++)
+                d[w] |= b[w];
+        }
+    }
+    /* at v's step, whatever the order: every record an ancestor of v made that v or one of
+     * its descendants reads (or that is a graph output) is live, and so are
+     * v's own new records (unless v may take an input's bytes in place: not counted then) */
+    floor = 0;
+    for (int32_t v = 0; v < n; v++) {
+        const uint64_t *a = anc + (size_t)v * words, *d = desc + (size_t)v * words;
+        int64_t live = 0;
+        int may_share = md->inplace && pbl__op_get(md->g->nodes[md->node[v]].op)->n_inplace > 0;
+        for (int32_t k = md->new_start[v]; k < md->new_start[v + 1] && !may_share; k++)
+            live += md->rec_size[md->new_rec[k]];
+        for (int32_t r = 0; r < md->n_rec; r++) {
+            int32_t p = producer[r];
+            if (!(a[p / 64] >> (p % 64) & 1))
+                continue;
+            int needed = md->rec_out[r];
+            for (int32_t k = rs[r]; k < rs[r + 1] && !needed; k++)
+                needed = d[rd[k] / 64] >> (rd[k] % 64) & 1;
+            if (needed)
+                live += md->rec_size[r];
+        }
+        if (live > floor)
+            floor = live;
+    }
+done:
+    pbl__mem_free(m, anc, ab);
+    pbl__mem_free(m, desc, ab);
+    pbl__mem_free(m, producer, rb);
+    pbl__mem_free(m, rs, rb + sizeof(int32_t));
+    pbl__mem_free(m, rd, (size_t)(md->read_start[n] + 1) * sizeof(int32_t));
+    return floor;
+}

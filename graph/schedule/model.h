@@ -63,6 +63,11 @@ void pbl__sched_step(const pbl__sched_model *md, const pbl__sched_cursor *c, int
 /* The peak of a whole order of local ids (counters, any n). PBL_ERR_NOMEM gives -1. */
 int64_t pbl__sched_peak(const pbl__sched_model *md, const int32_t *order, pbl__mem *m);
 
+/* A floor under every order's peak: the most, over nodes v, of the bytes live at v's step
+ * whatever the order (records v's ancestors made that v or one of its descendants reads, or
+ * that are graph outputs, plus v's own). -1 when n > 8192 or out of memory. */
+int64_t pbl__sched_floor(const pbl__sched_model *md, pbl__mem *m);
+
 /* The exact search (model.n <= 64): the order with the smallest peak, if one below `bound`
  * exists within max_states sets. Returns 1 and fills order and peak when it found one below
  * bound; 0 when it proved none is below bound (bound is then the minimum); -1 when it ran out

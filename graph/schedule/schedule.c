@@ -325,6 +325,7 @@ PBL__API pbl_status pbl_graph_schedule(const pbl_graph *g, const pbl_schedule_op
     memcpy(out->order, program, (size_t)n * sizeof *out->order);
     out->method = "program";
     out->n_candidates = 1;
+    out->floor = -1;
     if ((s = liveness_peak(g, &o, program, n, &out->program_peak, why, sizeof why)) != PBL_OK)
         goto done;
     out->peak = out->program_peak;
@@ -341,11 +342,14 @@ PBL__API pbl_status pbl_graph_schedule(const pbl_graph *g, const pbl_schedule_op
             goto done;
         out->n_candidates = found.n_candidates;
         out->exact = found.exact;
+        out->floor = pbl__sched_floor(&md, &m);
         if (peak < out->program_peak) { /* never worse than program order, measured */
             memcpy(out->order, best, (size_t)n * sizeof *out->order);
             out->peak = peak;
             out->method = found.method;
         }
+        if (out->floor == out->peak) /* (test_schedule checks floor <= every order's peak) */
+            out->exact = 1;
     }
     s = PBL_OK;
 done:

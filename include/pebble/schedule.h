@@ -81,6 +81,10 @@ typedef struct pbl_schedule {
                                           "exact" (static strings) */
     int32_t              exact;        /* 1 when the exact search proved peak minimal */
     int32_t              n_candidates; /* the orders scored */
+    int64_t              floor;        /* min_peak: no order's peak is below this (at some node,
+                                          the bytes its ancestors made for it or for its
+                                          descendants); peak == floor proves peak minimal too.
+                                          -1 when not computed (program, or over 8192 nodes) */
     const pbl_allocator *allocator;
 } pbl_schedule;
 
