@@ -59,10 +59,61 @@ PBL__API void pbl_schedule_free(pbl_schedule *s)
 
 enum { LIST_LPMF, LIST_FREE };
 
+/* Node v's step from `live`, and with `lookahead` the updates it alone holds back run right
+ * after it (the list scheduler with updates first does run them next): the pair is scored
+ * as one, so a weight gradient whose update frees it at once is not put off behind a node
+ * whose bytes stay. cnt is left as it was found. */
+static void score(const pbl__sched_model *md, int32_t *cnt, const int32_t *indeg, int64_t live, int32_t v,
+                  int lookahead, int64_t *peak, int64_t *after)
+{
+    pbl__sched_cursor c = { .cnt = cnt };
+    pbl__sched_step(md, &c, live, v, peak, after);
+    if (!lookahead)
+        return;
+    int applied = 0;
+    for (int32_t e = md->succ_start[v]; e < md->succ_start[v + 1]; e++) {
+        int32_t u = md->succ[e], from_v = 0;
+        if (!md->urgent[u])
+            continue;
+        for (int32_t f = md->pred_start[u]; f < md->pred_start[u + 1]; f++)
+            from_v += md->pred[f] == v;
+        if (indeg[u] != from_v || (e > md->succ_start[v] && md->succ[e - 1] == u))
+            continue; /* u waits for another node too, or was scored already */
+        if (!applied) {
+            for (int32_t k = md->read_start[v]; k < md->read_start[v + 1]; k++)
+                cnt[md->read_rec[k]]--;
+            applied = 1;
+        }
+        int64_t p, a;
+        pbl__sched_step(md, &c, *after, u, &p, &a);
+        if (p > *peak)
+            *peak = p;
+        *after = a;
+        for (int32_t k = md->read_start[u]; k < md->read_start[u + 1]; k++)
+            cnt[md->read_rec[k]]--; /* the next update is scored after u; restored below */
+    }
+    if (applied) {
+        for (int32_t e = md->succ_start[v]; e < md->succ_start[v + 1]; e++) {
+            int32_t u = md->succ[e], from_v = 0;
+            if (!md->urgent[u])
+                continue;
+            for (int32_t f = md->pred_start[u]; f < md->pred_start[u + 1]; f++)
+                from_v += md->pred[f] == v;
+            if (indeg[u] != from_v || (e > md->succ_start[v] && md->succ[e - 1] == u))
+                continue;
+            for (int32_t k = md->read_start[u]; k < md->read_start[u + 1]; k++)
+                cnt[md->read_rec[k]]++;
+        }
+        for (int32_t k = md->read_start[v]; k < md->read_start[v + 1]; k++)
+            cnt[md->read_rec[k]]++;
+    }
+}
+
 /* A list scheduler: among the ready nodes (updates first when `updates`), the one whose step
  * peaks lowest (LPMF) or that leaves the fewest bytes live (FREE), the other as the tie
- * break, then program order. */
-static pbl_status list_order(const pbl__sched_model *md, int mode, int updates, pbl__mem *m, int32_t *order)
+ * break, then program order; with `lookahead`, each node scored with the updates it frees. */
+static pbl_status list_order(const pbl__sched_model *md, int mode, int updates, int lookahead, pbl__mem *m,
+                             int32_t *order)
 {
     int32_t n = md->n;
     size_t bn = (size_t)(n + 1) * sizeof(int32_t), br = (size_t)(md->n_rec + 1) * sizeof(int32_t);
@@ -86,7 +137,7 @@ static pbl_status list_order(const pbl__sched_model *md, int mode, int updates, 
         for (int32_t k = 0; k < nr; k++) {
             int32_t v = ready[k];
             int64_t p, a;
-            pbl__sched_step(md, &c, live, v, &p, &a);
+            score(md, cnt, indeg, live, v, lookahead, &p, &a);
             int u = updates && md->urgent[v];
             int64_t k1 = mode == LIST_LPMF ? p : a, k2 = mode == LIST_LPMF ? a : p;
             int64_t b1 = mode == LIST_LPMF ? bp : ba, b2 = mode == LIST_LPMF ? ba : bp;
@@ -102,6 +153,7 @@ static pbl_status list_order(const pbl__sched_model *md, int mode, int updates, 
         int32_t v = ready[best];
         ready[best] = ready[--nr];
         order[t] = v;
+        pbl__sched_step(md, &c, live, v, &bp, &ba); /* the node alone: its updates come next */
         live = ba;
         for (int32_t k = md->read_start[v]; k < md->read_start[v + 1]; k++)
             cnt[md->read_rec[k]]--;
@@ -228,16 +280,24 @@ static pbl_status liveness_peak(const pbl_graph *g, const pbl_schedule_options *
 
 typedef pbl_status (*heuristic_fn)(const pbl__sched_model *md, pbl__mem *m, int32_t *order);
 
-static pbl_status lpmf(const pbl__sched_model *md, pbl__mem *m, int32_t *o) { return list_order(md, LIST_LPMF, 0, m, o); }
-static pbl_status lpmf_u(const pbl__sched_model *md, pbl__mem *m, int32_t *o) { return list_order(md, LIST_LPMF, 1, m, o); }
-static pbl_status ffirst(const pbl__sched_model *md, pbl__mem *m, int32_t *o) { return list_order(md, LIST_FREE, 0, m, o); }
-static pbl_status ffirst_u(const pbl__sched_model *md, pbl__mem *m, int32_t *o) { return list_order(md, LIST_FREE, 1, m, o); }
+static pbl_status lpmf(const pbl__sched_model *md, pbl__mem *m, int32_t *o) { return list_order(md, LIST_LPMF, 0, 0, m, o); }
+static pbl_status lpmf_u(const pbl__sched_model *md, pbl__mem *m, int32_t *o) { return list_order(md, LIST_LPMF, 1, 0, m, o); }
+static pbl_status lpmf_l(const pbl__sched_model *md, pbl__mem *m, int32_t *o) { return list_order(md, LIST_LPMF, 1, 1, m, o); }
+static pbl_status ffirst(const pbl__sched_model *md, pbl__mem *m, int32_t *o) { return list_order(md, LIST_FREE, 0, 0, m, o); }
+static pbl_status ffirst_u(const pbl__sched_model *md, pbl__mem *m, int32_t *o) { return list_order(md, LIST_FREE, 1, 0, m, o); }
+static pbl_status ffirst_l(const pbl__sched_model *md, pbl__mem *m, int32_t *o) { return list_order(md, LIST_FREE, 1, 1, m, o); }
 
 static const struct {
     const char  *name;
     heuristic_fn fn;
-} heuristics[] = { { "lpmf", lpmf },     { "lpmf-updates", lpmf_u }, { "free-first", ffirst },
-                   { "free-first-updates", ffirst_u }, { "bfs", bfs_order }, { "dfs", dfs_order } };
+} heuristics[] = { { "lpmf", lpmf },
+                   { "lpmf-updates", lpmf_u },
+                   { "lpmf-lookahead", lpmf_l },
+                   { "free-first", ffirst },
+                   { "free-first-updates", ffirst_u },
+                   { "free-first-lookahead", ffirst_l },
+                   { "bfs", bfs_order },
+                   { "dfs", dfs_order } };
 
 /* The best order of the model's nodes (local ids into best[]): program order, each
  * heuristic, then the exact search when the graph is small enough. */

@@ -6,9 +6,10 @@
  * topological order closest to the nodes' ids with optimizer updates as soon as they may run.
  * `min_peak` tries several orders and keeps the one with the smallest lower bound: program
  * order itself (so it is never worse), two memory-pressure list schedulers (at each step,
- * the ready node whose step peaks lowest, or that leaves the fewest bytes live; each with and
- * without updates first), a breadth-first order (by depth) and a depth-first one (deepest
- * branch first, updates as soon as ready). On graphs of at most exact_max_nodes nodes it
+ * the ready node whose step peaks lowest, or that leaves the fewest bytes live; each plain,
+ * with updates first, and with updates first scored together with the node that frees
+ * them), a breadth-first order (by depth) and a depth-first one (heaviest branch first,
+ * updates as soon as ready). On graphs of at most exact_max_nodes nodes it
  * then searches exactly (a bottleneck shortest path over the sets of executed nodes, best
  * first, bounded by the best heuristic) and, unless it runs out of exact_max_states, proves
  * the minimum. Every candidate respects what the executor relies on: each node after the
@@ -77,9 +78,11 @@ typedef struct pbl_schedule {
                                           of pbl_graph_liveness's records for it */
     int64_t              program_peak; /* the same for the program order */
     const char          *method;       /* the candidate kept: "program", "lpmf", "lpmf-updates",
-                                          "free-first", "free-first-updates", "bfs", "dfs",
-                                          "exact" (static strings) */
-    int32_t              exact;        /* 1 when the exact search proved peak minimal */
+                                          "lpmf-lookahead", "free-first", "free-first-updates",
+                                          "free-first-lookahead", "bfs", "dfs", "exact"
+                                          (static strings) */
+    int32_t              exact;        /* 1 when peak is proven minimal: the exact search
+                                          finished, or peak == floor */
     int32_t              n_candidates; /* the orders scored */
     int64_t              floor;        /* min_peak: no order's peak is below this (at some node,
                                           the bytes its ancestors made for it or for its
