@@ -46,9 +46,9 @@ static size_t value_bytes(const pbl_graph *g, pbl_value v)
 
 /* Binds every input, label and parameter of g to data generated from `seed` by name order:
  * two graphs with the same variables get the same bytes. The nodes run in `schedule`'s order
- * (test_schedule compares the orders). */
+ * on `streams` streams (0: the default; test_schedule compares the orders). */
 static void run_open_schedule(run *r, pbl_graph *g, pbl_storage_mode storage, pbl_schedule_kind schedule,
-                              uint64_t seed)
+                              int32_t streams, uint64_t seed)
 {
     memset(r, 0, sizeof *r);
     r->g = g;
@@ -57,6 +57,7 @@ static void run_open_schedule(run *r, pbl_graph *g, pbl_storage_mode storage, pb
     o.storage = storage;
     o.blas_threads = 1; /* held fixed: the bits compared are the rewrite's, not OpenBLAS's threads' */
     o.schedule = schedule;
+    o.streams = streams;
     if (pbl_exec_create(&r->e, g, &o, err, sizeof err) != PBL_OK)
         fail_msg("pbl_exec_create: %s", err);
     for (pbl_value v = 0; v < pbl_graph_value_count(g); v++) {
@@ -103,7 +104,7 @@ static void run_open_schedule(run *r, pbl_graph *g, pbl_storage_mode storage, pb
 
 static void run_open(run *r, pbl_graph *g, pbl_storage_mode storage, uint64_t seed)
 {
-    run_open_schedule(r, g, storage, PBL_SCHEDULE_PROGRAM, seed);
+    run_open_schedule(r, g, storage, PBL_SCHEDULE_PROGRAM, 0, seed);
 }
 
 static void run_close(run *r)
