@@ -12,6 +12,7 @@
  *   plan.h      the memory planner's core: usage records in, arena offsets out
  *   plan_io.h   records and assignments as CSV (MiniMalloc's format)
  *   liveness.h  from a graph to usage records
+ *   schedule.h  the node order: program order, or the one with the smallest lower bound
  *   streams.h   several streams: colouring, race-free (happens-before) memory planning
  *   bfc.h       a best-fit-with-coalescing memory pool for dynamic mode
  *   json.h      graphs saved and loaded as JSON

@@ -22,11 +22,19 @@
  *     so.kind = PBL_SCHEDULE_MIN_PEAK;
  *     pbl_schedule sc;
  *     char err[256];
- *     if (pbl_graph_schedule(g, &so, &sc, err, sizeof err) != PBL_OK) { ... }
+ *     if (pbl_graph_schedule(g, &so, &sc, err, sizeof err) != PBL_OK) {
+ *         fprintf(stderr, "%s\n", err);
+ *         return 1;
+ *     }
  *     pbl_liveness_options lo = pbl_liveness_options_default();
  *     lo.order = sc.order;
  *     lo.n_order = sc.n_steps;   // liveness now gives records whose bound is sc.peak
- *     ...
+ *     pbl_graph_records gr;
+ *     if (pbl_graph_liveness(g, &lo, &gr, err, sizeof err) == PBL_OK) {
+ *         printf("lower bound %lld (program order: %lld)\n",
+ *                (long long)pbl_records_lower_bound(gr.records, gr.n_records), (long long)sc.program_peak);
+ *         pbl_graph_records_free(&gr);
+ *     }
  *     pbl_schedule_free(&sc);
  *
  * The executor takes the same choice as pbl_exec_options.schedule. Thread-safe on distinct
