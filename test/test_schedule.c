@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "failing_alloc.h"
 #include "same_training.h"
 #include "graph/ir/graph_internal.h"
 #include "graph/ir/schedule.h"
@@ -357,6 +358,38 @@ static void test_streams_min_peak(void **state)
     }
 }
 
+/* Every allocation of pbl_graph_schedule failed in turn (exact search and floor included):
+ * PBL_ERR_NOMEM and no byte left; then with none failing, every byte returned too. */
+static void test_out_of_memory(void **state)
+{
+    (void)state;
+    pbl_graph *g = random_dag(3, 14, 1);
+    long n_allocs = 0;
+    for (long k = 1;; k++) {
+        failing f = { .fail_at = k };
+        pbl_allocator al = { failing_alloc, failing_free, &f };
+        pbl_schedule_options o = pbl_schedule_options_default();
+        o.allocator = &al;
+        o.kind = PBL_SCHEDULE_MIN_PEAK;
+        pbl_schedule sc;
+        char err[256];
+        pbl_status s = pbl_graph_schedule(g, &o, &sc, err, sizeof err);
+        if (s == PBL_OK) {
+            assert_true(f.count < k); /* nothing left to fail */
+            pbl_schedule_free(&sc);
+            assert_int_equal(f.live, 0);
+            n_allocs = f.count;
+            break;
+        }
+        assert_int_equal(s, PBL_ERR_NOMEM);
+        assert_true(strlen(err) > 0);
+        if (f.live != 0)
+            fail_msg("allocation %ld failed: %zu bytes left", k, f.live);
+    }
+    pbl_graph_destroy(g);
+    printf("  each of %ld allocations failed in turn: PBL_ERR_NOMEM, nothing leaked\n", n_allocs);
+}
+
 int main(void)
 {
     (void)same_training; /* the header's harness for rewrites; this file compares orders */
@@ -367,6 +400,7 @@ int main(void)
         cmocka_unit_test(test_given_order_checked),
         cmocka_unit_test(test_streams_min_peak),
         cmocka_unit_test(test_zoo_training_same_bits),
+        cmocka_unit_test(test_out_of_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

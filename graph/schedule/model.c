@@ -253,7 +253,7 @@ int64_t pbl__sched_floor(const pbl__sched_model *md, pbl__mem *m)
     uint64_t *anc = pbl__mem_calloc(m, ab), *desc = pbl__mem_calloc(m, ab);
     int32_t *producer = pbl__mem_alloc(m, rb), *rs = pbl__mem_calloc(m, rb + sizeof(int32_t));
     int32_t *rd = pbl__mem_alloc(m, (size_t)(md->read_start[n] + 1) * sizeof(int32_t));
-    int64_t floor = -1;
+    int64_t floor = -2;
     if (!anc || !desc || !producer || !rs || !rd)
         goto done;
     /* each record's producer and readers (CSR) */

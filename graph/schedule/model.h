@@ -65,7 +65,7 @@ int64_t pbl__sched_peak(const pbl__sched_model *md, const int32_t *order, pbl__m
 
 /* A floor under every order's peak: the most, over nodes v, of the bytes live at v's step
  * whatever the order (records v's ancestors made that v or one of its descendants reads, or
- * that are graph outputs, plus v's own). -1 when n > 8192 or out of memory. */
+ * that are graph outputs, plus v's own). -1 when n > 8192, -2 out of memory. */
 int64_t pbl__sched_floor(const pbl__sched_model *md, pbl__mem *m);
 
 /* The exact search (model.n <= 64): the order with the smallest peak, if one below `bound`

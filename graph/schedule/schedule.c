@@ -320,7 +320,11 @@ static pbl_status search_min_peak(const pbl__sched_model *md, const pbl_schedule
             goto done;
         int64_t p = pbl__sched_peak(md, cand, m);
         out->n_candidates++;
-        if (p >= 0 && p < best_peak) {
+        if (p < 0) {
+            s = PBL_ERR_NOMEM;
+            goto done;
+        }
+        if (p < best_peak) {
             best_peak = p;
             memcpy(best, cand, bn);
             out->method = heuristics[h].name;
@@ -390,11 +394,15 @@ PBL__API pbl_status pbl_graph_schedule(const pbl_graph *g, const pbl_schedule_op
         goto done;
     out->peak = out->program_peak;
     if (o.kind == PBL_SCHEDULE_MIN_PEAK) {
-        if ((s = pbl__sched_model_build(g, program, n, o.align, o.inplace, &m, &md)) != PBL_OK)
+        if ((s = pbl__sched_model_build(g, program, n, o.align, o.inplace, &m, &md)) != PBL_OK) {
+            snprintf(why, sizeof why, "out of memory");
             goto done;
+        }
         pbl_schedule found = { 0 };
-        if ((s = search_min_peak(&md, &o, &m, best, &found)) != PBL_OK)
+        if ((s = search_min_peak(&md, &o, &m, best, &found)) != PBL_OK) {
+            snprintf(why, sizeof why, "out of memory");
             goto done;
+        }
         for (int32_t t = 0; t < n; t++)
             best[t] = md.node[best[t]];
         int64_t peak;
@@ -403,6 +411,11 @@ PBL__API pbl_status pbl_graph_schedule(const pbl_graph *g, const pbl_schedule_op
         out->n_candidates = found.n_candidates;
         out->exact = found.exact;
         out->floor = pbl__sched_floor(&md, &m);
+        if (out->floor == -2) {
+            s = PBL_ERR_NOMEM;
+            snprintf(why, sizeof why, "out of memory");
+            goto done;
+        }
         if (peak < out->program_peak) { /* never worse than program order, measured */
             memcpy(out->order, best, (size_t)n * sizeof *out->order);
             out->peak = peak;
