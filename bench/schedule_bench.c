@@ -10,7 +10,11 @@
  * planned storage, one stream) timed in both orders, interleaved, median of --reps loops of
  * --iters steps: a better order must not slow the step.
  *
- *     schedule_bench [--reps 5] [--iters 20] [--threads 1] [--format table|json] [--only NAME]
+ *     schedule_bench [--reps 5] [--iters 20] [--threads 1] [--batch N] [--format table|json]
+ *                    [--only NAME]
+ *
+ * --batch N builds every graph for N samples (0, the default: each model's own batch); the
+ * MLP step always runs at mlp_train's own batch, 128.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,11 +52,11 @@ typedef struct row {
     double      ms;
 } row;
 
-static int schedule_row(const char *name, int reps, row *r)
+static int schedule_row(const char *name, int64_t batch, int reps, row *r)
 {
     pbl_graph *g;
     char err[512];
-    if (zoo_build(name, 0, &g, err, sizeof err) != PBL_OK) {
+    if (zoo_build(name, batch, &g, err, sizeof err) != PBL_OK) {
         fprintf(stderr, "schedule_bench: %s: %s\n", name, err);
         return 1;
     }
@@ -139,6 +143,7 @@ done:
 int main(int argc, char **argv)
 {
     int reps = 5, iters = 20, threads = 1, json = 0;
+    long long batch = 0;
     const char *only = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
@@ -147,18 +152,20 @@ int main(int argc, char **argv)
             iters = atoi(argv[++i]);
         else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
             threads = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc)
+            batch = atoll(argv[++i]);
         else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
             only = argv[++i];
         else if (strcmp(argv[i], "--format") == 0 && i + 1 < argc)
             json = strcmp(argv[++i], "json") == 0;
         else {
-            fprintf(stderr, "usage: schedule_bench [--reps N] [--iters N] [--threads N] [--format table|json] "
-                            "[--only NAME]\n");
+            fprintf(stderr, "usage: schedule_bench [--reps N] [--iters N] [--threads N] [--batch N] "
+                            "[--format table|json] [--only NAME]\n");
             return 2;
         }
     }
-    if (reps < 1 || reps > 64 || iters < 1 || threads < 0) {
-        fprintf(stderr, "schedule_bench: --reps 1..64, --iters >= 1, --threads >= 0\n");
+    if (reps < 1 || reps > 64 || iters < 1 || threads < 0 || batch < 0) {
+        fprintf(stderr, "schedule_bench: --reps 1..64, --iters >= 1, --threads >= 0, --batch >= 0\n");
         return 2;
     }
     if (json)
@@ -171,7 +178,7 @@ int main(int argc, char **argv)
         if (only && strcmp(only, zoo_name(i)) != 0)
             continue;
         row r;
-        if (schedule_row(zoo_name(i), reps, &r) != 0)
+        if (schedule_row(zoo_name(i), (int64_t)batch, reps, &r) != 0)
             return 1;
         double ratio = r.program ? (double)r.min_peak / (double)r.program : 1;
         if (json)
