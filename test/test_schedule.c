@@ -238,6 +238,38 @@ static void test_heuristics_against_exact(void **state)
            n_heur_opt, n_floor);
 }
 
+/* With targets, only the nodes they need are ordered, and the bound is liveness's for them. */
+static void test_targets(void **state)
+{
+    (void)state;
+    for (uint64_t seed = 1; seed <= 10; seed++) {
+        pbl_graph *g = random_dag(seed, 16, 1);
+        const char *targets[] = { "loss" };
+        pbl_schedule_options o = pbl_schedule_options_default();
+        o.kind = PBL_SCHEDULE_MIN_PEAK;
+        o.targets = targets;
+        o.n_targets = 1;
+        pbl_schedule sc;
+        char err[256];
+        assert_int_equal(pbl_graph_schedule(g, &o, &sc, err, sizeof err), PBL_OK);
+        assert_true(sc.n_steps < pbl_graph_node_count(g)); /* no backward, no updates */
+        pbl_liveness_options lo = pbl_liveness_options_default();
+        lo.targets = targets;
+        lo.n_targets = 1;
+        lo.order = sc.order;
+        lo.n_order = sc.n_steps;
+        pbl_graph_records gr;
+        assert_int_equal(pbl_graph_liveness(g, &lo, &gr, err, sizeof err), PBL_OK);
+        assert_int_equal(pbl_records_lower_bound(gr.records, gr.n_records), sc.peak);
+        assert_true(sc.peak <= sc.program_peak);
+        pbl_graph_records_free(&gr);
+        pbl_schedule_free(&sc);
+        o.targets = (const char *const[]){ "nope" };
+        assert_int_equal(pbl_graph_schedule(g, &o, &sc, err, sizeof err), PBL_ERR_NOT_FOUND);
+        pbl_graph_destroy(g);
+    }
+}
+
 /* An order that runs an update before another reader of its weight is refused. */
 static void test_given_order_checked(void **state)
 {
@@ -398,6 +430,7 @@ int main(void)
         cmocka_unit_test(test_exact_is_the_minimum),
         cmocka_unit_test(test_heuristics_against_exact),
         cmocka_unit_test(test_given_order_checked),
+        cmocka_unit_test(test_targets),
         cmocka_unit_test(test_streams_min_peak),
         cmocka_unit_test(test_zoo_training_same_bits),
         cmocka_unit_test(test_out_of_memory),
