@@ -225,6 +225,16 @@ static void test_heuristics_against_exact(void **state)
         n_floor += heur.floor == ex.peak;
         assert_int_equal(prog.peak, prog.program_peak);
         assert_int_equal(heur.program_peak, prog.peak);
+        /* the exact search cut off after 4 sets: the heuristics' order, nothing proven by it */
+        pbl_schedule_options co = pbl_schedule_options_default();
+        co.kind = PBL_SCHEDULE_MIN_PEAK;
+        co.exact_max_states = 4;
+        pbl_schedule cut;
+        char err[256];
+        assert_int_equal(pbl_graph_schedule(g, &co, &cut, err, sizeof err), PBL_OK);
+        assert_int_equal(cut.peak, heur.peak);
+        assert_true(!cut.exact || cut.peak == cut.floor || cut.peak == ex.peak);
+        pbl_schedule_free(&cut);
         n_graphs++;
         n_better += ex.peak < prog.peak;
         n_heur_opt += heur.peak == ex.peak;
