@@ -102,8 +102,8 @@ pbl_status pbl__file_in_read(const char *path, const char *what, uint64_t max, p
 {
     *data = NULL;
     *len = 0;
-    int fd;
-    uint64_t size;
+    int fd = -1;
+    uint64_t size = 0;
     pbl_status s = open_checked(path, what, max, &fd, &size, err, errlen);
     if (s != PBL_OK)
         return s;
