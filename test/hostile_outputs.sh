@@ -138,6 +138,33 @@ rc=$?
 check "pebble plan --out through a link to a 0600 file: the link stays, the target holds the plan, mode 0600" \
     eval '[ $rc -eq 0 ] && [ -L "$tmp/links/out.csv" ] && [ "$(stat -c %a "$tmp/links/out.real")" = 600 ] &&
           head -n 1 "$tmp/links/out.real" | grep -q offset && [ "$(temps_in "$tmp/links")" -eq 0 ]'
+# a link that leads nowhere (yet): the file is created where it points, the link stays
+ln -s made.json "$tmp/links/dangling.json"
+run "$pebble" export zoo:mlp --json "$tmp/links/dangling.json"
+check "pebble export --json onto a dangling link: the link stays a link, its target is created" \
+    eval '[ $rc -eq 0 ] && [ -L "$tmp/links/dangling.json" ] && [ -f "$tmp/links/made.json" ] && [ "$(temps_in "$tmp/links")" -eq 0 ]'
+ln -s loop.b "$tmp/links/loop.a"
+ln -s loop.a "$tmp/links/loop.b"
+run "$pebble" viz "$tmp/small.csv" --svg "$tmp/links/loop.a"
+check "pebble viz --svg onto a loop of links: exit 1 'Too many levels of symbolic links', both links intact" \
+    eval '[ $rc -eq 1 ] && one_line "loop.a: cannot open: Too many levels" && [ -L "$tmp/links/loop.a" ] && [ -L "$tmp/links/loop.b" ]'
+# /dev/stdout (and /dev/fd/N) name the descriptor the shell opened: `>> log` must append to
+# log, not replace it with a new file holding only the output
+echo "earlier line" >"$tmp/log"
+"$pebble" export zoo:mlp --json /dev/stdout >>"$tmp/log" 2>"$tmp/err"
+rc=$?
+check "pebble export --json /dev/stdout >> log: log keeps its earlier line, the graph appended" \
+    eval '[ $rc -eq 0 ] && [ "$(head -n 1 "$tmp/log")" = "earlier line" ] && grep -q "pebble-graph" "$tmp/log"'
+echo "earlier line" >"$tmp/log"
+"$pebble" plan "$tmp/small.csv" --format csv --out /dev/fd/3 3>>"$tmp/log" >/dev/null 2>"$tmp/err"
+rc=$?
+check "pebble plan --out /dev/fd/3 3>> log: log keeps its earlier line, the assignment appended" \
+    eval '[ $rc -eq 0 ] && [ "$(head -n 1 "$tmp/log")" = "earlier line" ] && sed -n 2p "$tmp/log" | grep -q "^id,lower,upper,size,offset"'
+echo "earlier line" >"$tmp/log"
+"$train" "${small[@]}" --save /dev/stderr >/dev/null 2>>"$tmp/log"
+rc=$?
+check "train_mlp --save /dev/stderr 2>> log: log keeps its earlier line, the checkpoint appended" \
+    eval '[ $rc -eq 0 ] && [ "$(head -n 1 "$tmp/log")" = "earlier line" ] && [ "$(stat -c %s "$tmp/log")" -gt 1000 ]'
 
 # ---- links planted at temporary names -------------------------------------------------------
 

@@ -270,6 +270,76 @@ static void sync_folder(const char *target, char *scratch)
     }
 }
 
+/* ---- where a path leads --------------------------------------------------------------- */
+
+/* The descriptor `link` is when it is one of this process's own open files as /proc shows
+ * them: /dev/stdout, /dev/fd/3, /proc/self/fd/1, /proc/<our pid>/task/<tid>/fd/2 (the folder
+ * holding the link resolves to our /proc/PID/fd). Such a link leads to whatever the descriptor
+ * has open, and a new open (which truncates) or a rename over that file would lose what the
+ * descriptor means: `>> log` appends, and replacing log would drop what it held. -1 otherwise. */
+static int own_descriptor(const char *link)
+{
+    const char *slash = strrchr(link, '/');
+    if (!slash || !slash[1] || strspn(slash + 1, "0123456789") != strlen(slash + 1) || strlen(slash + 1) > 9)
+        return -1;
+    size_t dir_len = slash == link ? 1 : (size_t)(slash - link);
+    char *dir = malloc(dir_len + 1);
+    if (!dir)
+        return -1;
+    memcpy(dir, link, dir_len);
+    dir[dir_len] = '\0';
+    char *real = realpath(dir, NULL);
+    free(dir);
+    if (!real)
+        return -1;
+    char proc[64];
+    int n = snprintf(proc, sizeof proc, "/proc/%ld/", (long)getpid());
+    size_t len = strlen(real);
+    int ours = strncmp(real, proc, (size_t)n) == 0 && len >= 3 && strcmp(real + len - 3, "/fd") == 0 &&
+               (len == (size_t)n + 2 || strncmp(real + n, "task/", 5) == 0);
+    free(real);
+    return ours ? atoi(slash + 1) : -1;
+}
+
+/* Follows path's symbolic links one at a time, as the kernel would (40 at most): a malloc'd
+ * copy of the first name on the way that is not a link, which may not exist (a dangling
+ * link: the file is created where the link points, and the link stays a link). *fd is set
+ * when a link on the way is one of this process's descriptors (own_descriptor), which ends
+ * the walk. NULL with errno on failure (ELOOP, ENOMEM). */
+static char *follow_links(const char *path, int *fd)
+{
+    *fd = -1;
+    char *cur = malloc(strlen(path) + 1);
+    if (!cur)
+        return NULL;
+    strcpy(cur, path);
+    for (int hops = 0; hops < 40; hops++) {
+        struct stat lst;
+        if (lstat(cur, &lst) != 0 || !S_ISLNK(lst.st_mode) || (*fd = own_descriptor(cur)) >= 0)
+            return cur;
+        char to[4096];
+        ssize_t n = readlink(cur, to, sizeof to - 1);
+        if (n < 0)
+            return cur; /* let the open say what is wrong */
+        to[n] = '\0';
+        /* a relative link is relative to the folder holding it */
+        const char *slash = to[0] == '/' ? NULL : strrchr(cur, '/');
+        size_t keep = slash ? (size_t)(slash - cur) + 1 : 0;
+        char *next = malloc(keep + (size_t)n + 1);
+        if (!next) {
+            free(cur);
+            return NULL;
+        }
+        memcpy(next, cur, keep);
+        memcpy(next + keep, to, (size_t)n + 1);
+        free(cur);
+        cur = next;
+    }
+    free(cur);
+    errno = ELOOP;
+    return NULL;
+}
+
 /* Frees o's target and temporary names (either may be NULL), allocated for a target of
  * target_len bytes. */
 static void drop_names(pbl__file_out *o, size_t target_len)
@@ -298,25 +368,42 @@ pbl_status pbl__file_out_open(pbl__file_out *o, const char *path, const pbl_allo
     o->path = path;
     if (!path || !*path)
         return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "no file name");
+    /* a link: replace the file it names (or create it, when the link dangles) and keep the
+     * link; a link to one of our own descriptors is written through that descriptor */
+    int own_fd;
+    char *real = follow_links(path, &own_fd);
+    if (!real)
+        return pbl__errf(err, errlen, errno == ENOMEM ? PBL_ERR_NOMEM : PBL_ERR_IO, "%s: cannot open: %s", path,
+                         strerror(errno ? errno : EIO));
+    if (own_fd >= 0) {
+        free(real);
+        /* /dev/stdout with `>> log`: the shell's descriptor, its offset and O_APPEND kept */
+        int d = dup(own_fd);
+        if (d < 0 || !(o->f = fdopen(d, "wb"))) {
+            int e = errno;
+            if (d >= 0)
+                close(d);
+            return pbl__errf(err, errlen, PBL_ERR_IO, "%s: cannot open: %s", path, strerror(e ? e : EIO));
+        }
+        return PBL_OK;
+    }
     struct stat st;
-    int exists = stat(path, &st) == 0;
-    if (exists && S_ISDIR(st.st_mode))
+    int exists = stat(real, &st) == 0;
+    if (exists && S_ISDIR(st.st_mode)) {
+        free(real);
         return pbl__errf(err, errlen, PBL_ERR_IO, "%s: is a directory", path);
+    }
     if (exists && !S_ISREG(st.st_mode)) {
-        /* a FIFO or a device (pebble export m --json /dev/stdout): renaming over it would
+        /* a FIFO or a device (pebble export m --json /dev/null): renaming over it would
          * replace the device node, so write into it */
         errno = 0;
-        o->f = fopen(path, "wb");
+        o->f = fopen(real, "wb");
+        free(real);
         if (!o->f)
             return pbl__errf(err, errlen, PBL_ERR_IO, "%s: cannot open: %s", path, strerror(errno ? errno : EIO));
         return PBL_OK;
     }
-    /* a link to a regular file: replace the file it names, keep the link */
-    struct stat lst;
-    char *real = NULL;
-    if (exists && lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode))
-        real = realpath(path, NULL);
-    const char *target = real ? real : path;
+    const char *target = real;
     size_t target_len = strlen(target);
     o->target = pbl__mem_alloc(&o->mem, target_len + 1);
     o->tmp = pbl__mem_alloc(&o->mem, target_len + TMP_EXTRA);

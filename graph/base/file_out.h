@@ -16,10 +16,13 @@
  * programs (tools/cli/main.c, examples/train_mlp.c) call it from their SIGINT/SIGTERM/SIGHUP/
  * SIGPIPE handler (tools/args: args_on_signals) before dying of the signal.
  *
- * A symbolic link is followed: its target is replaced and the link stays. The replacement
+ * A symbolic link is followed: its target is replaced (or created, when the link dangles)
+ * and the link stays; a loop of links is refused. A link to one of the process's own open
+ * descriptors (/dev/stdout, /dev/fd/N, /proc/self/fd/N) is written through that descriptor,
+ * so `--out /dev/stdout >> log` appends to log instead of replacing it. The replacement
  * keeps the replaced file's permission bits (a new file gets 0666 less the umask). Anything
- * else that exists (a FIFO, a terminal, a device such as /dev/full or /dev/stdout) cannot be
- * replaced and is written in place; a directory is refused.
+ * else that exists (a FIFO, a terminal, a device such as /dev/full) cannot be replaced and is
+ * written in place; a directory is refused.
  *
  *     pbl__file_out o;
  *     if ((s = pbl__file_out_open(&o, path, allocator, err, errlen)) != PBL_OK)
