@@ -381,6 +381,26 @@ run "$pebble" run "$tmp/D2/m.json" --zero-unbound --output-dir "$tmp/D2"
 check "pebble run MODEL --output-dir D where D/z.npy is a link to MODEL: exit 2, MODEL intact" \
     eval '[ $rc -eq 2 ] && one_line "which is MODEL" && cmp -s "$tmp/D2/m.json" "$tmp/yz.json"'
 
+# FILE - reading `< F`: F is the input all the same, for every command that writes
+cp "$tmp/small.csv" "$tmp/stdin.csv"
+run "$pebble" plan - --out "$tmp/stdin.csv" <"$tmp/stdin.csv"
+check "pebble plan - --out F < F: exit 2 before planning, F intact" \
+    eval '[ $rc -eq 2 ] && one_line "stdin.csv: that is the file standard input reads" && cmp -s "$tmp/stdin.csv" "$tmp/small.csv"'
+"$pebble" export zoo:mlp --json "$tmp/stdin.json" 2>/dev/null
+cp "$tmp/stdin.json" "$tmp/stdin.json.orig"
+run "$pebble" viz - --svg "$tmp/stdin.svg" --html "$tmp/./stdin.json" <"$tmp/stdin.json"
+check "pebble viz - --html ./F < F: exit 2, F intact" \
+    eval '[ $rc -eq 2 ] && one_line "that is the file standard input reads" && cmp -s "$tmp/stdin.json" "$tmp/stdin.json.orig" && [ ! -e "$tmp/stdin.svg" ]'
+cp "$D/x.npy" "$tmp/x.orig"
+run "$pebble" run "$tmp/yz.json" --input x=- --output-dir "$D" <"$D/z.npy"
+check "pebble run --input x=- --output-dir D < D/z.npy (z is an output): exit 2, the input intact" \
+    eval '[ $rc -eq 2 ] && one_line "which is --input x=-" && cmp -s "$D/z.npy" "$tmp/x.orig"'
+mkdir "$tmp/D4"
+cp "$tmp/yz.json" "$tmp/D4/y.npy"
+run "$pebble" run - --zero-unbound --output-dir "$tmp/D4" <"$tmp/D4/y.npy"
+check "pebble run - --output-dir D < D/y.npy (MODEL is read from an output's file): exit 2, MODEL intact" \
+    eval '[ $rc -eq 2 ] && one_line "which is MODEL" && cmp -s "$tmp/D4/y.npy" "$tmp/yz.json"'
+
 # two outputs, one file name
 sed 's#"name": "y"#"name": "a/b"#; s#"name": "z"#"name": "a_b"#' "$tmp/yz.json" >"$tmp/ab.json"
 mkdir "$tmp/D3"

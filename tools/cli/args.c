@@ -187,6 +187,13 @@ int cli_same_file(const char *a, const char *b)
     return same;
 }
 
+int cli_same_as_stdin(const char *path)
+{
+    struct stat si, sp;
+    return fstat(0, &si) == 0 && S_ISREG(si.st_mode) && stat(path, &sp) == 0 && si.st_dev == sp.st_dev &&
+           si.st_ino == sp.st_ino;
+}
+
 int cli_check_outputs(const char *input, const char *const *flag, const char *const *out, int n)
 {
     for (int i = 0; i < n; i++) {
@@ -202,6 +209,12 @@ int cli_check_outputs(const char *input, const char *const *flag, const char *co
         }
         if (input && !cli_is_stdio(input) && cli_same_file(input, out[i])) {
             cli_error("%s %s: that is the input FILE; it would be overwritten", flag[i], out[i]);
+            return CLI_USAGE;
+        }
+        /* FILE - with `< out`: the file standard input reads is the input all the same */
+        if (input && cli_is_stdio(input) && cli_same_as_stdin(out[i])) {
+            cli_error("%s %s: that is the file standard input reads (FILE -); it would be overwritten", flag[i],
+                      out[i]);
             return CLI_USAGE;
         }
         for (int j = 0; j < i; j++)

@@ -76,8 +76,13 @@ int         cli_content_of(const unsigned char *data, size_t len);
  * (same device and inode: a link, "./x" beside "x"). */
 int cli_same_file(const char *a, const char *b);
 
+/* Whether standard input is the regular file path names (same device and inode): `FILE -`
+ * with `< path` reads that file, which an output must not replace. */
+int cli_same_as_stdin(const char *path);
+
 /* Refuses outputs that would overwrite the input or each other: out[i] (given by option
- * flag[i]; NULL when not given) must name neither `input` nor another out[j]; at most one
+ * flag[i]; NULL when not given) must name neither `input` (nor, when that is "-", the file
+ * standard input reads) nor another out[j]; at most one
  * may be "-" (standard output), which is never the input. Returns CLI_OK, or CLI_USAGE after
  * one message. Checked before any work, so nothing is written. */
 int cli_check_outputs(const char *input, const char *const *flag, const char *const *out, int n);

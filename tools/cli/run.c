@@ -248,15 +248,15 @@ static int check_output_files(const run_opts *o, const pbl_graph *g)
         for (int i = 0; i < o->n_inputs + o->n_expects && rc == CLI_OK; i++) {
             const char *arg = i < o->n_inputs ? o->inputs[i] : o->expects[i - o->n_inputs];
             const char *file = strchr(arg, '=') + 1;
-            if (!cli_is_stdio(file) && cli_same_file(file, paths[k])) {
+            if (cli_is_stdio(file) ? cli_same_as_stdin(paths[k]) : cli_same_file(file, paths[k])) {
                 cli_error("--output-dir %s: output '%s' would be written to %s, which is %s %s; it would be"
                           " overwritten (give another --output-dir)", o->outdir, name, paths[k],
                           i < o->n_inputs ? "--input" : "--expect", arg);
                 rc = CLI_USAGE;
             }
         }
-        if (rc == CLI_OK && !cli_is_stdio(o->model) && strncmp(o->model, "zoo:", 4) != 0 &&
-            cli_same_file(o->model, paths[k])) {
+        if (rc == CLI_OK && strncmp(o->model, "zoo:", 4) != 0 &&
+            (cli_is_stdio(o->model) ? cli_same_as_stdin(paths[k]) : cli_same_file(o->model, paths[k]))) {
             cli_error("--output-dir %s: output '%s' would be written to %s, which is MODEL; it would be overwritten",
                       o->outdir, name, paths[k]);
             rc = CLI_USAGE;
