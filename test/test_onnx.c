@@ -444,7 +444,7 @@ static void mb_attr_f(mb *b, Onnx__NodeProto *n, const char *name, float v)
 }
 
 /* Values a model may not silently carry (issue 14): each is refused, naming the field and
- * the accepted range; the same model with a valid value loads. 15 hostile cases. */
+ * the accepted range; the same model with a valid value loads. 17 hostile cases. */
 static void test_strict_validation(void **state)
 {
     (void)state;
@@ -525,6 +525,17 @@ static void test_strict_validation(void **state)
     mb_attr_i(&b, mb_node(&b, "BatchNormalization", "bn", bn_in, 5, y, 1), "spatial", 0);
     mb_output(&b, "y");
     expect_fail(&b, PBL_ERR_UNSUPPORTED, "node 'bn' (BatchNormalization): spatial 0 (statistics per element) is not supported");
+    /* a graph input's dim_value that is negative: a malformed size, not a symbolic dim that
+     * --dim would silently fill in */
+    static const int64_t neg_dims[][2] = { { -5, 3 }, { 2, INT64_MIN } };
+    static char *xa[] = { "x" }, *ya[] = { "y" };
+    for (size_t i = 0; i < 2; i++) {
+        mb_init(&b, 13);
+        mb_input(&b, "x", 2, neg_dims[i]);
+        mb_node(&b, "Relu", "r", xa, 1, ya, 1);
+        mb_output(&b, "y");
+        expect_fail(&b, PBL_ERR_FORMAT, i == 0 ? "graph input 'x': dim 0 is -5 (negative" : "graph input 'x': dim 1 is -9223372036854775808 (negative");
+    }
     /* a rank-3 weight: the message names W, not X (X is rank 4) */
     static const int64_t dw3[] = { 2, 2, 2 };
     static float w3[8];

@@ -306,9 +306,11 @@ static pbl_status add_inputs(pbl__onnx_ctx *c, const Onnx__GraphProto *gp)
         int64_t numel = 1;
         for (size_t k = 0; k < tt->shape->n_dim; k++) {
             const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[k];
-            int64_t v = d && d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE ? d->dim_value : -1;
-            if (v < 0) /* symbolic or unknown */
-                v = c->opt->dim_value;
+            int known = d && d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+            int64_t v = known ? d->dim_value : c->opt->dim_value; /* symbolic or unknown: --dim */
+            if (known && v < 0) /* a number, but no size: not a symbol to fill in silently */
+                return pbl__onnx_fail(c, PBL_ERR_FORMAT, "graph input '%s': dim %zu is %lld (negative; a dim is a size"
+                            " >= 1, or a symbolic dim_param)", vi->name, k, (long long)v);
             if (v <= 0 || v > PBL__ONNX_MAX_NUMEL / numel)
                 return pbl__onnx_fail(c, v == 0 ? PBL_ERR_UNSUPPORTED : PBL_ERR_FORMAT, "graph input '%s': dim %zu is %lld (%s)",
                             vi->name, k, (long long)v, v == 0 ? "empty tensors are not supported" : "absurd");

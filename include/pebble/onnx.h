@@ -40,7 +40,7 @@
  * Float tensors only (FLOAT; INT64/INT32 initializers only where they give shapes or axes).
  *
  * Shapes: a graph input's symbolic or unknown dim (dim_param "N", or no dim_value) takes
- * options.dim_value. Every node's output shape is inferred by pebble; it must agree with the
+ * options.dim_value; a negative dim_value is PBL_ERR_FORMAT. Every node's output shape is inferred by pebble; it must agree with the
  * model's value_info where the model gives one.
  *
  * Errors: a model using ops pebble does not map gives ONE PBL_ERR_UNSUPPORTED whose message
