@@ -381,6 +381,18 @@ run "$pebble" run "$tmp/D2/m.json" --zero-unbound --output-dir "$tmp/D2"
 check "pebble run MODEL --output-dir D where D/z.npy is a link to MODEL: exit 2, MODEL intact" \
     eval '[ $rc -eq 2 ] && one_line "which is MODEL" && cmp -s "$tmp/D2/m.json" "$tmp/yz.json"'
 
+# a dangling link names the file it would create: two outputs meeting there collide
+mkdir "$tmp/L"
+ln -s a.html "$tmp/L/link.svg"
+run "$pebble" viz "$tmp/small.csv" --html "$tmp/L/a.html" --svg "$tmp/L/link.svg"
+check "pebble viz --html D/a.html --svg D/link.svg (a dangling link to a.html): exit 2, nothing written" \
+    eval '[ $rc -eq 2 ] && one_line "link.svg: the same file as --html" && [ ! -e "$tmp/L/a.html" ] && [ -L "$tmp/L/link.svg" ]'
+mkdir "$tmp/D5"
+ln -s z.npy "$tmp/D5/y.npy"
+run "$pebble" run "$tmp/yz.json" --zero-unbound --output-dir "$tmp/D5"
+check "pebble run --output-dir D where D/y.npy is a dangling link to D/z.npy: exit 2 naming both outputs, nothing written" \
+    eval "[ \$rc -eq 2 ] && one_line \"outputs 'y' and 'z' would both be written\" && [ ! -e \"\$tmp/D5/z.npy\" ]"
+
 # FILE - reading `< F`: F is the input all the same, for every command that writes
 cp "$tmp/small.csv" "$tmp/stdin.csv"
 run "$pebble" plan - --out "$tmp/stdin.csv" <"$tmp/stdin.csv"

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -173,6 +174,33 @@ static char *resolved_path(const char *path)
     return full;
 }
 
+/* The name a write to path creates when path does not exist: path itself, or where a
+ * dangling link (or a chain of them) points, the writer following links the same way
+ * (graph/base/file_out.c). NULL when out of memory or the links loop. Caller frees. */
+static char *dangling_end(const char *path)
+{
+    char *cur = strdup(path);
+    for (int hops = 0; cur && hops < 40; hops++) {
+        struct stat lst;
+        char to[4096];
+        ssize_t n;
+        if (lstat(cur, &lst) != 0 || !S_ISLNK(lst.st_mode) || (n = readlink(cur, to, sizeof to - 1)) < 0)
+            return cur;
+        to[n] = '\0';
+        const char *slash = to[0] == '/' ? NULL : strrchr(cur, '/');
+        size_t keep = slash ? (size_t)(slash - cur) + 1 : 0;
+        char *next = malloc(keep + (size_t)n + 1);
+        if (next) {
+            memcpy(next, cur, keep);
+            memcpy(next + keep, to, (size_t)n + 1);
+        }
+        free(cur);
+        cur = next;
+    }
+    free(cur);
+    return NULL;
+}
+
 int cli_same_file(const char *a, const char *b)
 {
     if (strcmp(a, b) == 0)
@@ -180,7 +208,12 @@ int cli_same_file(const char *a, const char *b)
     struct stat sa, sb;
     if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
         return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-    char *ra = resolved_path(a), *rb = resolved_path(b);
+    /* one does not exist (yet): compare the names the writes would create, a dangling link
+     * counting as the name it points to */
+    char *ea = dangling_end(a), *eb = dangling_end(b);
+    char *ra = ea ? resolved_path(ea) : NULL, *rb = eb ? resolved_path(eb) : NULL;
+    free(ea);
+    free(eb);
     int same = ra && rb && strcmp(ra, rb) == 0;
     free(ra);
     free(rb);
