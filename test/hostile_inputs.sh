@@ -4,8 +4,9 @@
 # caps what it reads, and refuses values it used to accept silently (an .npy of another shape
 # or with trailing bytes, a gzip IDX file without its trailer, "lr": "inf"); messages name the
 # right thing and never send escape sequences or broken UTF-8 to the terminal; `pebble run`
-# accepts the --input its own hint asks for. Each case fails on the code before the fix: 37
-# hostile cases (30 without train_mlp, 4 fewer without libonnx-testdata), besides 3 controls
+# accepts the --input its own hint asks for, and the files written to standard output carry
+# no ESC, BEL or C1 CSI byte from a hostile name. Each case fails on the code before the fix:
+# 43 hostile cases (36 without train_mlp, 4 fewer without libonnx-testdata), besides 3 controls
 # (the untouched graph checks, the untouched ONNX model runs, the tiny data set trains) and
 # one extra assertion (no ESC byte at all on stderr).
 #
@@ -161,6 +162,22 @@ run run "$tmp/evil2.json" --zero-unbound
 [ "$rc" -eq 0 ] && grep -q '^output lo\\x1b\[2Jgits \[128, 10\]' "$tmp/out" && ! grep -q $'\e' "$tmp/out" ||
     fail "an output's name with ESC: not escaped on stdout"
 pass "an output's name from a graph file is escaped on stdout: $(grep '^output' "$tmp/out" | cut -c1-40)"
+# ... and in every file a command writes to standard output (`-`), which is a terminal as
+# often as a pipe: ESC, BEL and the C1 CSI (U+009B) in every name, written escaped
+sed 's/"\(x\|fc1\|fc1\/w\|logits\)"/"\1\\u001b]0;t\\u0007\\u009b2J"/g' "$tmp/mlp.json" >"$tmp/evil3.json"
+grep -q 'fc1/w\\u001b' "$tmp/evil3.json" || fail "the fixture evil3.json has no hostile names"
+for c in "plan --out -" "viz --svg -" "viz --dot -" "viz --html -" "export --json -" \
+    "run --zero-unbound --format json"; do
+    set -- $c
+    cmd=$1
+    shift
+    run "$cmd" "$tmp/evil3.json" "$@"
+    [ "$rc" -eq 0 ] || fail "pebble $cmd evil3.json $*: exit $rc"
+    if grep -q $'\e\|\a\|\xc2\x9b' "$tmp/out" "$tmp/err"; then
+        fail "pebble $cmd evil3.json $*: ESC, BEL or C1 CSI bytes reach standard output"
+    fi
+    pass "pebble $cmd evil3.json $*: hostile names written escaped"
+done
 # pebble run's hint names --input for a parameter; that flag is then accepted
 run run "$tmp/mlp.json" --input x="$tmp/x.npy"
 [ "$rc" -eq 2 ] && grep -q "param 'fc1/w' \[256, 784\] has no data (give --input fc1/w=FILE" "$tmp/err" ||

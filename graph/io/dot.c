@@ -16,16 +16,23 @@
 static const char *const fill[] = { "#b3e2cd", "#fdcdac", "#cbd5e8", "#f4cae4",
                                     "#e6f5c9", "#fff2ae", "#f1e2cc", "#cccccc" };
 
-/* Writes s as the inside of a DOT string: quotes and backslashes escaped. */
+/* Writes s as the inside of a DOT string: quotes and backslashes escaped; control characters
+ * (C0, DEL, and C1 such as U+009B, CSI) shown as the text \xNN, as pebble's messages show
+ * them, so that `viz --dot -` sends no escape sequence from a hostile name to a terminal. */
 static void put_escaped(FILE *f, const char *s)
 {
-    for (; s && *s; s++) {
-        if (*s == '"' || *s == '\\')
-            fputc('\\', f);
-        if (*s == '\n')
+    for (const unsigned char *c = (const unsigned char *)s; c && *c; c++) {
+        if (*c == '\n')
             fputs("\\n", f);
-        else
-            fputc(*s, f);
+        else if (*c < 0x20 || *c == 0x7f)
+            fprintf(f, "\\\\x%02x", *c);
+        else if (*c == 0xc2 && c[1] >= 0x80 && c[1] < 0xa0)
+            fprintf(f, "\\\\xc2\\\\x%02x", *++c);
+        else {
+            if (*c == '"' || *c == '\\')
+                fputc('\\', f);
+            fputc(*c, f);
+        }
     }
 }
 

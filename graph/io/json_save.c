@@ -132,7 +132,10 @@ static void put_string(text *t, const char *s)
                 u++;
                 continue;
             }
-            put(t, (const char *)u, n);
+            if (n == 2 && u[0] == 0xc2 && u[1] < 0xa0) /* a C1 control (U+009B is CSI): escaped, */
+                putf(t, "\\u%04x", u[1]);              /* so `export --json -` is terminal-safe */
+            else
+                put(t, (const char *)u, n);
             u += n;
         }
     }

@@ -19,6 +19,8 @@ static void put_string(FILE *f, const char *s)
             fputs("\\n", f);
         else if (*c < 0x20 || *c == 0x7f || *c == '<' || *c == '>' || *c == '&')
             fprintf(f, "\\u%04x", *c);
+        else if (*c == 0xc2 && c[1] >= 0x80 && c[1] < 0xa0) /* a C1 control (U+009B is CSI) */
+            fprintf(f, "\\u%04x", *++c);
         else
             fputc(*c, f);
     }

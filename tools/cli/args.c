@@ -115,6 +115,8 @@ void cli_json_string(FILE *f, const char *s)
             fputs("\\n", f);
         else if (*c < 0x20 || *c == 0x7f)
             fprintf(f, "\\u%04x", *c);
+        else if (n == 2 && c[0] == 0xc2 && c[1] < 0xa0) /* U+0080..U+009F: C1 controls (CSI) */
+            fprintf(f, "\\u%04x", c[1]);
         else
             fwrite(c, 1, (size_t)n, f);
         c += n;

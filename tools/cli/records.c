@@ -7,7 +7,8 @@
 #include "cli.h"
 
 /* The value's name as an id the CSV writer accepts: commas, quotes and control characters
- * become '_'; a value without a name is "v<index>". */
+ * (C1 ones such as U+009B, CSI, too: ids reach a terminal with `--out -`) become '_'; a value
+ * without a name is "v<index>". */
 static size_t id_for(const pbl_graph *g, pbl_value v, char *dst, size_t cap)
 {
     pbl_value_info info;
@@ -24,6 +25,8 @@ static size_t id_for(const pbl_graph *g, pbl_value v, char *dst, size_t cap)
         unsigned char c = (unsigned char)dst[k];
         if (c == ',' || c == '"' || c < 0x20 || c == 0x7f)
             dst[k] = '_';
+        else if (c == 0xc2 && k + 1 < len && (unsigned char)dst[k + 1] >= 0x80 && (unsigned char)dst[k + 1] < 0xa0)
+            dst[k] = dst[k + 1] = '_';
     }
     return len;
 }
