@@ -393,6 +393,16 @@ run "$pebble" run "$tmp/yz.json" --zero-unbound --output-dir "$tmp/D5"
 check "pebble run --output-dir D where D/y.npy is a dangling link to D/z.npy: exit 2 naming both outputs, nothing written" \
     eval "[ \$rc -eq 2 ] && one_line \"outputs 'y' and 'z' would both be written\" && [ ! -e \"\$tmp/D5/z.npy\" ]"
 
+# `--svg -` with `> F` beside `--html F`: the rename would orphan what standard output wrote
+"$pebble" viz "$tmp/small.csv" --html "$tmp/page.html" --svg - >"$tmp/page.html" 2>"$tmp/err"
+rc=$?
+check "pebble viz --html F --svg - > F: exit 2, refused rather than one output lost" \
+    eval '[ $rc -eq 2 ] && one_line "^pebble: --svg -: --html .*page.html already writes to standard output"'
+"$pebble" viz "$tmp/small.csv" --html - --svg "$tmp/page.svg" >"$tmp/page.svg" 2>"$tmp/err"
+rc=$?
+check "pebble viz --html - --svg F > F: exit 2, refused rather than one output lost" \
+    eval '[ $rc -eq 2 ] && one_line "svg .*page.svg: that is the file standard output writes \(--html -\)"'
+
 # FILE - reading `< F`: F is the input all the same, for every command that writes
 cp "$tmp/small.csv" "$tmp/stdin.csv"
 run "$pebble" plan - --out "$tmp/stdin.csv" <"$tmp/stdin.csv"

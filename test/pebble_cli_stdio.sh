@@ -100,7 +100,7 @@ pass "plan - at exactly PEBBLE_STDIN_MAX=$size bytes: planned"
 # ---- one reader, one writer -------------------------------------------------------------------
 
 expect_error 2 "plan: unexpected argument '-'" "plan - -" plan - - <"$ex"
-expect_error 2 "--svg -: --html already writes to standard output; only one output can" \
+expect_error 2 "--svg -: --html - already writes to standard output; only one output can" \
     "viz --html - --svg -" viz "$ex" --html - --svg -
 expect_error 2 "--output-dir -: a directory of output files cannot be standard output" \
     "run --output-dir -" run "$ex" --output-dir -

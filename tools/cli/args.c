@@ -229,6 +229,17 @@ int cli_same_as_stdin(const char *path)
            si.st_ino == sp.st_ino;
 }
 
+/* Whether path is the file or pipe standard output writes to (same device and inode): `--svg -`
+ * with `> path` beside `--html path` would rename a new file over the one standard output
+ * fills, losing one of them; /dev/stdout beside `-` mixes two outputs in one pipe. A device
+ * (/dev/null, a terminal) loses nothing. */
+static int same_as_stdout(const char *path)
+{
+    struct stat so, sp;
+    return fstat(1, &so) == 0 && (S_ISREG(so.st_mode) || S_ISFIFO(so.st_mode)) && stat(path, &sp) == 0 &&
+           so.st_dev == sp.st_dev && so.st_ino == sp.st_ino;
+}
+
 int cli_check_outputs(const char *input, const char *const *flag, const char *const *out, int n)
 {
     for (int i = 0; i < n; i++) {
@@ -236,12 +247,19 @@ int cli_check_outputs(const char *input, const char *const *flag, const char *co
             continue;
         if (cli_is_stdio(out[i])) { /* standard output: never the input, even when that is "-" */
             for (int j = 0; j < i; j++)
-                if (out[j] && cli_is_stdio(out[j])) {
-                    cli_error("%s -: %s already writes to standard output; only one output can", flag[i], flag[j]);
+                if (out[j] && (cli_is_stdio(out[j]) || same_as_stdout(out[j]))) {
+                    cli_error("%s -: %s %s already writes to standard output; only one output can", flag[i], flag[j],
+                              out[j]);
                     return CLI_USAGE;
                 }
             continue;
         }
+        for (int j = 0; j < i; j++)
+            if (out[j] && cli_is_stdio(out[j]) && same_as_stdout(out[i])) {
+                cli_error("%s %s: that is the file standard output writes (%s -); give each output its own file",
+                          flag[i], out[i], flag[j]);
+                return CLI_USAGE;
+            }
         if (input && !cli_is_stdio(input) && cli_same_file(input, out[i])) {
             cli_error("%s %s: that is the input FILE; it would be overwritten", flag[i], out[i]);
             return CLI_USAGE;
