@@ -83,9 +83,9 @@ int cli_same_as_stdin(const char *path);
 
 /* Refuses outputs that would overwrite the input or each other: out[i] (given by option
  * flag[i]; NULL when not given) must name neither `input` (nor, when that is "-", the file
- * standard input reads) nor another out[j]; at most one (counting a file or pipe that
- * standard output already writes, `--svg - > F` beside `--html F`)
- * may be "-" (standard output), which is never the input. Returns CLI_OK, or CLI_USAGE after
+ * standard input reads) nor another out[j]; at most one may be "-" (standard output), which
+ * is never the input, and then no other may be the file or pipe standard output writes
+ * (`--svg - > F` beside `--html F`). Returns CLI_OK, or CLI_USAGE after
  * one message. Checked before any work, so nothing is written. */
 int cli_check_outputs(const char *input, const char *const *flag, const char *const *out, int n);
 
