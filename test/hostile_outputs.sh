@@ -320,6 +320,20 @@ if [ -n "$ro" ]; then
 else
     skip "read-only folder (the read-only mount failed): 2 cases"
 fi
+# pebble's own outputs too: a missing folder or a directory is found before planning (the
+# big instance with every strategy takes seconds; the check takes none)
+t0=$(now_ms)
+run "$pebble" plan "$tmp/big.csv" --strategy all --out "$tmp/missing/out.csv"
+t1=$(now_ms)
+check "pebble plan --strategy all --out into a missing folder: exit 1 before planning (no table, $((t1 - t0)) ms)" \
+    eval '[ $rc -eq 1 ] && one_line "missing/out.csv: cannot create a temporary file beside it: No such file" && [ ! -s "$tmp/out" ]'
+mkdir "$tmp/vdir"
+run "$pebble" viz "$tmp/small.csv" --svg "$tmp/v.svg" --html "$tmp/vdir"
+check "pebble viz --svg F --html DIR: exit 1 'is a directory', nothing written (not even F)" \
+    eval '[ $rc -eq 1 ] && one_line "vdir: is a directory" && [ ! -e "$tmp/v.svg" ]'
+run "$pebble" export zoo:mlp --json "$tmp/missing/"
+check "pebble export --json MISSING/: exit 1, one clean line" \
+    eval '[ $rc -eq 1 ] && one_line "missing/: cannot create a temporary file beside it"'
 run "$train" --data "$data" --hidden 16 --batch 10 --epochs 1 --save "$tmp/missing/ck"
 check "train_mlp --save into a missing folder: exit 1 before the first epoch, one clean line" \
     eval '[ $rc -eq 1 ] && one_line "No such file or directory" && ! grep -q "^epoch" "$tmp/out"'
@@ -422,6 +436,19 @@ cp "$tmp/yz.json" "$tmp/D4/y.npy"
 run "$pebble" run - --zero-unbound --output-dir "$tmp/D4" <"$tmp/D4/y.npy"
 check "pebble run - --output-dir D < D/y.npy (MODEL is read from an output's file): exit 2, MODEL intact" \
     eval '[ $rc -eq 2 ] && one_line "which is MODEL" && cmp -s "$tmp/D4/y.npy" "$tmp/yz.json"'
+
+# an output file that cannot be written is found before the model runs
+mkdir -p "$tmp/D6/y.npy"
+run "$pebble" run "$tmp/yz.json" --zero-unbound --output-dir "$tmp/D6"
+check "pebble run --output-dir D where D/y.npy is a directory: exit 1 before running (no output printed), nothing written" \
+    eval '[ $rc -eq 1 ] && one_line "y.npy: is a directory" && ! grep -q "^output" "$tmp/out" && [ ! -e "$tmp/D6/z.npy" ]'
+if [ -n "$ro" ]; then
+    run "$pebble" run "$tmp/yz.json" --zero-unbound --output-dir "$ro"
+    check "pebble run --output-dir READ-ONLY: exit 1 before running (no output printed)" \
+        eval '[ $rc -eq 1 ] && one_line "cannot create a temporary file beside it" && ! grep -q "^output" "$tmp/out"'
+else
+    skip "pebble run --output-dir into a read-only folder (the read-only mount failed)"
+fi
 
 # two outputs, one file name
 sed 's#"name": "y"#"name": "a/b"#; s#"name": "z"#"name": "a_b"#' "$tmp/yz.json" >"$tmp/ab.json"

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "graph/base/file_out.h" /* private to the library; the CLI links it statically */
 
 /* The first error writing stdout (an errno value), for main to report once at the end. */
 static int stdout_errno;
@@ -275,6 +276,15 @@ int cli_check_outputs(const char *input, const char *const *flag, const char *co
                 cli_error("%s %s: the same file as %s; give each output its own name", flag[i], out[i], flag[j]);
                 return CLI_USAGE;
             }
+    }
+    /* an output that cannot be written (a missing or read-only folder, a directory) fails
+     * now, not after minutes of planning: the same test the writer makes, leaving nothing */
+    for (int i = 0; i < n; i++) {
+        char err[1024];
+        if (out[i] && !cli_is_stdio(out[i]) && pbl__file_out_check(out[i], NULL, err, sizeof err) != PBL_OK) {
+            cli_error("%s", err);
+            return CLI_FAIL;
+        }
     }
     return CLI_OK;
 }

@@ -86,7 +86,8 @@ int cli_same_as_stdin(const char *path);
  * standard input reads) nor another out[j]; at most one may be "-" (standard output), which
  * is never the input, and then no other may be the file or pipe standard output writes
  * (`--svg - > F` beside `--html F`). Returns CLI_OK, or CLI_USAGE after
- * one message. Checked before any work, so nothing is written. */
+ * one message; CLI_FAIL after one when an output could not be written (a missing or read-only
+ * folder, a directory). Checked before any work, so nothing is written. */
 int cli_check_outputs(const char *input, const char *const *flag, const char *const *out, int n);
 
 /* CLI_OK when name is a planner strategy ("best" is one), or "all" when allow_all; else

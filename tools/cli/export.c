@@ -66,8 +66,9 @@ int cli_export(int argc, char **argv)
     }
     const char *const flag[] = { "--json" };
     const char *const out[] = { json };
-    if (cli_check_outputs(source, flag, out, 1) != CLI_OK)
-        return CLI_USAGE;
+    int checked = cli_check_outputs(source, flag, out, 1);
+    if (checked != CLI_OK)
+        return checked;
     pbl_graph *g;
     rc = cli_model_load(source, batch, &g);
     if (rc != CLI_OK)

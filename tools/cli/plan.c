@@ -124,8 +124,9 @@ static int parse_args(int argc, char **argv, plan_opts *o)
         return CLI_USAGE;
     const char *const flag[] = { "--out" };
     const char *const out[] = { o->out };
-    if (cli_check_outputs(o->file, flag, out, 1) != CLI_OK)
-        return CLI_USAGE;
+    int checked = cli_check_outputs(o->file, flag, out, 1);
+    if (checked != CLI_OK)
+        return checked;
     return -1;
 }
 

@@ -38,6 +38,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "graph/base/file_out.h" /* private to the library; the CLI links it statically */
 
 enum { MAX_INPUTS = 64 };
 
@@ -217,7 +218,7 @@ static int take_arg(void *ctx, int which, const char *v)
  * to one file (names equal after file_name: "a/b" and "a_b", or cut at 511 bytes), and none
  * may be a file this run reads (MODEL, an --input or an --expect FILE: same device and inode,
  * so a link or another spelling counts), which the write would replace. CLI_OK, or CLI_USAGE
- * after one message naming both. */
+ * after one message naming both; CLI_FAIL after one when a file could not be written. */
 static int check_output_files(const run_opts *o, const pbl_graph *g)
 {
     int32_t n = pbl_graph_output_count(g);
@@ -260,6 +261,15 @@ static int check_output_files(const run_opts *o, const pbl_graph *g)
             cli_error("--output-dir %s: output '%s' would be written to %s, which is MODEL; it would be overwritten",
                       o->outdir, name, paths[k]);
             rc = CLI_USAGE;
+        }
+    }
+    /* each file can be written (a read-only folder, a directory in the way): found now, not
+     * after the runs */
+    for (int32_t k = 0; k < n && rc == CLI_OK; k++) {
+        char err[OUT_PATH_MAX + 256];
+        if (pbl__file_out_check(paths[k], NULL, err, sizeof err) != PBL_OK) {
+            cli_error("--output-dir: %s", err);
+            rc = CLI_FAIL;
         }
     }
     free(paths);

@@ -125,8 +125,9 @@ static int parse_args(int argc, char **argv, viz_opts *o)
     }
     const char *const flag[] = { "--html", "--svg", "--dot" };
     const char *const out[] = { o->html, o->svg, o->dot };
-    if (cli_check_outputs(o->file, flag, out, 3) != CLI_OK)
-        return CLI_USAGE;
+    int checked = cli_check_outputs(o->file, flag, out, 3);
+    if (checked != CLI_OK)
+        return checked;
     return -1;
 }
 
