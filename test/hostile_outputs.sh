@@ -272,6 +272,22 @@ kill_loop TERM 30 "SIGTERM during train_mlp --save (named temporary)" "$tmp/kill
 kill_loop TERM 30 "SIGTERM during pebble plan --out (named temporary)" "$tmp/kill" out.csv "$tmp/kill/out.old" \
     "$tmp/kill/out.new" env PEBBLE_NO_O_TMPFILE=1 "$pebble" plan "$tmp/big.csv" --strategy naive --out "$tmp/kill/out.csv"
 
+# a long file name (250 bytes: the limit is 255) leaves no room for a temporary's suffix
+# unless the temporary cuts the name; a killed writer's leftover of that cut form is removed
+mkdir "$tmp/long"
+long250=$(head -c 246 /dev/zero | tr '\0' L).csv
+for mode in 0 1; do
+    PEBBLE_NO_O_TMPFILE=$mode "$pebble" plan "$tmp/small.csv" --out "$tmp/long/$long250" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    check "pebble plan --out a 250-byte file name (PEBBLE_NO_O_TMPFILE=$mode): exit 0, written, no temporary" \
+        eval '[ $rc -eq 0 ] && head -n 1 "$tmp/long/$long250" | grep -q offset && [ "$(temps_in "$tmp/long")" -eq 0 ]'
+done
+stale="$tmp/long/${long250:0:200}.tmp.99999999.abcdefghijkl"
+echo stale >"$stale"
+run "$train" "${small[@]}" --save "$tmp/long/$long250"
+check "train_mlp --save a 250-byte file name: exit 0, saved, a dead writer's leftover (its cut name) removed" \
+    eval '[ $rc -eq 0 ] && [ ! -e "$stale" ] && [ "$(temps_in "$tmp/long")" -eq 0 ] && [ "$(stat -c %s "$tmp/long/$long250")" -gt 1000 ]'
+
 # ---- full and read-only filesystems ---------------------------------------------------------
 
 if [ "$is_root" -eq 1 ] && mkdir "$tmp/fullfs" && mount -t tmpfs -o size=64k tmpfs "$tmp/fullfs" 2>/dev/null; then

@@ -24,6 +24,10 @@
  * killed writer's leftover from a running one's; 12 letters of 32 give 60 bits to guess */
 #define TMP_LETTERS 12
 #define TMP_EXTRA   (sizeof ".tmp." - 1 + 20 + 1 + TMP_LETTERS + 1)
+/* The most bytes of the target's own name a temporary's name repeats: a file name may have
+ * 255 bytes (NAME_MAX), and a temporary of a 240-byte name would not fit beside it with its
+ * suffix; 200 bytes and the suffix (at most 38) always do. */
+#define TMP_BASE_MAX 200
 
 static const char letters[] = "abcdefghijklmnopqrstuvwxyz012345";
 
@@ -128,7 +132,8 @@ PBL__API int pbl_cleanup_temporaries(void)
 
 /* ---- temporary names ------------------------------------------------------------------- */
 
-/* Fills tmp with "<target>.tmp.<pid>.<12 random letters>". The letters come from getentropy; where
+/* Fills tmp with "<target>.tmp.<pid>.<12 random letters>" (the target's own name cut at
+ * TMP_BASE_MAX bytes). The letters come from getentropy; where
  * that fails, from the clock, the process id and the attempt, which still differ from one
  * attempt to the next (the exclusive open below is what makes it safe, the randomness makes
  * a planted name unlikely to be hit at all). */
@@ -144,7 +149,10 @@ static void temp_name(char *tmp, const char *target, unsigned attempt)
             r[i] = (unsigned char)(x >> 56);
         }
     }
-    size_t n = strlen(target);
+    const char *slash = strrchr(target, '/');
+    size_t dir_len = slash ? (size_t)(slash - target) + 1 : 0, n = strlen(target);
+    if (n - dir_len > TMP_BASE_MAX)
+        n = dir_len + TMP_BASE_MAX;
     memcpy(tmp, target, n);
     n += (size_t)snprintf(tmp + n, TMP_EXTRA, ".tmp.%ld.", (long)getpid());
     for (size_t i = 0; i < TMP_LETTERS; i++)
@@ -189,6 +197,8 @@ static void remove_stale_temps(const char *target, char *scratch)
     const char *dir, *base;
     split_path(target, scratch, &dir, &base);
     size_t base_len = strlen(base);
+    if (base_len > TMP_BASE_MAX) /* as temp_name cuts it */
+        base_len = TMP_BASE_MAX;
     DIR *d = opendir(dir);
     if (!d)
         return;

@@ -4,7 +4,8 @@
  *
  * The temporary: where the filesystem has O_TMPFILE, an unnamed file that gets a name only
  * once it is complete and synced, just before the rename ("<target>.tmp.<pid>.<12 random
- * letters>", linked through /proc/self/fd); elsewhere (or with PEBBLE_NO_O_TMPFILE=1 in the
+ * letters>", the target's own name cut at 200 bytes so that it fits in a file name, linked
+ * through /proc/self/fd); elsewhere (or with PEBBLE_NO_O_TMPFILE=1 in the
  * environment, for tests) a file of that name created with O_EXCL|O_NOFOLLOW. Either way a
  * name planted in a shared folder (a link toward someone's file) is never opened. Every
  * error path removes the temporary. Opening also removes the temporaries of writers that were
