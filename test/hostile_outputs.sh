@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Hostile and careless outputs (issue 14): no file pebble writes may lose or clobber a user's
-# file. Devices and FIFOs are written in place, links lead to their target and a file keeps
-# its mode, links planted at temporary names do nothing, kill -9 and SIGTERM during a write
-# leave the old file whole (and no temporary once the next write has run, or at once after
-# SIGTERM), a full or read-only filesystem gives a clean error, no output may be a file the
-# same run reads (pebble run's --input/--expect/MODEL, train_mlp's data set and --load), two
-# outputs may not collide after their names are made file names, and train_mlp finds a bad
-# --save before its first epoch. Each case prints one line; the summary counts them.
+# file. Devices and FIFOs are written in place, links lead to their target (a dangling one
+# creates it, a loop is refused) and a file keeps its mode, /dev/stdout and /dev/fd/N write
+# through the descriptor (`>> log` appends), links planted at temporary names do nothing, a
+# 250-byte name still fits its temporary, kill -9 and SIGTERM during a write leave the old
+# file whole (and no temporary once the next write has run, or at once after SIGTERM), a full
+# or read-only filesystem gives a clean error, no output may be a file the same run reads
+# (pebble run's --input/--expect/MODEL, train_mlp's data set and --load, the file behind
+# standard input for `-`), two outputs may not collide (after their names are made file
+# names, through a dangling link, or as `-` and the file standard output fills), and every
+# command finds an unwritable output before its work (train_mlp before its first epoch).
+# Each case prints one line; the summary counts them.
 #
 # usage: hostile_outputs.sh PATH/TO/pebble PATH/TO/train_mlp
 #
