@@ -437,6 +437,17 @@ rc=$?
 check "pebble viz --html - --svg F > F: exit 2, refused rather than one output lost" \
     eval '[ $rc -eq 2 ] && one_line "svg .*page.svg: that is the file standard output writes \(--html -\)"'
 
+# plan --out F > F: the rename would orphan the report standard output wrote; --out
+# /dev/stdout > F writes through the descriptor and keeps both
+"$pebble" plan "$tmp/small.csv" --out "$tmp/both.txt" >"$tmp/both.txt" 2>"$tmp/err"
+rc=$?
+check "pebble plan --out F > F: exit 2, refused rather than the report lost" \
+    eval '[ $rc -eq 2 ] && one_line "both.txt: that is the file standard output \(the report\) writes"'
+"$pebble" plan "$tmp/small.csv" --out /dev/stdout >"$tmp/both.txt" 2>"$tmp/err"
+rc=$?
+check "pebble plan --out /dev/stdout > F: exit 0, F holds the report and the assignment" \
+    eval '[ $rc -eq 0 ] && grep -q "^records: " "$tmp/both.txt" && grep -q "^id,lower,upper,size,offset" "$tmp/both.txt"'
+
 # FILE - reading `< F`: F is the input all the same, for every command that writes
 cp "$tmp/small.csv" "$tmp/stdin.csv"
 run "$pebble" plan - --out "$tmp/stdin.csv" <"$tmp/stdin.csv"

@@ -350,6 +350,13 @@ static char *follow_links(const char *path, int *fd)
     return NULL;
 }
 
+int pbl__file_out_descriptor(const char *path)
+{
+    int fd;
+    free(follow_links(path, &fd));
+    return fd;
+}
+
 /* Frees o's target and temporary names (either may be NULL), allocated for a target of
  * target_len bytes. */
 static void drop_names(pbl__file_out *o, size_t target_len)

@@ -61,6 +61,10 @@ pbl_status pbl__file_out_open(pbl__file_out *o, const char *path, const pbl_allo
  * keep, discards what was written (returns PBL_OK). Always closes and frees. */
 pbl_status pbl__file_out_close(pbl__file_out *o, int keep, char *err, size_t errlen);
 
+/* The descriptor a write to path goes through: N when path leads (through links) to one of
+ * this process's own descriptors (/dev/stdout: 1, /dev/fd/N), else -1. */
+int pbl__file_out_descriptor(const char *path);
+
 /* Whether path could be written: what pbl__file_out_open does, without writing or leaving
  * anything (a temporary is created and discarded; a FIFO or device that exists is taken as
  * writable without opening it). PBL_OK, or open's status and message. For a long job to fail

@@ -241,6 +241,12 @@ static int same_as_stdout(const char *path)
            so.st_dev == sp.st_dev && so.st_ino == sp.st_ino;
 }
 
+int cli_is_stdout_file(const char *path)
+{
+    struct stat so;
+    return fstat(1, &so) == 0 && S_ISREG(so.st_mode) && same_as_stdout(path) && pbl__file_out_descriptor(path) < 0;
+}
+
 int cli_check_outputs(const char *input, const char *const *flag, const char *const *out, int n)
 {
     for (int i = 0; i < n; i++) {

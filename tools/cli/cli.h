@@ -81,6 +81,11 @@ int cli_same_file(const char *a, const char *b);
  * with `< path` reads that file, which an output must not replace. */
 int cli_same_as_stdin(const char *path);
 
+/* Whether path is the regular file standard output fills (`> path`), named other than through
+ * a descriptor (/dev/stdout writes through it): replacing path would orphan what the command
+ * prints there. */
+int cli_is_stdout_file(const char *path);
+
 /* Refuses outputs that would overwrite the input or each other: out[i] (given by option
  * flag[i]; NULL when not given) must name neither `input` (nor, when that is "-", the file
  * standard input reads) nor another out[j]; at most one may be "-" (standard output), which

@@ -124,6 +124,12 @@ static int parse_args(int argc, char **argv, plan_opts *o)
         return CLI_USAGE;
     const char *const flag[] = { "--out" };
     const char *const out[] = { o->out };
+    /* --out F > F: the report goes to F's old inode, which the rename then orphans */
+    if (o->out && !cli_is_stdio(o->out) && cli_is_stdout_file(o->out)) {
+        cli_error("--out %s: that is the file standard output (the report) writes; it would replace the report"
+                  " (give another file, or --out - for the assignment on standard output)", o->out);
+        return CLI_USAGE;
+    }
     int checked = cli_check_outputs(o->file, flag, out, 1);
     if (checked != CLI_OK)
         return checked;
