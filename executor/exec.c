@@ -13,6 +13,7 @@
  *           In dynamic mode the DTR runtime (executor/dynamic/dtr.c) runs the schedule instead,
  *           allocating from a pool as it goes.
  */
+#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -445,6 +446,14 @@ static pbl_status create(pbl_exec **out, const pbl_graph *g, const pbl_exec_opti
         if (s != PBL_OK)
             pbl__exec_fail(e, s, "zero-filling the variables on the %s backend failed%s%s", e->be->name, BE_WHY(e));
     }
+    for (pbl_value v = 0; v < g->n_values && s == PBL_OK; v++) /* scalars start at their initial value */
+        if (g->values[v].kind == PBL_VALUE_SCALAR) {
+            float x = (float)g->values[v].initial;
+            s = e->be->upload(e->bctx, (char *)e->variables + e->st.offset[v], &x, sizeof x);
+            if (s != PBL_OK)
+                pbl__exec_fail(e, s, "setting scalar '%s' on the %s backend failed%s%s", g->values[v].name, e->be->name,
+                               BE_WHY(e));
+        }
     if (s == PBL_OK && o.storage == PBL_STORAGE_DYNAMIC) {
         pbl__dtr_config dc = { .g = g, .st = &e->st, .be = e->be, .bctx = e->bctx, .mem = &e->mem,
                                .budget = o.budget, .trace = o.trace, .log = o.evict_log };
@@ -455,7 +464,7 @@ static pbl_status create(pbl_exec **out, const pbl_graph *g, const pbl_exec_opti
     }
     if (s == PBL_OK) {
         for (pbl_value v = 0; v < g->n_values; v++)
-            e->has_data[v] = g->values[v].kind == PBL_VALUE_STATE;
+            e->has_data[v] = g->values[v].kind == PBL_VALUE_STATE || g->values[v].kind == PBL_VALUE_SCALAR;
         refresh_pointers(e);
         *out = e;
         return PBL_OK;
@@ -558,6 +567,51 @@ PBL__API pbl_status pbl_exec_read(pbl_exec *e, pbl_value v, void *data, size_t b
     s = e->be->download(e->bctx, data, e->ptr[v], bytes); /* runs end with a sync */
     return s == PBL_OK ? PBL_OK : pbl__exec_fail(e, s, "read: copying '%s' from the device failed%s%s", e->g->values[v].name,
                                                     BE_WHY(e));
+}
+
+/* Finds the scalar variable called `name` (PBL_ERR_NOT_FOUND, PBL_ERR_INVALID_ARG: not a scalar). */
+static pbl_status find_scalar(pbl_exec *e, const char *name, const char *what, pbl_value *out)
+{
+    pbl_value v = name ? pbl_graph_find_value(e->g, name) : PBL_NONE;
+    if (v == PBL_NONE)
+        return pbl__exec_fail(e, PBL_ERR_NOT_FOUND, "%s: the graph has no scalar '%s'", what, name ? name : "(null)");
+    if (e->g->values[v].kind != PBL_VALUE_SCALAR)
+        return pbl__exec_fail(e, PBL_ERR_INVALID_ARG, "%s: '%s' is a %s, not a scalar", what, name,
+                              pbl_value_kind_name(e->g->values[v].kind));
+    *out = v;
+    return PBL_OK;
+}
+
+PBL__API pbl_status pbl_exec_set_scalar(pbl_exec *e, const char *name, double value)
+{
+    if (!e)
+        return PBL_ERR_INVALID_ARG;
+    pbl_value v;
+    pbl_status s = find_scalar(e, name, "set_scalar", &v);
+    if (s != PBL_OK)
+        return s;
+    /* a NaN or infinite rate would silently turn every weight into NaN at the next run */
+    if (!isfinite(value) || !isfinite((float)value))
+        return pbl__exec_fail(e, PBL_ERR_INVALID_ARG, "set_scalar: '%s' = %g is not a finite f32", name, value);
+    float x = (float)value;
+    return pbl_exec_write(e, v, &x, sizeof x);
+}
+
+PBL__API pbl_status pbl_exec_get_scalar(pbl_exec *e, const char *name, double *value)
+{
+    if (!e)
+        return PBL_ERR_INVALID_ARG;
+    if (!value)
+        return pbl__exec_fail(e, PBL_ERR_INVALID_ARG, "get_scalar: no place for '%s'", name ? name : "(null)");
+    pbl_value v;
+    pbl_status s = find_scalar(e, name, "get_scalar", &v);
+    if (s != PBL_OK)
+        return s;
+    float x = 0.0f;
+    s = pbl_exec_read(e, v, &x, sizeof x);
+    if (s == PBL_OK)
+        *value = x;
+    return s;
 }
 
 /* Enqueues NaN fills (0xFF bytes) of the records whose last access was the step before `slot`

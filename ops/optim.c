@@ -1,30 +1,45 @@
-/* Optimizer updates as ops, so one training step is one graph: sgd, sgd_momentum, adam.
+/* Optimizer updates as ops, so one training step is one graph: sgd, sgd_momentum, adam
+ * (AdamW with decoupled = 1), and gradient clipping by global norm (global_norm, clip_by_norm).
+ * lr, weight_decay and Adam's step may come from runtime scalar inputs (ops/shared/hyper.h).
  * Each writes its parameter and state in place (mutates): w' is w's storage, and the
  * scheduler orders every other reader of w before the update. Kernels: ops/cpu/optim.c. */
 #include <math.h>
 
 #include "ops/cpu/kernels.h"
+#include "ops/shared/hyper.h"
 
-/* in: w g [m [v t]]; every state must be shaped like w, t must hold one element */
-static pbl_status update_infer(pbl__infer_ctx *c, int32_t n_like_w)
+/* in: w g [m [v t]] then the scalars; every state must be shaped like w, t must hold one
+ * element. base: the fixed inputs; mask: the "scalars" attribute; allowed: its valid bits. */
+static pbl_status update_infer(pbl__infer_ctx *c, int32_t n_like_w, int32_t base, int64_t mask, int64_t allowed)
 {
     static const char *const names[] = { "w", "g", "m", "v", "t" };
+    if (mask & ~allowed)
+        return pbl__infer_fail(c, PBL_ERR_ATTR, "scalars is %lld; only bits %lld may be set (1 lr, 2 weight_decay%s)",
+                               (long long)mask, (long long)allowed, allowed & PBL__HYPER_STEP ? ", 4 step" : "");
+    if (c->n_in != base + pbl__hyper_count(mask))
+        return pbl__infer_fail(c, PBL_ERR_ARITY, "%d inputs; scalars = %lld needs %d fixed and %d scalar inputs",
+                               (int)c->n_in, (long long)mask, (int)base, (int)pbl__hyper_count(mask));
     for (int32_t i = 0; i < c->n_in; i++) {
-        pbl_status s = pbl__infer_check_f32(c, i, names[i]);
+        pbl_status s = pbl__infer_check_f32(c, i, i < base ? names[i] : "scalar");
         if (s != PBL_OK)
             return s;
+        if (i >= base && pbl_shape_numel(&c->in[i].shape) != 1) {
+            char st[96];
+            return pbl__infer_fail(c, PBL_ERR_SHAPE, "scalar input %d is %s; it must hold one element", (int)i,
+                                   pbl_shape_str(&c->in[i].shape, st, sizeof st));
+        }
     }
     for (int32_t i = 1; i < n_like_w; i++) {
         pbl_status s = pbl__infer_check_same(c, 0, i, "w", names[i]);
         if (s != PBL_OK)
             return s;
     }
-    if (c->n_in > n_like_w && pbl_shape_numel(&c->in[n_like_w].shape) != 1) {
+    if (base > n_like_w && pbl_shape_numel(&c->in[n_like_w].shape) != 1) {
         char st[96];
         return pbl__infer_fail(c, PBL_ERR_SHAPE, "t is %s; the step count must hold one element",
                                pbl_shape_str(&c->in[n_like_w].shape, st, sizeof st));
     }
-    for (int32_t k = 0; k < c->n_in - 1; k++) /* outputs: every input but g, in order */
+    for (int32_t k = 0; k < base - 1; k++) /* outputs: every fixed input but g, in order */
         c->out[k] = c->in[k == 0 ? 0 : k + 1];
     return PBL_OK;
 }
@@ -42,18 +57,19 @@ static pbl_status lr_check(pbl__infer_ctx *c, double lr, double wd)
 static const pbl__attr_spec sgd_attrs[] = {
     { .name = "lr", .type = PBL_ATTR_FLOAT, .f = 0.01 },
     { .name = "weight_decay", .type = PBL_ATTR_FLOAT },
+    { .name = "scalars", .type = PBL_ATTR_INT },
 };
 static const int8_t sgd_mutates[][2] = { { 0, 0 } };
 
 static pbl_status sgd_infer(pbl__infer_ctx *c)
 {
     pbl_status s = lr_check(c, c->attr[0].f, c->attr[1].f);
-    return s == PBL_OK ? update_infer(c, 2) : s;
+    return s == PBL_OK ? update_infer(c, 2, 2, c->attr[2].i, PBL__HYPER_LR | PBL__HYPER_WD) : s;
 }
 
 const pbl__op pbl__op_sgd = {
-    .name = "sgd", .n_in_min = 2, .n_in_max = 2, .n_out = 1,
-    .attrs = sgd_attrs, .n_attrs = 2,
+    .name = "sgd", .n_in_min = 2, .n_in_max = 4, .n_out = 1,
+    .attrs = sgd_attrs, .n_attrs = 3,
     .infer = sgd_infer,
     .mutates = sgd_mutates, .n_mutates = 1,
     .cpu = pbl__cpu_sgd,
@@ -65,6 +81,7 @@ static const pbl__attr_spec momentum_attrs[] = {
     { .name = "lr", .type = PBL_ATTR_FLOAT, .f = 0.01 },
     { .name = "momentum", .type = PBL_ATTR_FLOAT, .f = 0.9 },
     { .name = "weight_decay", .type = PBL_ATTR_FLOAT },
+    { .name = "scalars", .type = PBL_ATTR_INT },
 };
 static const int8_t momentum_mutates[][2] = { { 0, 0 }, { 1, 2 } };
 
@@ -73,18 +90,19 @@ static pbl_status momentum_infer(pbl__infer_ctx *c)
     pbl_status s = lr_check(c, c->attr[0].f, c->attr[2].f);
     if (s == PBL_OK && !(c->attr[1].f >= 0.0 && c->attr[1].f < 1.0))
         s = pbl__infer_fail(c, PBL_ERR_ATTR, "momentum is %g; it must be in [0, 1)", c->attr[1].f);
-    return s == PBL_OK ? update_infer(c, 3) : s;
+    return s == PBL_OK ? update_infer(c, 3, 3, c->attr[3].i, PBL__HYPER_LR | PBL__HYPER_WD) : s;
 }
 
 const pbl__op pbl__op_sgd_momentum = {
-    .name = "sgd_momentum", .n_in_min = 3, .n_in_max = 3, .n_out = 2,
-    .attrs = momentum_attrs, .n_attrs = 3,
+    .name = "sgd_momentum", .n_in_min = 3, .n_in_max = 5, .n_out = 2,
+    .attrs = momentum_attrs, .n_attrs = 4,
     .infer = momentum_infer,
     .mutates = momentum_mutates, .n_mutates = 2,
     .cpu = pbl__cpu_sgd_momentum,
 };
 
-/* ---- adam (Kingma & Ba, with bias correction as PyTorch computes it) ---------------------- */
+/* ---- adam (Kingma & Ba, with bias correction as PyTorch computes it); decoupled = 1 is
+ * AdamW (Loshchilov & Hutter): w ← w·(1 − lr·wd) before the step, the gradient undecayed --- */
 
 static const pbl__attr_spec adam_attrs[] = {
     { .name = "lr", .type = PBL_ATTR_FLOAT, .f = 0.001 },
@@ -92,6 +110,8 @@ static const pbl__attr_spec adam_attrs[] = {
     { .name = "beta2", .type = PBL_ATTR_FLOAT, .f = 0.999 },
     { .name = "eps", .type = PBL_ATTR_FLOAT, .f = 1e-8 },
     { .name = "weight_decay", .type = PBL_ATTR_FLOAT },
+    { .name = "scalars", .type = PBL_ATTR_INT },
+    { .name = "decoupled", .type = PBL_ATTR_INT },
 };
 static const int8_t adam_mutates[][2] = { { 0, 0 }, { 1, 2 }, { 2, 3 }, { 3, 4 } };
 
@@ -103,13 +123,75 @@ static pbl_status adam_infer(pbl__infer_ctx *c)
             s = pbl__infer_fail(c, PBL_ERR_ATTR, "beta%d is %g; it must be in [0, 1)", k, c->attr[k].f);
     if (s == PBL_OK && !(c->attr[3].f > 0.0 && isfinite(c->attr[3].f)))
         s = pbl__infer_fail(c, PBL_ERR_ATTR, "eps is %g; it must be finite and positive", c->attr[3].f);
-    return s == PBL_OK ? update_infer(c, 4) : s;
+    if (s == PBL_OK && c->attr[6].i != 0 && c->attr[6].i != 1)
+        s = pbl__infer_fail(c, PBL_ERR_ATTR, "decoupled is %lld; it must be 0 (adam) or 1 (adamw)", (long long)c->attr[6].i);
+    return s == PBL_OK ? update_infer(c, 4, 5, c->attr[5].i, PBL__HYPER_LR | PBL__HYPER_WD | PBL__HYPER_STEP) : s;
 }
 
 const pbl__op pbl__op_adam = {
-    .name = "adam", .n_in_min = 5, .n_in_max = 5, .n_out = 4,
-    .attrs = adam_attrs, .n_attrs = 5,
+    .name = "adam", .n_in_min = 5, .n_in_max = 8, .n_out = 4,
+    .attrs = adam_attrs, .n_attrs = 7,
     .infer = adam_infer,
     .mutates = adam_mutates, .n_mutates = 4,
     .cpu = pbl__cpu_adam,
+};
+
+/* ---- clipping by global norm (PyTorch's clip_grad_norm_): norm = sqrt(Σ x²) over every
+ * element of every input; then each gradient y = x·min(1, max_norm / (norm + 1e-6)). A
+ * norm of more than 16 tensors chains: global_norm of partial norms is the whole norm. ---- */
+
+static pbl_status global_norm_infer(pbl__infer_ctx *c)
+{
+    for (int32_t i = 0; i < c->n_in; i++) {
+        pbl_status s = pbl__infer_check_f32(c, i, "x");
+        if (s != PBL_OK)
+            return s;
+    }
+    c->out[0] = (pbl__meta){ .dtype = PBL_F32, .shape = { .ndim = 0 } };
+    return PBL_OK;
+}
+
+static void global_norm_cost(const pbl__cost_ctx *c, pbl__cost *out)
+{
+    out->flops = 0;
+    for (int32_t i = 0; i < c->n_in; i++)
+        out->flops += 2 * pbl__cost_numel(&c->in[i]);
+}
+
+const pbl__op pbl__op_global_norm = {
+    .name = "global_norm", .n_in_min = 1, .n_in_max = PBL__MAX_IN, .n_out = 1,
+    .infer = global_norm_infer,
+    .cost = global_norm_cost,
+    .cpu = pbl__cpu_global_norm,
+};
+
+static const pbl__attr_spec clip_attrs[] = {
+    { .name = "max_norm", .type = PBL_ATTR_FLOAT, .required = 1 },
+};
+static const int8_t clip_inplace[][2] = { { 0, 0 } };
+
+static pbl_status clip_infer(pbl__infer_ctx *c)
+{
+    double mx = c->attr[0].f;
+    if (!(mx > 0.0 && isfinite(mx)))
+        return pbl__infer_fail(c, PBL_ERR_ATTR, "max_norm is %g; it must be finite and positive", mx);
+    pbl_status s = pbl__infer_check_f32(c, 0, "x");
+    if (s == PBL_OK)
+        s = pbl__infer_check_f32(c, 1, "norm");
+    if (s == PBL_OK && pbl_shape_numel(&c->in[1].shape) != 1) {
+        char st[96];
+        return pbl__infer_fail(c, PBL_ERR_SHAPE, "norm is %s; it must hold one element",
+                               pbl_shape_str(&c->in[1].shape, st, sizeof st));
+    }
+    if (s == PBL_OK)
+        c->out[0] = c->in[0];
+    return s;
+}
+
+const pbl__op pbl__op_clip_by_norm = {
+    .name = "clip_by_norm", .n_in_min = 2, .n_in_max = 2, .n_out = 1,
+    .attrs = clip_attrs, .n_attrs = 1,
+    .infer = clip_infer,
+    .inplace = clip_inplace, .n_inplace = 1,
+    .cpu = pbl__cpu_clip_by_norm,
 };

@@ -27,6 +27,7 @@ typedef struct jvar {
     pbl_shape      shape;
     int64_t        after_nodes;
     int            backward;
+    double         value;    /* kind scalar: the initial value */
 } jvar;
 
 typedef struct jnode {
@@ -196,7 +197,7 @@ static pbl_status parse_dtype(loader *L, json_t *v, const char *path, pbl_dtype 
 
 static pbl_status read_variable(loader *L, json_t *o, int32_t i, int64_t *last_after)
 {
-    static const char *const keys[] = { "name", "kind", "dtype", "shape", "after_nodes", "backward", NULL };
+    static const char *const keys[] = { "name", "kind", "dtype", "shape", "after_nodes", "backward", "value", NULL };
     char path[48];
     snprintf(path, sizeof path, "$.variables[%d]", (int)i);
     if (!json_is_object(o))
@@ -218,16 +219,24 @@ static pbl_status read_variable(loader *L, json_t *o, int32_t i, int64_t *last_a
         s = bool_field(L, o, path, "backward", &v->backward);
     if (s != PBL_OK)
         return s;
-    static const char *const kinds[] = { "input", "param", "label", "state" };
+    static const char *const kinds[] = { "input", "param", "label", "state", "scalar" };
+    static const pbl_value_kind kind_of[] = { PBL_VALUE_INPUT, PBL_VALUE_PARAM, PBL_VALUE_LABEL, PBL_VALUE_STATE,
+                                              PBL_VALUE_SCALAR };
     const char *k = json_string_value(kind);
     int32_t ki = 0;
-    while (ki < 4 && strcmp(kinds[ki], k) != 0)
+    while (ki < 5 && strcmp(kinds[ki], k) != 0)
         ki++;
-    if (ki == 4) {
+    if (ki == 5) {
         char sk[72];
-        return fail(L, PBL_ERR_FORMAT, "%s.kind: '%s' is not one of input, param, label, state", path, shown(sk, k));
+        return fail(L, PBL_ERR_FORMAT, "%s.kind: '%s' is not one of input, param, label, state, scalar", path, shown(sk, k));
     }
-    v->kind = (pbl_value_kind)ki;
+    v->kind = kind_of[ki];
+    json_t *value = json_object_get(o, "value");
+    if (value && v->kind != PBL_VALUE_SCALAR)
+        return fail(L, PBL_ERR_FORMAT, "%s.value: only a scalar has a value", path);
+    if (value && !json_is_number(value))
+        return fail(L, PBL_ERR_FORMAT, "%s.value: must be a number, not %s", path, type_name(value));
+    v->value = value ? json_number_value(value) : 0.0;
     char sub[64];
     snprintf(sub, sizeof sub, "%s.dtype", path);
     if ((s = parse_dtype(L, dtype, sub, &v->dtype)) != PBL_OK)
@@ -431,7 +440,10 @@ static pbl_status add_variables_through(loader *L, int32_t last)
     for (; L->vars_added <= last; L->vars_added++) {
         const jvar *v = &L->vars[L->vars_added];
         L->g->in_backward = v->backward;
-        pbl_status s = pbl_graph_add_variable(L->g, v->name, v->kind, v->dtype, v->shape, NULL);
+        pbl_value id = PBL_NONE;
+        pbl_status s = pbl_graph_add_variable(L->g, v->name, v->kind, v->dtype, v->shape, &id);
+        if (s == PBL_OK && v->kind == PBL_VALUE_SCALAR)
+            L->g->values[id].initial = v->value;
         L->g->in_backward = 0;
         if (s != PBL_OK)
             return fail(L, s, "$.variables[%d]: %s", (int)L->vars_added, pbl_graph_errmsg(L->g));

@@ -186,6 +186,8 @@ static void put_variable(text *t, const pbl_graph *g, const pbl__value *v, int32
     putf(t, ", \"kind\": \"%s\", \"dtype\": \"%s\", \"shape\": ", pbl_value_kind_name(v->kind),
          pbl_dtype_name(v->meta.dtype));
     put_shape(t, &v->meta.shape);
+    if (v->kind == PBL_VALUE_SCALAR)
+        putf(t, ", \"value\": %.17g", v->initial);
     if (after_nodes > 0)
         putf(t, ", \"after_nodes\": %d", (int)after_nodes);
     if (v->is_backward)

@@ -1,4 +1,5 @@
 /* The graph handle: creation, variables, op nodes (checked eagerly), outputs, queries. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -129,8 +130,11 @@ PBL__API pbl_status pbl_graph_add_variable(pbl_graph *g, const char *name, pbl_v
         fresh_name(&g->value_names, "var", g->n_values, auto_name, sizeof auto_name);
         name = auto_name;
     }
-    if (kind == PBL_VALUE_NODE || (unsigned)kind > PBL_VALUE_NODE)
-        return pbl__graph_fail(g, PBL_ERR_INVALID_ARG, "variable '%s': kind must be input, param, label or state", name);
+    if (kind == PBL_VALUE_NODE || (unsigned)kind > PBL_VALUE_SCALAR)
+        return pbl__graph_fail(g, PBL_ERR_INVALID_ARG, "variable '%s': kind must be input, param, label, state or scalar", name);
+    /* kernels read a scalar as one float: anything else would be read past or misread */
+    if (kind == PBL_VALUE_SCALAR && (dtype != PBL_F32 || (shape_ok(&shape) && pbl_shape_numel(&shape) != 1)))
+        return pbl__graph_fail(g, PBL_ERR_INVALID_ARG, "variable '%s': a scalar must be one f32 element", name);
     if (pbl_dtype_size(dtype) == 0)
         return pbl__graph_fail(g, PBL_ERR_INVALID_ARG, "variable '%s': unknown dtype %d", name, (int)dtype);
     if (!shape_ok(&shape)) {
@@ -146,6 +150,23 @@ PBL__API pbl_status pbl_graph_add_variable(pbl_graph *g, const char *name, pbl_v
     pbl__meta meta = { .dtype = dtype, .shape = shape };
     if (push_value(g, name, kind, meta, PBL_NONE, 0, &v) != PBL_OK)
         return pbl__graph_fail(g, PBL_ERR_NOMEM, "variable '%s': out of memory", name);
+    if (out)
+        *out = v;
+    return PBL_OK;
+}
+
+PBL__API pbl_status pbl_graph_add_scalar(pbl_graph *g, const char *name, double initial, pbl_value *out)
+{
+    if (!g)
+        return PBL_ERR_INVALID_ARG;
+    if (!isfinite(initial))
+        return pbl__graph_fail(g, PBL_ERR_INVALID_ARG, "scalar '%s': initial value %g is not finite", name ? name : "",
+                               initial);
+    pbl_value v;
+    pbl_status s = pbl_graph_add_variable(g, name, PBL_VALUE_SCALAR, PBL_F32, PBL_SCALAR, &v);
+    if (s != PBL_OK)
+        return s;
+    g->values[v].initial = initial;
     if (out)
         *out = v;
     return PBL_OK;
@@ -406,7 +427,8 @@ PBL__API pbl_status pbl_graph_value_info(const pbl_graph *g, pbl_value v, pbl_va
         return PBL_ERR_INVALID_ARG;
     const pbl__value *x = &g->values[v];
     *out = (pbl_value_info){ .name = x->name, .kind = x->kind, .dtype = x->meta.dtype, .shape = x->meta.shape,
-                             .producer = x->producer, .producer_slot = x->slot, .is_backward = x->is_backward };
+                             .producer = x->producer, .producer_slot = x->slot, .is_backward = x->is_backward,
+                             .initial = x->initial };
     return PBL_OK;
 }
 

@@ -30,6 +30,7 @@ typedef struct pbl__value {
     pbl_node       producer;  /* PBL_NONE for variables */
     int32_t        slot;      /* which output of the producer */
     int32_t        is_backward;
+    double         initial;   /* PBL_VALUE_SCALAR: the value executors start from */
 } pbl__value;
 
 typedef struct pbl__node {

@@ -25,7 +25,8 @@
     X(transpose)                                                                   \
     X(div) X(concat) X(fully_connected_packed)                                     \
     X(fully_connected_act) X(elementwise_chain)                                   \
-    X(fully_connected_grad_wb) X(matmul_act_grad)
+    X(fully_connected_grad_wb) X(matmul_act_grad)                                 \
+    X(global_norm) X(clip_by_norm)
 
 enum {
 #define PBL__OP_ENUM(n) PBL__OP_##n,

@@ -70,7 +70,7 @@ PBL__API const char *pbl_dtype_name(pbl_dtype t)
 
 PBL__API const char *pbl_value_kind_name(pbl_value_kind k)
 {
-    static const char *const names[] = { "input", "param", "label", "state", "node" };
+    static const char *const names[] = { "input", "param", "label", "state", "node", "scalar" };
     return (unsigned)k < sizeof names / sizeof names[0] ? names[k] : "?";
 }
 

@@ -451,6 +451,8 @@ static pbl_status copy_graph(const fuser *f, const pbl_allocator *a, pbl_graph *
         s = pbl_graph_add_variable(c.ng, x->name, x->kind, x->meta.dtype, x->meta.shape, &c.copy[v]);
         if (s != PBL_OK)
             snprintf(err, errlen, "copying variable '%s': %s", x->name, pbl_graph_errmsg(c.ng));
+        else
+            c.ng->values[c.copy[v]].initial = x->initial;
     }
     for (pbl_node i = 0; i < g->n_nodes && s == PBL_OK; i++) {
         pbl_node h = f->head[i];

@@ -157,6 +157,7 @@ static pbl_status copy_variables(rewrite *w)
             snprintf(w->err, w->errlen, "copying variable '%s': %s", x->name, pbl_graph_errmsg(w->ng));
             return s;
         }
+        w->ng->values[w->copy[v]].initial = x->initial;
     }
     return PBL_OK;
 }

@@ -198,6 +198,16 @@ pbl_status pbl_exec_bind(pbl_exec *e, pbl_value v, void *data, size_t bytes);
 pbl_status pbl_exec_write(pbl_exec *e, pbl_value v, const void *data, size_t bytes);
 pbl_status pbl_exec_read(pbl_exec *e, pbl_value v, void *data, size_t bytes);
 
+/* Runtime scalars (pbl_graph_add_scalar: learning rate, weight decay, Adam's step, the
+ * training switch). set writes the scalar called `name` (as f32) for the following runs;
+ * nothing is re-planned or re-captured (kernels read it from executor storage, CUDA graph
+ * replays included). get reads it back. Every executor starts each scalar at its initial
+ * value. PBL_ERR_NOT_FOUND: no value of that name; PBL_ERR_INVALID_ARG: the value is not a
+ * scalar, or `value` is NaN, infinite or beyond f32's range (the executor keeps the old
+ * value). Cheap: one 4-byte copy (a host-to-device copy on CUDA). */
+pbl_status pbl_exec_set_scalar(pbl_exec *e, const char *name, double value);
+pbl_status pbl_exec_get_scalar(pbl_exec *e, const char *name, double *value);
+
 /* Runs the schedule once. Every input and label must have been bound or written, every
  * parameter too (PBL_ERR_UNBOUND otherwise). Increments the run counter (dropout masks
  * and the like depend on it). */

@@ -101,6 +101,8 @@ typedef enum pbl_value_kind {
     PBL_VALUE_LABEL,  /* targets fed each run */
     PBL_VALUE_STATE,  /* optimizer state; zero-filled by the executor unless bound */
     PBL_VALUE_NODE,   /* produced by a node */
+    PBL_VALUE_SCALAR, /* a runtime hyper-parameter: one f32 the caller may change between runs
+                         (pbl_graph_add_scalar; pbl_exec_set_scalar) without re-planning */
 } pbl_value_kind;
 
 const char *pbl_value_kind_name(pbl_value_kind k);
@@ -150,6 +152,14 @@ const char *pbl_graph_errmsg(const pbl_graph *g);
 pbl_status pbl_graph_add_variable(pbl_graph *g, const char *name, pbl_value_kind kind,
                                   pbl_dtype dtype, pbl_shape shape, pbl_value *out);
 
+/* Adds a runtime scalar: a rank-0 f32 variable of kind PBL_VALUE_SCALAR that optimizer
+ * updates (lr, weight decay, Adam's step), dropout and batch normalisation (the training
+ * switch) may read at run time. Executors start it at `initial` and pbl_exec_set_scalar
+ * changes it between runs, with no re-planning (it lives outside the planned arena, like
+ * every variable). Returns PBL_ERR_INVALID_ARG for a duplicate name or a non-finite initial
+ * value, PBL_ERR_NOMEM. pebble/autodiff.h's optimizer options name scalars to read. */
+pbl_status pbl_graph_add_scalar(pbl_graph *g, const char *name, double initial, pbl_value *out);
+
 typedef struct pbl_node_desc {
     const char      *op;        /* registered op name, see pebble/ops.h */
     const char      *name;      /* unique node name; NULL picks "<op><N>" */
@@ -192,6 +202,7 @@ typedef struct pbl_value_info {
     pbl_node       producer;      /* PBL_NONE for variables */
     int32_t        producer_slot;
     int32_t        is_backward;   /* made by the gradient pass */
+    double         initial;       /* PBL_VALUE_SCALAR: its value when an executor starts; else 0 */
 } pbl_value_info;
 
 typedef struct pbl_node_info {

@@ -26,6 +26,7 @@
  *       "variables": [
  *         {"name": "x", "kind": "input", "dtype": "f32", "shape": [128, 784]},
  *         {"name": "w1/m", "kind": "state", "dtype": "f32", "shape": [256, 784], "after_nodes": 40},
+ *         {"name": "lr", "kind": "scalar", "dtype": "f32", "shape": [], "value": 0.001},
  *         ...
  *       ],
  *       "nodes": [
@@ -38,8 +39,10 @@
  *       "outputs": [{"name": "loss", "value": "loss"}]
  *     }
  *
- * - kind is "input", "param", "label" or "state"; dtype "f32" or "i32"; a shape lists 0 to
- *   PBL_MAX_DIMS positive dims ([] is a scalar).
+ * - kind is "input", "param", "label", "state" or "scalar"; dtype "f32" or "i32"; a shape
+ *   lists 0 to PBL_MAX_DIMS positive dims ([] is a scalar). A "scalar" variable is a runtime
+ *   hyper-parameter (pbl_graph_add_scalar): f32, one element, and "value", the number an
+ *   executor starts it at (0 when left out; only scalars may have one).
  * - A node's output values are named after it: "fc1", and "drop1:1" for a second output.
  *   Inputs name values (variables or node outputs).
  * - attrs: an integer for an int attribute, a number for a float one (also "inf", "-inf" or

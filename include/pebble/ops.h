@@ -17,15 +17,26 @@
  * reshape                     x                       y            shape (one dim may be -1)
  * flatten                     x                       y            axis (1)
  * copy                        x                       y
- * dropout                     x                       y, mask      p (0.5), seed (0)
+ * dropout                     x training?[]           y, mask      p (0.5), seed (0); training, a
+ *                                                                  runtime scalar (pebble/graph.h):
+ *                                                                  0 evaluates (y = x, mask = 1)
  * scale                       x                       y = alpha·x  alpha (1)
  * fill                        —                       y            shape ([]), value (0)
  * broadcast_to / sum_to       x                       y            shape
  * add_n                       x1..x16 (same shapes)   y = Σ xi
- * sgd                         w g                     w'           lr, weight_decay (0)
- * sgd_momentum                w g m                   w' m'        lr, momentum (0.9), weight_decay
- * adam                        w g m v t[1]            w' m' v' t'  lr, beta1 (0.9), beta2 (0.999),
- *                                                                  eps (1e-8), weight_decay
+ * sgd                         w g s?..                w'           lr, weight_decay (0), scalars (0)
+ * sgd_momentum                w g m s?..              w' m'        lr, momentum (0.9), weight_decay,
+ *                                                                  scalars (0)
+ * adam                        w g m v t[1] s?..       w' m' v' t'  lr, beta1 (0.9), beta2 (0.999),
+ *                                                                  eps (1e-8), weight_decay,
+ *                                                                  scalars (0), decoupled (0; 1:
+ *                                                                  AdamW, w·(1 − lr·wd) first)
+ *   scalars: bit 0 lr, bit 1 weight_decay, bit 2 (adam) the bias-correction step come from
+ *   trailing one-element f32 inputs s (runtime scalars), in bit order, instead of attributes
+ * global_norm                 x1..x16 (f32)           n[] = sqrt(Σ all xi²)   not differentiable
+ * clip_by_norm                x norm[]                y = x·min(1, max_norm/(norm + 1e-6))
+ *                                                                  max_norm (required, > 0);
+ *                                                                  not differentiable
  * relu_grad, sigmoid_grad, tanh_grad, softmax_grad, log_softmax_grad   dy y  ->  dx
  * gelu_grad                   dy x                    dx
  * softmax_cross_entropy_grad  logits labels dloss     dlogits

@@ -2,32 +2,50 @@
 #include <math.h>
 
 #include "ops/cpu/kernels.h"
+#include "ops/shared/hyper.h"
 
 /* Every update is element-wise over [n], so pbl__cpu_for may split it; each is one loop over
  * [lo, hi) of the kernel's arguments. */
 
+/* A hyper-parameter: its attribute, or the runtime scalar input the "scalars" mask routes it
+ * through (ops/shared/hyper.h). */
+static float hyper(const pbl__kargs *a, int32_t base, int64_t mask, int64_t bit, double attr)
+{
+    int32_t k = pbl__hyper_slot(base, mask, bit);
+    return k < 0 ? (float)attr : ((const float *)a->in[k])[0];
+}
+
+typedef struct sgd_job {
+    float       *w, *m;
+    const float *g;
+    float        lr, mu, wd;
+} sgd_job;
+
 static void sgd_range(void *ctx, int64_t lo, int64_t hi)
 {
-    const pbl__kargs *a = ctx;
-    float *w = PBL__OUT(a, 0);
-    const float *g = PBL__IN(a, 1);
-    float lr = (float)a->attr[0].f, wd = (float)a->attr[1].f;
+    const sgd_job *j = ctx;
+    float *w = j->w;
+    const float *g = j->g;
+    float lr = j->lr, wd = j->wd;
     for (int64_t i = lo; i < hi; i++)
         w[i] -= lr * (g[i] + wd * w[i]);
 }
 
 pbl_status pbl__cpu_sgd(const pbl__kargs *a)
 {
-    pbl__cpu_for(a, PBL__NUMEL(a->in_meta[0]), 1, sgd_range, (void *)a);
+    int64_t mask = a->attr[2].i;
+    sgd_job j = { .w = PBL__OUT(a, 0), .g = PBL__IN(a, 1), .lr = hyper(a, 2, mask, PBL__HYPER_LR, a->attr[0].f),
+                  .wd = hyper(a, 2, mask, PBL__HYPER_WD, a->attr[1].f) };
+    pbl__cpu_for(a, PBL__NUMEL(a->in_meta[0]), 1, sgd_range, &j);
     return PBL_OK;
 }
 
 static void sgd_momentum_range(void *ctx, int64_t lo, int64_t hi)
 {
-    const pbl__kargs *a = ctx;
-    float *w = PBL__OUT(a, 0), *m = PBL__OUT(a, 1);
-    const float *g = PBL__IN(a, 1);
-    float lr = (float)a->attr[0].f, mu = (float)a->attr[1].f, wd = (float)a->attr[2].f;
+    const sgd_job *j = ctx;
+    float *w = j->w, *m = j->m;
+    const float *g = j->g;
+    float lr = j->lr, mu = j->mu, wd = j->wd;
     for (int64_t i = lo; i < hi; i++) {
         m[i] = mu * m[i] + (g[i] + wd * w[i]);
         w[i] -= lr * m[i];
@@ -36,12 +54,16 @@ static void sgd_momentum_range(void *ctx, int64_t lo, int64_t hi)
 
 pbl_status pbl__cpu_sgd_momentum(const pbl__kargs *a)
 {
-    pbl__cpu_for(a, PBL__NUMEL(a->in_meta[0]), 1, sgd_momentum_range, (void *)a);
+    int64_t mask = a->attr[3].i;
+    sgd_job j = { .w = PBL__OUT(a, 0), .m = PBL__OUT(a, 1), .g = PBL__IN(a, 1),
+                  .lr = hyper(a, 3, mask, PBL__HYPER_LR, a->attr[0].f), .mu = (float)a->attr[1].f,
+                  .wd = hyper(a, 3, mask, PBL__HYPER_WD, a->attr[2].f) };
+    pbl__cpu_for(a, PBL__NUMEL(a->in_meta[0]), 1, sgd_momentum_range, &j);
     return PBL_OK;
 }
 
 typedef struct adam_coef {
-    float b1, b2, c1, c2, step_size, inv_sqrt_bc2, eps, wd;
+    float b1, b2, c1, c2, step_size, inv_sqrt_bc2, eps, wd, keep;
 } adam_coef;
 
 /* The same arithmetic twice: with restrict when the four arrays are distinct (the normal
@@ -51,7 +73,7 @@ typedef struct adam_coef {
         float gi = g[i] + k.wd * w[i];                                          \
         m[i] = k.b1 * m[i] + k.c1 * gi;                                         \
         v[i] = k.b2 * v[i] + k.c2 * gi * gi;                                    \
-        w[i] -= k.step_size * m[i] / (sqrtf(v[i]) * k.inv_sqrt_bc2 + k.eps);    \
+        w[i] = w[i] * k.keep - k.step_size * m[i] / (sqrtf(v[i]) * k.inv_sqrt_bc2 + k.eps); \
     }
 
 PBL__HOT static void adam_distinct(float *restrict w, float *restrict m, float *restrict v,
@@ -82,20 +104,61 @@ static void adam_range(void *ctx, int64_t lo, int64_t hi)
 }
 
 /* w, g, m, v: [n]; t: [1], the number of updates so far (incremented here, once, before the
- * elements are split). A square root and a division per element: it weighs 4 passes. */
+ * elements are split). A square root and a division per element: it weighs 4 passes.
+ * Adam adds wd·w to the gradient; AdamW (decoupled) shrinks w by lr·wd first instead
+ * (keep = 1 otherwise: w·1 is exact, so Adam's bits do not change). With the step routed
+ * through a scalar, the bias correction uses it (a step below 1 counts as 1) and t still counts. */
 pbl_status pbl__cpu_adam(const pbl__kargs *a)
 {
     float *w = PBL__OUT(a, 0), *m = PBL__OUT(a, 1), *v = PBL__OUT(a, 2), *t = PBL__OUT(a, 3);
     const float *g = PBL__IN(a, 1);
-    double lr = a->attr[0].f, b1 = a->attr[1].f, b2 = a->attr[2].f;
+    int64_t mask = a->attr[5].i;
+    double lr = hyper(a, 5, mask, PBL__HYPER_LR, a->attr[0].f), b1 = a->attr[1].f, b2 = a->attr[2].f;
+    double wd = hyper(a, 5, mask, PBL__HYPER_WD, a->attr[4].f);
+    int decoupled = a->attr[6].i != 0;
     t[0] += 1.0f;
-    double step = (double)t[0];
+    double step = mask & PBL__HYPER_STEP ? hyper(a, 5, mask, PBL__HYPER_STEP, 0.0) : (double)t[0];
+    step = step < 1.0 ? 1.0 : step; /* the bias correction divides by 1 - beta^step: 0 at step 0 */
     adam_job j = { .w = w, .m = m, .v = v, .g = g,
                    .k = { .b1 = (float)b1, .b2 = (float)b2, .c1 = (float)(1.0 - b1), .c2 = (float)(1.0 - b2),
                           .step_size = (float)(lr / (1.0 - pow(b1, step))),
                           .inv_sqrt_bc2 = (float)(1.0 / sqrt(1.0 - pow(b2, step))),
-                          .eps = (float)a->attr[3].f, .wd = (float)a->attr[4].f },
+                          .eps = (float)a->attr[3].f, .wd = decoupled ? 0.0f : (float)wd,
+                          .keep = decoupled ? (float)(1.0 - lr * wd) : 1.0f },
                    .distinct = w != m && w != v && m != v && g != w && g != m && g != v };
     pbl__cpu_for(a, PBL__NUMEL(a->in_meta[0]), 4, adam_range, &j);
+    return PBL_OK;
+}
+
+/* x1..xk: any shapes -> n: []. Summed in double, serially, so the result does not depend on
+ * the thread count. */
+pbl_status pbl__cpu_global_norm(const pbl__kargs *a)
+{
+    double sum = 0.0;
+    for (int32_t k = 0; k < a->n_in; k++) {
+        const float *x = PBL__IN(a, k);
+        int64_t n = PBL__NUMEL(a->in_meta[k]);
+        for (int64_t i = 0; i < n; i++)
+            sum += (double)x[i] * (double)x[i];
+    }
+    ((float *)PBL__OUT(a, 0))[0] = (float)sqrt(sum);
+    return PBL_OK;
+}
+
+static void clip_range(void *ctx, int64_t lo, int64_t hi)
+{
+    const sgd_job *j = ctx; /* w: y, g: x, lr: the factor */
+    for (int64_t i = lo; i < hi; i++)
+        j->w[i] = j->g[i] * j->lr;
+}
+
+/* x: [n], norm: [] -> y: [n] (maybe x's storage). The factor is computed in double as PyTorch's
+ * clip_grad_norm_ does in its own precision: max_norm / (norm + 1e-6), at most 1. */
+pbl_status pbl__cpu_clip_by_norm(const pbl__kargs *a)
+{
+    double norm = ((const float *)PBL__IN(a, 1))[0];
+    double f = a->attr[0].f / (norm + 1e-6);
+    sgd_job j = { .w = PBL__OUT(a, 0), .g = PBL__IN(a, 0), .lr = f < 1.0 ? (float)f : 1.0f };
+    pbl__cpu_for(a, PBL__NUMEL(a->in_meta[0]), 1, clip_range, &j);
     return PBL_OK;
 }

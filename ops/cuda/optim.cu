@@ -8,9 +8,28 @@
  * CPU does once per update.
  */
 #include "ops/cuda/common.cuh"
+#include "ops/shared/hyper.h"
 
-__global__ static void sgd_k(float *w, const float *g, float lr, float wd, int64_t n)
+/* A hyper-parameter read on the device: the runtime scalar when the "scalars" mask routes it
+ * through an input (ops/shared/hyper.h), else the attribute passed by value. Reading the
+ * scalar in the kernel keeps a captured CUDA graph right after pbl_exec_set_scalar. */
+struct hyper_arg {
+    const float *p;
+    float        v;
+};
+
+static hyper_arg hyper(const pbl__kargs *a, int32_t base, int64_t mask, int64_t bit, double attr)
 {
+    int32_t k = pbl__hyper_slot(base, mask, bit);
+    hyper_arg h = { k < 0 ? NULL : (const float *)a->in[k], (float)attr };
+    return h;
+}
+
+__device__ static inline float hyper_get(hyper_arg h) { return h.p ? *h.p : h.v; }
+
+__global__ static void sgd_k(float *w, const float *g, hyper_arg lr_h, hyper_arg wd_h, int64_t n)
+{
+    float lr = hyper_get(lr_h), wd = hyper_get(wd_h);
     PBL__GRID_LOOP(i, n)
         w[i] -= lr * (g[i] + wd * w[i]);
 }
@@ -19,15 +38,18 @@ extern "C" pbl_status pbl__cuda_sgd(const pbl__cuda_launch *l, const pbl__kargs 
 {
     pbl_status s = PBL_OK;
     int64_t n = PBL__NUMEL(a->in_meta[0]);
-    PBL__LAUNCH(sgd_k, pbl__blocks(n), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__IN(a, 1), (float)a->attr[0].f,
-                                                          (float)a->attr[1].f, n);
+    int64_t mask = a->attr[2].i;
+    PBL__LAUNCH(sgd_k, pbl__blocks(n), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__IN(a, 1),
+                                                                   hyper(a, 2, mask, PBL__HYPER_LR, a->attr[0].f),
+                                                                   hyper(a, 2, mask, PBL__HYPER_WD, a->attr[1].f), n);
     PBL__LAUNCHED();
 done:
     return s;
 }
 
-__global__ static void momentum_k(float *w, float *m, const float *g, float lr, float mu, float wd, int64_t n)
+__global__ static void momentum_k(float *w, float *m, const float *g, hyper_arg lr_h, float mu, hyper_arg wd_h, int64_t n)
 {
+    float lr = hyper_get(lr_h), wd = hyper_get(wd_h);
     PBL__GRID_LOOP(i, n) {
         m[i] = mu * m[i] + (g[i] + wd * w[i]);
         w[i] -= lr * m[i];
@@ -38,9 +60,11 @@ extern "C" pbl_status pbl__cuda_sgd_momentum(const pbl__cuda_launch *l, const pb
 {
     pbl_status s = PBL_OK;
     int64_t n = PBL__NUMEL(a->in_meta[0]);
+    int64_t mask = a->attr[3].i;
     PBL__LAUNCH(momentum_k, pbl__blocks(n), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__OUT(a, 1), PBL__IN(a, 1),
-                                                               (float)a->attr[0].f, (float)a->attr[1].f,
-                                                               (float)a->attr[2].f, n);
+                                                                        hyper(a, 3, mask, PBL__HYPER_LR, a->attr[0].f),
+                                                                        (float)a->attr[1].f,
+                                                                        hyper(a, 3, mask, PBL__HYPER_WD, a->attr[2].f), n);
     PBL__LAUNCHED();
 done:
     return s;
@@ -49,30 +73,37 @@ done:
 __global__ static void step_k(float *t) { t[0] += 1.0f; }
 
 struct adam_attr {
-    double lr, b1, b2, eps, wd;
+    double b1, b2, eps;
+    hyper_arg lr, wd;
+    const float *step; /* the step scalar, or NULL: t */
+    int decoupled;
 };
 
 __global__ static void adam_k(float *w, float *m, float *v, const float *g, const float *t, int64_t n, adam_attr at)
 {
-    __shared__ float k[6]; /* b1, b2, c1, c2, step_size, inv_sqrt_bc2 */
+    __shared__ float k[8]; /* b1, b2, c1, c2, step_size, inv_sqrt_bc2, wd (coupled), keep */
     if (threadIdx.x == 0) {
-        double step = (double)t[0];
+        double step = at.step ? (double)*at.step : (double)t[0];
+        step = step < 1.0 ? 1.0 : step; /* as the CPU: a step below 1 counts as 1 */
+        double lr = hyper_get(at.lr), wd = hyper_get(at.wd);
         k[0] = (float)at.b1;
         k[1] = (float)at.b2;
         k[2] = (float)(1.0 - at.b1);
         k[3] = (float)(1.0 - at.b2);
-        k[4] = (float)(at.lr / (1.0 - pow(at.b1, step)));
+        k[4] = (float)(lr / (1.0 - pow(at.b1, step)));
         k[5] = (float)(1.0 / sqrt(1.0 - pow(at.b2, step)));
+        k[6] = at.decoupled ? 0.0f : (float)wd;
+        k[7] = at.decoupled ? (float)(1.0 - lr * wd) : 1.0f;
     }
     __syncthreads();
-    float eps = (float)at.eps, wd = (float)at.wd;
+    float eps = (float)at.eps;
     PBL__GRID_LOOP(i, n) {
-        float gi = g[i] + wd * w[i];
+        float gi = g[i] + k[6] * w[i];
         float mi = k[0] * m[i] + k[2] * gi;
         float vi = k[1] * v[i] + k[3] * gi * gi;
         m[i] = mi;
         v[i] = vi;
-        w[i] -= k[4] * mi / (sqrtf(vi) * k[5] + eps);
+        w[i] = w[i] * k[7] - k[4] * mi / (sqrtf(vi) * k[5] + eps);
     }
 }
 
@@ -81,12 +112,77 @@ extern "C" pbl_status pbl__cuda_adam(const pbl__cuda_launch *l, const pbl__kargs
 {
     pbl_status s = PBL_OK;
     int64_t n = PBL__NUMEL(a->in_meta[0]);
-    adam_attr at = { a->attr[0].f, a->attr[1].f, a->attr[2].f, a->attr[3].f, a->attr[4].f };
+    int64_t mask = a->attr[5].i;
+    int32_t step_slot = pbl__hyper_slot(5, mask, PBL__HYPER_STEP);
+    adam_attr at = { a->attr[1].f, a->attr[2].f, a->attr[3].f, hyper(a, 5, mask, PBL__HYPER_LR, a->attr[0].f),
+                     hyper(a, 5, mask, PBL__HYPER_WD, a->attr[4].f),
+                     step_slot < 0 ? NULL : (const float *)a->in[step_slot], a->attr[6].i != 0 };
     float *t = PBL__OUT(a, 3);
     PBL__LAUNCH(step_k, 1, 1, 0, l->stream)(t);
     PBL__LAUNCHED();
     PBL__LAUNCH(adam_k, pbl__blocks(n), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__OUT(a, 1), PBL__OUT(a, 2), PBL__IN(a, 1),
                                                            t, n, at);
+    PBL__LAUNCHED();
+done:
+    return s;
+}
+
+/* ---- clipping by global norm -------------------------------------------------------------- */
+
+#define NORM_THREADS 1024
+#define NORM_MAX_IN 16
+
+struct norm_inputs {
+    const float *x[NORM_MAX_IN];
+    int64_t      n[NORM_MAX_IN];
+    int32_t      k;
+};
+
+/* One block: each thread sums its strided elements of every input in double, then a tree
+ * (pbl__block_sum): the same additions in the same order on every launch, so the same bits. */
+__global__ static void global_norm_k(float *out, norm_inputs in)
+{
+    __shared__ double part[NORM_THREADS];
+    double acc = 0.0;
+    for (int32_t k = 0; k < in.k; k++)
+        for (int64_t i = threadIdx.x; i < in.n[k]; i += NORM_THREADS)
+            acc += (double)in.x[k][i] * (double)in.x[k][i];
+    double total = pbl__block_sum<NORM_THREADS>(acc, part);
+    if (threadIdx.x == 0)
+        out[0] = (float)sqrt(total);
+}
+
+/* x1..xk: any shapes -> n: []. */
+extern "C" pbl_status pbl__cuda_global_norm(const pbl__cuda_launch *l, const pbl__kargs *a)
+{
+    pbl_status s = PBL_OK;
+    norm_inputs in;
+    in.k = a->n_in;
+    for (int32_t k = 0; k < a->n_in && k < NORM_MAX_IN; k++) {
+        in.x[k] = (const float *)a->in[k];
+        in.n[k] = PBL__NUMEL(a->in_meta[k]);
+    }
+    PBL__LAUNCH(global_norm_k, 1, NORM_THREADS, 0, l->stream)((float *)PBL__OUT(a, 0), in);
+    PBL__LAUNCHED();
+done:
+    return s;
+}
+
+__global__ static void clip_k(float *y, const float *x, const float *norm, double max_norm, int64_t n)
+{
+    double f = max_norm / ((double)norm[0] + 1e-6);
+    float c = f < 1.0 ? (float)f : 1.0f;
+    PBL__GRID_LOOP(i, n)
+        y[i] = x[i] * c;
+}
+
+/* x: [n], norm: [] -> y: [n] (maybe x's storage). */
+extern "C" pbl_status pbl__cuda_clip_by_norm(const pbl__cuda_launch *l, const pbl__kargs *a)
+{
+    pbl_status s = PBL_OK;
+    int64_t n = PBL__NUMEL(a->in_meta[0]);
+    PBL__LAUNCH(clip_k, pbl__blocks(n), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__IN(a, 0),
+                                                                    (const float *)PBL__IN(a, 1), a->attr[0].f, n);
     PBL__LAUNCHED();
 done:
     return s;
