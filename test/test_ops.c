@@ -1332,6 +1332,10 @@ static void test_add_n(void **state)
  *   sgd_momentum:    m ← μ·m + g;  w ← w − lr·m
  *   adam:            t ← t + 1;  m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²;
  *                    w ← w − lr·m̂ / (√v̂ + ε),  m̂ = m/(1−β1^t), v̂ = v/(1−β2^t)
+ *   adamw:           as adam with g undecayed, and w ← w·(1 − lr·wd) before the step
+ * With runtime scalars (the "scalars" mask), lr and wd come from scalar variables the test
+ * sets with pbl_exec_set_scalar, changed between the steps, and (mask bit 4) Adam's step
+ * from a scalar set to 3 and 7 (t still counts 1, 2).
  * w is a parameter written once, g an input written each step, and m, v, t zero-filled state,
  * so the second step reads what the first wrote in place. The updated w is read both through
  * the node's output w' and through w itself (w' is w's storage).
@@ -1343,24 +1347,34 @@ typedef struct optim_cfg {
     const char *op;
     double lr, mom, b1, b2, eps, wd;
     int    set_hyper; /* 0: leave momentum/beta/eps to the op's defaults */
+    int    decoupled; /* adam: AdamW */
+    int    scalars;   /* the op's "scalars" mask: 1 lr, 2 wd, 4 step (adam) */
 } optim_cfg;
 
 static int optim_case(th_rng *r, const optim_cfg *o)
 {
-    th_set_case("%s lr=%g mom=%g b1=%g b2=%g eps=%g wd=%g%s", o->op, o->lr, o->mom, o->b1, o->b2,
-                o->eps, o->wd, o->set_hyper ? "" : " (defaults)");
+    th_set_case("%s lr=%g mom=%g b1=%g b2=%g eps=%g wd=%g decoupled=%d scalars=%d%s", o->op, o->lr, o->mom, o->b1,
+                o->b2, o->eps, o->wd, o->decoupled, o->scalars, o->set_hyper ? "" : " (defaults)");
     int adam = strcmp(o->op, "adam") == 0, mom = strcmp(o->op, "sgd_momentum") == 0;
-    in_spec in[5] = { { PBL_SHAPE(OR, OC), PBL_F32, PBL_VALUE_PARAM },
+    in_spec in[8] = { { PBL_SHAPE(OR, OC), PBL_F32, PBL_VALUE_PARAM },
                       { PBL_SHAPE(OR, OC), PBL_F32, PBL_VALUE_INPUT },
                       { PBL_SHAPE(OR, OC), PBL_F32, PBL_VALUE_STATE },
                       { PBL_SHAPE(OR, OC), PBL_F32, PBL_VALUE_STATE },
                       { PBL_SHAPE(1), PBL_F32, PBL_VALUE_STATE } };
-    int32_t n_in = adam ? 5 : mom ? 3 : 2;
+    int32_t n_in = adam ? 5 : mom ? 3 : 2, base = n_in;
+    for (int b = 1; b <= 4; b <<= 1)
+        if (o->scalars & b)
+            in[n_in++] = (in_spec){ PBL_SCALAR, PBL_F32, PBL_VALUE_SCALAR };
     pbl_attr attrs[8];
     int32_t na = 0;
-    attrs[na++] = PBL_ATTR_FLOAT("lr", o->lr);
-    if (o->wd != 0)
+    if (!(o->scalars & 1))
+        attrs[na++] = PBL_ATTR_FLOAT("lr", o->lr);
+    if (o->wd != 0 && !(o->scalars & 2))
         attrs[na++] = PBL_ATTR_FLOAT("weight_decay", o->wd);
+    if (o->scalars)
+        attrs[na++] = PBL_ATTR_INT("scalars", o->scalars);
+    if (o->decoupled)
+        attrs[na++] = PBL_ATTR_INT("decoupled", 1);
     if (o->set_hyper && mom)
         attrs[na++] = PBL_ATTR_FLOAT("momentum", o->mom);
     if (o->set_hyper && adam) {
@@ -1389,21 +1403,33 @@ static int optim_case(th_rng *r, const optim_cfg *o)
     for (int step = 1; step <= 2 && !fails; step++) {
         th_fill_away(r, g, ON, gmax / 5, gmax);
         rt += 1;
+        /* with scalars, the second step runs at other values: nothing re-planned */
+        double lr = o->scalars & 1 ? o->lr * step : o->lr, wd = o->scalars & 2 ? o->wd / step : o->wd;
+        double bc_step = o->scalars & 4 ? 3 + 4 * (step - 1) : rt;
+        for (int b = 1, k = base; b <= 4; b <<= 1) {
+            if (!(o->scalars & b))
+                continue;
+            char name[16];
+            snprintf(name, sizeof name, "in%d", k++);
+            TH_E(c.e, pbl_exec_set_scalar(c.e, name, b == 1 ? lr : b == 2 ? wd : bc_step));
+        }
         for (int i = 0; i < ON; i++) {
-            double gi = g[i] + o->wd * rw[i];
+            double gi = g[i] + (o->decoupled ? 0 : wd) * rw[i];
             if (adam) {
                 rm[i] = o->b1 * rm[i] + (1 - o->b1) * gi;
                 rv[i] = o->b2 * rv[i] + (1 - o->b2) * gi * gi;
-                double mh = rm[i] / (1 - pow(o->b1, rt)), vh = rv[i] / (1 - pow(o->b2, rt));
-                rw[i] -= o->lr * mh / (sqrt(vh) + o->eps);
+                double mh = rm[i] / (1 - pow(o->b1, bc_step)), vh = rv[i] / (1 - pow(o->b2, bc_step));
+                if (o->decoupled)
+                    rw[i] *= 1 - lr * wd;
+                rw[i] -= lr * mh / (sqrt(vh) + o->eps);
             } else if (mom) {
                 rm[i] = o->mom * rm[i] + gi;
-                rw[i] -= o->lr * rm[i];
+                rw[i] -= lr * rm[i];
             } else {
-                rw[i] -= o->lr * gi;
+                rw[i] -= lr * gi;
             }
         }
-        fails += one_run(&c, (const void *[]){ NULL, g, NULL, NULL, NULL }); /* m, v, t: state */
+        fails += one_run(&c, (const void *[]){ NULL, g, NULL, NULL, NULL, NULL, NULL, NULL }); /* m, v, t: state */
         char what[64];
         snprintf(what, sizeof what, "step %d: w' (output 0)", step);
         if (!fails)
@@ -1454,6 +1480,67 @@ static void test_adam(void **state)
     assert_int_equal(optim_case(&r, &a) + optim_case(&r, &b), 0);
 }
 
+static void test_adamw_and_runtime_scalars(void **state)
+{
+    (void)state;
+    th_rng r = th_rng_seed(1104);
+    optim_cfg cases[] = {
+        { .op = "adam", .lr = 0.05, .b1 = 0.9, .b2 = 0.999, .eps = 1e-8, .wd = 0.1, .decoupled = 1 },
+        { .op = "adam", .lr = 0.05, .b1 = 0.8, .b2 = 0.99, .eps = 1e-3, .wd = 0.2, .set_hyper = 1, .decoupled = 1,
+          .scalars = 7 },
+        { .op = "adam", .lr = 0.02, .b1 = 0.9, .b2 = 0.999, .eps = 1e-8, .wd = 0.1, .scalars = 1 },
+        { .op = "sgd", .lr = 0.1, .wd = 0.1, .scalars = 3 },
+        { .op = "sgd", .lr = 0.1, .wd = 0.1, .scalars = 2 },
+        { .op = "sgd_momentum", .lr = 0.05, .mom = 0.5, .wd = 0.1, .set_hyper = 1, .scalars = 1 },
+    };
+    int fails = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        fails += optim_case(&r, &cases[i]);
+    assert_int_equal(fails, 0);
+}
+
+/* ---- clipping by global norm ---------------------------------------------------------------- */
+/* global_norm over three tensors against sqrt(Σ x²) in double; clip_by_norm scales by
+ * min(1, max_norm / (norm + 1e-6)) both below and above the limit. */
+static void test_global_norm_and_clip(void **state)
+{
+    (void)state;
+    th_rng r = th_rng_seed(1105);
+    in_spec in[3] = { { .shape = PBL_SHAPE(3, 4) }, { .shape = PBL_SHAPE(5) }, { .shape = PBL_SCALAR } };
+    one_node c;
+    th_set_case("global_norm of [3, 4], [5], []");
+    assert_int_equal(one_build(&c, "global_norm", in, 3, NULL, 0), 0);
+    float a[12], b[5], d[1], got;
+    th_fill(&r, a, 12, -2, 2);
+    th_fill(&r, b, 5, -2, 2);
+    d[0] = 3.0f;
+    double want = 0;
+    for (int i = 0; i < 12; i++)
+        want += (double)a[i] * a[i];
+    for (int i = 0; i < 5; i++)
+        want += (double)b[i] * b[i];
+    want = sqrt(want + 9.0);
+    int fails = one_run(&c, (const void *[]){ a, b, d });
+    fails += read_value(&c, c.out[0], &got, 1) + th_close("norm", &got, &want, NULL, 1, 0, 1e-6);
+    one_free(&c);
+    for (int k = 0; k < 2; k++) {
+        double max_norm = k == 0 ? 0.5 : 100.0; /* clipped, then left alone */
+        in_spec cin[2] = { { .shape = PBL_SHAPE(3, 4) }, { .shape = PBL_SCALAR } };
+        pbl_attr at[1] = { PBL_ATTR_FLOAT("max_norm", max_norm) };
+        th_set_case("clip_by_norm max_norm=%g", max_norm);
+        assert_int_equal(one_build(&c, "clip_by_norm", cin, 2, at, 1), 0);
+        float norm = 2.5f, y[12];
+        double f = max_norm / (2.5 + 1e-6), wy[12];
+        f = f < 1 ? f : 1;
+        for (int i = 0; i < 12; i++)
+            wy[i] = a[i] * f;
+        fails += one_run(&c, (const void *[]){ a, &norm });
+        fails += read_value(&c, c.out[0], y, 12) + th_close("clipped", y, wy, NULL, 12, 1e-7, 1e-6);
+        one_free(&c);
+    }
+    assert_int_equal(fails, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1478,6 +1565,8 @@ int main(void)
         cmocka_unit_test(test_sgd),
         cmocka_unit_test(test_sgd_momentum),
         cmocka_unit_test(test_adam),
+        cmocka_unit_test(test_adamw_and_runtime_scalars),
+        cmocka_unit_test(test_global_norm_and_clip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

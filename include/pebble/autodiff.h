@@ -19,7 +19,10 @@
  *     pbl_graph_gradient(g, loss, params, 4, grads);
  *     pbl_optimizer_options o = pbl_optimizer_options_default(PBL_OPTIM_ADAM);
  *     o.lr = 1e-3;
+ *     o.lr_scalar = "lr";       // optional: a runtime learning rate, pbl_exec_set_scalar(e, "lr", v)
  *     pbl_graph_add_optimizer(g, &o, params, grads, 4);
+ *
+ * docs/training.md shows a whole training loop with a schedule (pebble/schedule.h).
  */
 #ifndef PEBBLE_AUTODIFF_H
 #define PEBBLE_AUTODIFF_H
@@ -42,23 +45,52 @@ typedef enum pbl_optimizer_kind {
     PBL_OPTIM_SGD,
     PBL_OPTIM_SGD_MOMENTUM,
     PBL_OPTIM_ADAM,
+    PBL_OPTIM_ADAMW, /* Adam with decoupled weight decay (Loshchilov & Hutter): each step
+                        first shrinks w by lr·weight_decay, the gradient stays undecayed */
 } pbl_optimizer_kind;
 
 typedef struct pbl_optimizer_options {
     pbl_optimizer_kind kind;
-    double lr;           /* default 0.01 (sgd, momentum), 0.001 (adam) */
+    double lr;           /* default 0.01 (sgd, momentum), 0.001 (adam, adamw) */
     double momentum;     /* sgd_momentum; default 0.9 */
-    double beta1, beta2; /* adam; default 0.9, 0.999 */
-    double eps;          /* adam; default 1e-8 */
-    double weight_decay; /* L2 added to the gradient; default 0 */
+    double beta1, beta2; /* adam, adamw; default 0.9, 0.999 */
+    double eps;          /* adam, adamw; default 1e-8 */
+    double weight_decay; /* L2 added to the gradient (adamw: decoupled decay); default 0
+                            (adamw: 0.01, PyTorch's default) */
+    /* Runtime scalars (pebble/graph.h, pbl_graph_add_scalar): NULL keeps the constant above;
+     * a name makes every update read the scalar of that name at run time, so
+     * pbl_exec_set_scalar(e, name, v) changes it between runs. A scalar of that name is
+     * created (initial value: lr, weight_decay, or 1 for the step) unless the graph has one;
+     * a value of that name that is not a scalar is PBL_ERR_INVALID_ARG. */
+    const char *lr_scalar;
+    const char *weight_decay_scalar;
+    const char *step_scalar; /* adam, adamw: the bias-correction step, set by the caller
+                                (1, 2, ... ; below 1 counts as 1) instead of each parameter's
+                                own count t (which still counts) */
+    double clip_norm;    /* > 0: clip the gradients by their global norm first
+                            (pbl_graph_clip_grad_norm); default 0: no clipping */
 } pbl_optimizer_options;
 
 pbl_optimizer_options pbl_optimizer_options_default(pbl_optimizer_kind kind);
 
+/* Appends clipping by global norm, as PyTorch's clip_grad_norm_: one "global_norm" node over
+ * every grad (more than 16 chain through partial norms), named "grad_norm" (or "grad_norm1",
+ * ... when taken), then one "clip_by_norm" node per grad, "<grad>/clipped", computing
+ * g·min(1, max_norm / (norm + 1e-6)). clipped[i] (may be grads itself) receives the clipped
+ * gradient (PBL_NONE stays PBL_NONE); *norm_out, when not NULL, the norm before clipping
+ * (make it a graph output to read it after a run). Returns PBL_ERR_INVALID_ARG (max_norm not
+ * finite and positive, bad ids), PBL_ERR_NOMEM; on error the graph is restored. */
+pbl_status pbl_graph_clip_grad_norm(pbl_graph *g, const pbl_value *grads, int32_t n, double max_norm,
+                                    pbl_value *clipped, pbl_value *norm_out);
+
 /* Appends one update node per (param, grad) pair, skipping pairs whose grad is PBL_NONE.
  * Creates zero-initialised state variables named "<param>/m", "<param>/v", "<param>/t"
  * (adam: first and second moments and the step count) or "<param>/m" (momentum).
- * Update nodes write their parameter and state in place. */
+ * Update nodes write their parameter and state in place. With opt->clip_norm > 0 the
+ * gradients are clipped first (pbl_graph_clip_grad_norm). Returns PBL_ERR_INVALID_ARG (a
+ * bad kind, a parameter that is not one, a named scalar that is not a scalar, clip_norm
+ * negative or not finite), the builder's statuses for bad hyper-parameters (PBL_ERR_ATTR),
+ * PBL_ERR_NOMEM; on error the graph is restored. */
 pbl_status pbl_graph_add_optimizer(pbl_graph *g, const pbl_optimizer_options *opt,
                                    const pbl_value *params, const pbl_value *grads, int32_t n);
 
