@@ -40,7 +40,15 @@ static void mlp_build(mlp *m, double dropout)
     mlp_build_with(m, dropout, NULL);
 }
 
+static void mlp_build_opt(mlp *m, double dropout, const pbl_exec_options *eo, const pbl_optimizer_options *oo);
+
 static void mlp_build_with(mlp *m, double dropout, const pbl_exec_options *eo)
+{
+    mlp_build_opt(m, dropout, eo, NULL);
+}
+
+/* oo: the optimizer (NULL: Adam at lr 3e-3) */
+static void mlp_build_opt(mlp *m, double dropout, const pbl_exec_options *eo, const pbl_optimizer_options *oo)
 {
     memset(m, 0, sizeof *m);
     assert_int_equal(pbl_graph_create(&m->g, NULL), PBL_OK);
@@ -64,7 +72,12 @@ static void mlp_build_with(mlp *m, double dropout, const pbl_exec_options *eo)
     assert_int_equal(pbl_graph_gradient(g, m->loss, ps, 6, gs), PBL_OK);
     pbl_optimizer_options o = pbl_optimizer_options_default(PBL_OPTIM_ADAM);
     o.lr = 3e-3;
-    assert_int_equal(pbl_graph_add_optimizer(g, &o, ps, gs, 6), PBL_OK);
+    if (oo)
+        o = *oo;
+    pbl_status os = pbl_graph_add_optimizer(g, &o, ps, gs, 6);
+    if (os != PBL_OK)
+        print_error("add_optimizer: %s\n", pbl_graph_errmsg(g));
+    assert_int_equal(os, PBL_OK);
     char err[256];
     /* BLAS single-threaded in every run compared here: the bits under test are our planning's,
      * not OpenBLAS's threaded rounding (pebble/exec.h, blas_threads) */
@@ -399,6 +412,233 @@ static void test_targets_and_runtime_errors(void **state)
     mlp_free(&m);
 }
 
+/* Runs steps first..first+n-1 over the fixed batches (no loss kept). */
+static void steps_from(mlp *m, int first, int n)
+{
+    static float x[BATCHES][B * D];
+    static int32_t y[BATCHES][B];
+    make_batches(x, y);
+    for (int s = first; s < first + n; s++) {
+        assert_int_equal(pbl_exec_write(m->e, m->x, x[s % BATCHES], sizeof x[0]), PBL_OK);
+        assert_int_equal(pbl_exec_write(m->e, m->y, y[s % BATCHES], sizeof y[0]), PBL_OK);
+        pbl_status st = pbl_exec_run(m->e);
+        if (st != PBL_OK)
+            print_error("run: %s\n", pbl_exec_errmsg(m->e));
+        assert_int_equal(st, PBL_OK);
+    }
+}
+
+static void steps(mlp *m, int n) { steps_from(m, 0, n); }
+
+static void same_params(const mlp *a, const mlp *b)
+{
+    assert_memory_equal(a->w1, b->w1, sizeof a->w1);
+    assert_memory_equal(a->b1, b->b1, sizeof a->b1);
+    assert_memory_equal(a->w2, b->w2, sizeof a->w2);
+    assert_memory_equal(a->b2, b->b2, sizeof a->b2);
+    assert_memory_equal(a->w3, b->w3, sizeof a->w3);
+    assert_memory_equal(a->b3, b->b3, sizeof a->b3);
+}
+
+/* A learning rate read from a runtime scalar: at its initial value (one f32 holds exactly)
+ * the training is bit for bit the constant-rate training; pbl_exec_set_scalar changes it between runs (0 freezes the
+ * weights: Adam's step is then exactly 0) with nothing re-planned; bad names and values are
+ * statuses that keep the old value. */
+static void test_runtime_lr_scalar(void **state)
+{
+    (void)state;
+    mlp a, b;
+    pbl_optimizer_options o = pbl_optimizer_options_default(PBL_OPTIM_ADAM);
+    o.lr = 0.00390625; /* 2^-8 */
+    mlp_build_opt(&a, 0.0, NULL, &o);
+    o.lr_scalar = "lr";
+    mlp_build_opt(&b, 0.0, NULL, &o);
+    pbl_value lr = pbl_graph_find_value(b.g, "lr");
+    pbl_value_info vi;
+    assert_int_equal(pbl_graph_value_info(b.g, lr, &vi), PBL_OK);
+    assert_int_equal(vi.kind, PBL_VALUE_SCALAR);
+    assert_true(vi.initial == 0.00390625);
+    assert_string_equal(pbl_value_kind_name(vi.kind), "scalar");
+    steps(&a, 20);
+    steps(&b, 20);
+    same_params(&a, &b);
+    pbl_exec_stats s0, s1;
+    assert_int_equal(pbl_exec_stats_get(b.e, &s0), PBL_OK);
+    /* lr 0: nothing moves */
+    assert_int_equal(pbl_exec_set_scalar(b.e, "lr", 0.0), PBL_OK);
+    float w1[H1 * D];
+    memcpy(w1, b.w1, sizeof w1);
+    steps(&b, 3);
+    assert_memory_equal(w1, b.w1, sizeof w1);
+    assert_int_equal(pbl_exec_set_scalar(b.e, "lr", 3e-3), PBL_OK); /* stored as the f32 nearest */
+    double got = -1;
+    assert_int_equal(pbl_exec_get_scalar(b.e, "lr", &got), PBL_OK);
+    assert_true(got == (double)(float)3e-3);
+    steps(&b, 1);
+    assert_memory_not_equal(w1, b.w1, sizeof w1);
+    assert_int_equal(pbl_exec_stats_get(b.e, &s1), PBL_OK);
+    assert_int_equal(s0.arena_bytes, s1.arena_bytes);
+    /* bad input: unknown name, not a scalar, NaN, ±inf, beyond f32; the old value stays */
+    assert_int_equal(pbl_exec_set_scalar(b.e, "nope", 1.0), PBL_ERR_NOT_FOUND);
+    assert_non_null(strstr(pbl_exec_errmsg(b.e), "'nope'"));
+    assert_int_equal(pbl_exec_set_scalar(b.e, "x", 1.0), PBL_ERR_INVALID_ARG);
+    assert_non_null(strstr(pbl_exec_errmsg(b.e), "not a scalar"));
+    assert_int_equal(pbl_exec_set_scalar(b.e, NULL, 1.0), PBL_ERR_NOT_FOUND);
+    assert_int_equal(pbl_exec_set_scalar(b.e, "lr", NAN), PBL_ERR_INVALID_ARG);
+    assert_non_null(strstr(pbl_exec_errmsg(b.e), "not a finite"));
+    assert_int_equal(pbl_exec_set_scalar(b.e, "lr", INFINITY), PBL_ERR_INVALID_ARG);
+    assert_int_equal(pbl_exec_set_scalar(b.e, "lr", -INFINITY), PBL_ERR_INVALID_ARG);
+    assert_int_equal(pbl_exec_set_scalar(b.e, "lr", 1e300), PBL_ERR_INVALID_ARG);
+    assert_int_equal(pbl_exec_get_scalar(b.e, "lr", &got), PBL_OK);
+    assert_true(got == (double)(float)3e-3);
+    assert_int_equal(pbl_exec_get_scalar(b.e, "w1", &got), PBL_ERR_INVALID_ARG);
+    assert_int_equal(pbl_exec_get_scalar(b.e, "lr", NULL), PBL_ERR_INVALID_ARG);
+    assert_int_equal(pbl_exec_set_scalar(NULL, "lr", 1.0), PBL_ERR_INVALID_ARG);
+    /* building: a non-finite initial value, a name taken by a non-scalar */
+    pbl_value v;
+    assert_int_equal(pbl_graph_add_scalar(b.g, "bad", NAN, &v), PBL_ERR_INVALID_ARG);
+    assert_int_equal(pbl_graph_add_scalar(b.g, "lr", 1.0, &v), PBL_ERR_INVALID_ARG);
+    assert_int_equal(pbl_graph_add_variable(b.g, "s2", PBL_VALUE_SCALAR, PBL_F32, PBL_SHAPE(2), &v), PBL_ERR_INVALID_ARG);
+    mlp_free(&a);
+    mlp_free(&b);
+    o.lr_scalar = "x"; /* an input, not a scalar */
+    pbl_graph *g;
+    assert_int_equal(pbl_graph_create(&g, NULL), PBL_OK);
+    pbl_value x = pbl_input(g, "x", PBL_SHAPE(4)), w = pbl_param(g, "w", PBL_SHAPE(4));
+    pbl_value loss = pbl_mse_loss(g, x, w), gw;
+    assert_int_equal(pbl_graph_gradient(g, loss, &w, 1, &gw), PBL_OK);
+    int32_t nv = pbl_graph_value_count(g);
+    assert_int_equal(pbl_graph_add_optimizer(g, &o, &w, &gw, 1), PBL_ERR_INVALID_ARG);
+    assert_non_null(strstr(pbl_graph_errmsg(g), "not a scalar"));
+    o.lr_scalar = NULL;
+    o.clip_norm = NAN;
+    assert_int_equal(pbl_graph_add_optimizer(g, &o, &w, &gw, 1), PBL_ERR_INVALID_ARG);
+    o.clip_norm = -1;
+    assert_int_equal(pbl_graph_add_optimizer(g, &o, &w, &gw, 1), PBL_ERR_INVALID_ARG);
+    assert_int_equal(pbl_graph_clip_grad_norm(g, &gw, 1, 0.0, &gw, NULL), PBL_ERR_INVALID_ARG);
+    assert_int_equal(pbl_graph_value_count(g), nv); /* restored */
+    pbl_graph_destroy(g);
+}
+
+/* Weight decay and Adam's step as scalars (every update reads the same ones), AdamW: the
+ * scalars start where the constants are, so the runs agree to the bit; AdamW is not Adam + L2. */
+static void test_adamw_scalars_match_constants(void **state)
+{
+    (void)state;
+    mlp a, b;
+    pbl_optimizer_options o = pbl_optimizer_options_default(PBL_OPTIM_ADAMW);
+    assert_true(o.weight_decay == 0.01);
+    o.lr = 0.001953125; /* 2^-9 and 2^-6: exact in f32, so scalar and constant agree */
+    o.weight_decay = 0.015625;
+    mlp_build_opt(&a, 0.0, NULL, &o);
+    o.lr_scalar = "lr";
+    o.weight_decay_scalar = "wd";
+    mlp_build_opt(&b, 0.0, NULL, &o);
+    steps(&a, 10);
+    steps(&b, 10);
+    same_params(&a, &b);
+    /* the step as a scalar, advanced by the caller, equals each parameter's own count */
+    mlp c;
+    o.step_scalar = "step";
+    mlp_build_opt(&c, 0.0, NULL, &o);
+    for (int s = 1; s <= 10; s++) {
+        assert_int_equal(pbl_exec_set_scalar(c.e, "step", s), PBL_OK);
+        steps_from(&c, s - 1, 1);
+    }
+    same_params(&a, &c);
+    /* ... and is read: left at 1, every step is corrected as the first, and the run differs */
+    mlp e;
+    mlp_build_opt(&e, 0.0, NULL, &o);
+    steps(&e, 10);
+    assert_memory_not_equal(a.w1, e.w1, sizeof a.w1);
+    mlp_free(&e);
+    /* AdamW differs from Adam with L2 */
+    mlp d;
+    pbl_optimizer_options l2 = pbl_optimizer_options_default(PBL_OPTIM_ADAM);
+    l2.weight_decay = 0.01;
+    mlp_build_opt(&d, 0.0, NULL, &l2);
+    steps(&d, 10);
+    assert_memory_not_equal(a.w1, d.w1, sizeof a.w1);
+    mlp_free(&a);
+    mlp_free(&b);
+    mlp_free(&c);
+    mlp_free(&d);
+}
+
+/* Clipping: with a limit far above the norm the factor is exactly 1 (the same bits as no
+ * clipping); with a tiny one, one SGD step moves the parameters by lr·max_norm in all. */
+static void test_clip_grad_norm(void **state)
+{
+    (void)state;
+    mlp a, b, c;
+    pbl_optimizer_options o = pbl_optimizer_options_default(PBL_OPTIM_SGD);
+    o.lr = 0.1;
+    mlp_build_opt(&a, 0.0, NULL, &o);
+    o.clip_norm = 1e9;
+    mlp_build_opt(&b, 0.0, NULL, &o);
+    assert_true(pbl_graph_find_node(b.g, "grad_norm") != PBL_NONE);
+    steps(&a, 5);
+    steps(&b, 5);
+    same_params(&a, &b);
+    o.clip_norm = 1e-3;
+    mlp_build_opt(&c, 0.0, NULL, &o);
+    mlp before = c; /* the parameter buffers, copied */
+    steps(&c, 1);
+    double moved = 0;
+    const float *p0[] = { before.w1, before.b1, before.w2, before.b2, before.w3, before.b3 };
+    const float *p1[] = { c.w1, c.b1, c.w2, c.b2, c.w3, c.b3 };
+    size_t n[] = { H1 * D, H1, H2 * H1, H2, C * H2, C };
+    for (int p = 0; p < 6; p++)
+        for (size_t i = 0; i < n[p]; i++)
+            moved += ((double)p1[p][i] - p0[p][i]) * ((double)p1[p][i] - p0[p][i]);
+    moved = sqrt(moved);
+    printf("  clip 1e-3, lr 0.1: parameters moved %.6g (want 1e-4)\n", moved);
+    assert_true(fabs(moved - 1e-4) < 1e-6);
+    mlp_free(&a);
+    mlp_free(&b);
+    mlp_free(&c);
+}
+
+/* A graph with scalars saves and loads through JSON: kind "scalar", its value, the updates'
+ * "scalars" attribute; an executor of the loaded graph starts the scalar at that value. */
+static void test_scalars_json_round_trip(void **state)
+{
+    (void)state;
+    mlp a;
+    pbl_optimizer_options o = pbl_optimizer_options_default(PBL_OPTIM_ADAMW);
+    o.lr = 0.0025;
+    o.lr_scalar = "lr";
+    mlp_build_opt(&a, 0.0, NULL, &o);
+    char *text = NULL;
+    size_t len = 0;
+    char err[256];
+    assert_int_equal(pbl_graph_to_json(a.g, &text, &len, err, sizeof err), PBL_OK);
+    assert_non_null(strstr(text, "\"kind\": \"scalar\""));
+    assert_non_null(strstr(text, "\"value\": 0.0025"));
+    pbl_graph *h;
+    assert_int_equal(pbl_graph_from_json(&h, text, len, NULL, err, sizeof err), PBL_OK);
+    pbl_value_info vi;
+    assert_int_equal(pbl_graph_value_info(h, pbl_graph_find_value(h, "lr"), &vi), PBL_OK);
+    assert_int_equal(vi.kind, PBL_VALUE_SCALAR);
+    assert_true(vi.initial == 0.0025);
+    pbl_exec *e;
+    assert_int_equal(pbl_exec_create(&e, h, NULL, err, sizeof err), PBL_OK);
+    double got;
+    assert_int_equal(pbl_exec_get_scalar(e, "lr", &got), PBL_OK);
+    assert_true(got == (double)0.0025f);
+    pbl_exec_destroy(e);
+    /* a value on a non-scalar is refused */
+    const char *bad = "{\"format\": \"pebble-graph\", \"version\": \"1.0\", \"variables\": ["
+                      "{\"name\": \"x\", \"kind\": \"input\", \"dtype\": \"f32\", \"shape\": [], \"value\": 1}],"
+                      " \"nodes\": [], \"outputs\": []}";
+    pbl_graph *k = NULL;
+    assert_int_equal(pbl_graph_from_json(&k, bad, strlen(bad), NULL, err, sizeof err), PBL_ERR_FORMAT);
+    assert_non_null(strstr(err, "only a scalar"));
+    pbl_graph_destroy(h);
+    pbl_json_free(text);
+    mlp_free(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -409,6 +649,10 @@ int main(void)
         cmocka_unit_test(test_update_created_before_reader),
         cmocka_unit_test(test_flush_denormals),
         cmocka_unit_test(test_targets_and_runtime_errors),
+        cmocka_unit_test(test_runtime_lr_scalar),
+        cmocka_unit_test(test_adamw_scalars_match_constants),
+        cmocka_unit_test(test_clip_grad_norm),
+        cmocka_unit_test(test_scalars_json_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

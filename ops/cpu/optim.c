@@ -9,10 +9,10 @@
 
 /* A hyper-parameter: its attribute, or the runtime scalar input the "scalars" mask routes it
  * through (ops/shared/hyper.h). */
-static float hyper(const pbl__kargs *a, int32_t base, int64_t mask, int64_t bit, double attr)
+static double hyper(const pbl__kargs *a, int32_t base, int64_t mask, int64_t bit, double attr)
 {
     int32_t k = pbl__hyper_slot(base, mask, bit);
-    return k < 0 ? (float)attr : ((const float *)a->in[k])[0];
+    return k < 0 ? attr : (double)((const float *)a->in[k])[0];
 }
 
 typedef struct sgd_job {
@@ -34,8 +34,8 @@ static void sgd_range(void *ctx, int64_t lo, int64_t hi)
 pbl_status pbl__cpu_sgd(const pbl__kargs *a)
 {
     int64_t mask = a->attr[2].i;
-    sgd_job j = { .w = PBL__OUT(a, 0), .g = PBL__IN(a, 1), .lr = hyper(a, 2, mask, PBL__HYPER_LR, a->attr[0].f),
-                  .wd = hyper(a, 2, mask, PBL__HYPER_WD, a->attr[1].f) };
+    sgd_job j = { .w = PBL__OUT(a, 0), .g = PBL__IN(a, 1), .lr = (float)hyper(a, 2, mask, PBL__HYPER_LR, a->attr[0].f),
+                  .wd = (float)hyper(a, 2, mask, PBL__HYPER_WD, a->attr[1].f) };
     pbl__cpu_for(a, PBL__NUMEL(a->in_meta[0]), 1, sgd_range, &j);
     return PBL_OK;
 }
@@ -56,8 +56,8 @@ pbl_status pbl__cpu_sgd_momentum(const pbl__kargs *a)
 {
     int64_t mask = a->attr[3].i;
     sgd_job j = { .w = PBL__OUT(a, 0), .m = PBL__OUT(a, 1), .g = PBL__IN(a, 1),
-                  .lr = hyper(a, 3, mask, PBL__HYPER_LR, a->attr[0].f), .mu = (float)a->attr[1].f,
-                  .wd = hyper(a, 3, mask, PBL__HYPER_WD, a->attr[2].f) };
+                  .lr = (float)hyper(a, 3, mask, PBL__HYPER_LR, a->attr[0].f), .mu = (float)a->attr[1].f,
+                  .wd = (float)hyper(a, 3, mask, PBL__HYPER_WD, a->attr[2].f) };
     pbl__cpu_for(a, PBL__NUMEL(a->in_meta[0]), 1, sgd_momentum_range, &j);
     return PBL_OK;
 }

@@ -15,21 +15,21 @@
  * scalar in the kernel keeps a captured CUDA graph right after pbl_exec_set_scalar. */
 struct hyper_arg {
     const float *p;
-    float        v;
+    double       v; /* the attribute, unrounded, as the CPU reads it */
 };
 
 static hyper_arg hyper(const pbl__kargs *a, int32_t base, int64_t mask, int64_t bit, double attr)
 {
     int32_t k = pbl__hyper_slot(base, mask, bit);
-    hyper_arg h = { k < 0 ? NULL : (const float *)a->in[k], (float)attr };
+    hyper_arg h = { k < 0 ? NULL : (const float *)a->in[k], attr };
     return h;
 }
 
-__device__ static inline float hyper_get(hyper_arg h) { return h.p ? *h.p : h.v; }
+__device__ static inline double hyper_get(hyper_arg h) { return h.p ? (double)*h.p : h.v; }
 
 __global__ static void sgd_k(float *w, const float *g, hyper_arg lr_h, hyper_arg wd_h, int64_t n)
 {
-    float lr = hyper_get(lr_h), wd = hyper_get(wd_h);
+    float lr = (float)hyper_get(lr_h), wd = (float)hyper_get(wd_h);
     PBL__GRID_LOOP(i, n)
         w[i] -= lr * (g[i] + wd * w[i]);
 }
@@ -49,7 +49,7 @@ done:
 
 __global__ static void momentum_k(float *w, float *m, const float *g, hyper_arg lr_h, float mu, hyper_arg wd_h, int64_t n)
 {
-    float lr = hyper_get(lr_h), wd = hyper_get(wd_h);
+    float lr = (float)hyper_get(lr_h), wd = (float)hyper_get(wd_h);
     PBL__GRID_LOOP(i, n) {
         m[i] = mu * m[i] + (g[i] + wd * w[i]);
         w[i] -= lr * m[i];
