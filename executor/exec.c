@@ -586,7 +586,7 @@ PBL__API pbl_status pbl_exec_set_scalar(pbl_exec *e, const char *name, double va
 {
     if (!e)
         return PBL_ERR_INVALID_ARG;
-    pbl_value v;
+    pbl_value v = PBL_NONE;
     pbl_status s = find_scalar(e, name, "set_scalar", &v);
     if (s != PBL_OK)
         return s;
@@ -603,7 +603,7 @@ PBL__API pbl_status pbl_exec_get_scalar(pbl_exec *e, const char *name, double *v
         return PBL_ERR_INVALID_ARG;
     if (!value)
         return pbl__exec_fail(e, PBL_ERR_INVALID_ARG, "get_scalar: no place for '%s'", name ? name : "(null)");
-    pbl_value v;
+    pbl_value v = PBL_NONE;
     pbl_status s = find_scalar(e, name, "get_scalar", &v);
     if (s != PBL_OK)
         return s;

@@ -282,6 +282,8 @@ static void run_cases(void)
     { "sum_to", 1, { S(4, 6) }, -1, 0, { PBL_ATTR_INTS("shape", sh6, 1) }, 1, -1, 1, 1e-5 },
     { "broadcast_to", 1, { S(6) }, -1, 0, { PBL_ATTR_INTS("shape", sh46, 2) }, 1, -1, 1, 0 },
     { "dropout", 1, { S(1000) }, -1, 0, { PBL_ATTR_FLOAT("p", 0.3), PBL_ATTR_INT("seed", 5) }, 2, -1, 1, 0 },
+    { "dropout", 2, { S(1000), S(1) }, -1, 0, { PBL_ATTR_FLOAT("p", 0.3), PBL_ATTR_INT("seed", 5) }, 2, -1, 1, 0 }, /* switch on */
+    { "dropout", 2, { S(1000), S(1) }, -1, 0, { PBL_ATTR_FLOAT("p", 0.3), PBL_ATTR_INT("seed", 5) }, 2, 0, 0, 0 },  /* off: x = 0 too */
     { "sgd", 2, { S(33), S(33) }, -1, 0, { PBL_ATTR_FLOAT("lr", 0.1), PBL_ATTR_FLOAT("weight_decay", 0.01) }, 2, -1, 1, 1e-6 },
     { "sgd_momentum", 3, { S(33), S(33), S(33) }, -1, 0, { PBL_ATTR_FLOAT("lr", 0.1), PBL_ATTR_FLOAT("momentum", 0.9) }, 2, -1, 1, 1e-6 },
     { "adam", 5, { S(33), S(33), S(33), S(33), S(1) }, -1, 0, { PBL_ATTR_FLOAT("lr", 0.01) }, 1, 0, 1, 1e-5 },

@@ -449,6 +449,24 @@ static void test_grad_norm_embedding(void **state)
     assert_int_equal(run_cases(cases, NCASES(cases), 18), 0);
 }
 
+/* dropout p=0.5 behind a training switch (a runtime scalar, pebble/builder.h): evaluating
+ * (0) it is the identity, and its gradient too; training (1) it is dropout. */
+static pbl_value build_dropout_eval(pbl_graph *g, const pbl_value *in)
+{
+    pbl_value t;
+    if (pbl_graph_add_scalar(g, "training", 0.0, &t) != PBL_OK)
+        return PBL_NONE;
+    return pbl_dropout_switched(g, in[0], 0.5, 5, t, NULL);
+}
+
+static pbl_value build_dropout_train(pbl_graph *g, const pbl_value *in)
+{
+    pbl_value t;
+    if (pbl_graph_add_scalar(g, "training", 1.0, &t) != PBL_OK)
+        return PBL_NONE;
+    return pbl_dropout_switched(g, in[0], 0.5, 5, t, NULL);
+}
+
 static void test_grad_dropout(void **state)
 {
     (void)state;
@@ -459,6 +477,10 @@ static void test_grad_dropout(void **state)
           .shape = { PBL_SHAPE(4, 5) }, .attrs = p0, .n_attrs = 2 },
         { .label = "dropout p=0.5 [4,5] (fresh executor per evaluation)", .op = "dropout",
           .n_in = 1, .shape = { PBL_SHAPE(4, 5) }, .attrs = p5, .n_attrs = 2, .fresh_exec = 1 },
+        { .label = "dropout p=0.5 [4,5], training switch 0 (shared executor)", .build = build_dropout_eval, .n_in = 1,
+          .shape = { PBL_SHAPE(4, 5) } },
+        { .label = "dropout p=0.5 [4,5], training switch 1 (fresh executor per evaluation)",
+          .build = build_dropout_train, .n_in = 1, .shape = { PBL_SHAPE(4, 5) }, .fresh_exec = 1 },
     };
     assert_int_equal(run_cases(cases, NCASES(cases), 18), 0);
 }

@@ -1059,6 +1059,49 @@ static void test_dropout_p0_is_identity(void **state)
     assert_int_equal(fails, 0);
 }
 
+/* The training switch (a second input, a runtime scalar): 0 passes x through with mask 1
+ * whatever p; switched back on, it drops exactly as the same dropout without a switch. */
+static void test_dropout_training_switch(void **state)
+{
+    (void)state;
+    th_rng r = th_rng_seed(910);
+    th_set_case("dropout p=0.5 [7,9] with a training switch");
+    in_spec in[2] = { { .shape = PBL_SHAPE(7, 9) }, { .shape = PBL_SCALAR, .kind = PBL_VALUE_SCALAR } };
+    pbl_attr attrs[] = { PBL_ATTR_FLOAT("p", 0.5), PBL_ATTR_INT("seed", 3) };
+    one_node c, plain;
+    int fails = one_build(&c, "dropout", in, 2, attrs, 2) + one_build(&plain, "dropout", in, 1, attrs, 2);
+    float x[63], y[63], mask[63], py[63];
+    double want[63];
+    th_fill(&r, x, 63, -3, 3);
+    for (int i = 0; i < 63; i++)
+        want[i] = x[i];
+    assert_int_equal(pbl_exec_set_scalar(c.e, "in1", 0.0), PBL_OK);
+    fails += one_run(&c, (const void *[]){ x, NULL });
+    fails += read_value(&c, c.out[0], y, 63) + read_value(&c, c.out[1], mask, 63);
+    fails += th_close("y (evaluation: x)", y, want, NULL, 63, 0, 0);
+    for (int i = 0; i < 63; i++)
+        want[i] = 1.0;
+    fails += th_close("mask (evaluation: 1)", mask, want, NULL, 63, 0, 0);
+    /* on again: the same mask as a switchless dropout at the same run count (2) */
+    assert_int_equal(pbl_exec_set_scalar(c.e, "in1", 1.0), PBL_OK);
+    fails += one_run(&c, (const void *[]){ x, NULL });
+    fails += one_run(&plain, (const void *[]){ x }) + one_run(&plain, (const void *[]){ x });
+    fails += read_value(&c, c.out[0], y, 63) + read_value(&plain, plain.out[0], py, 63);
+    for (int i = 0; i < 63; i++)
+        want[i] = py[i];
+    fails += th_close("y (training: as plain dropout)", y, want, NULL, 63, 0, 0);
+    int dropped = 0;
+    for (int i = 0; i < 63; i++)
+        dropped += y[i] == 0.0f;
+    if (dropped == 0) {
+        fprintf(stderr, "FAIL [%s] training dropped nothing\n", th_case);
+        fails++;
+    }
+    one_free(&c);
+    one_free(&plain);
+    assert_int_equal(fails, 0);
+}
+
 enum { DR = 20, DC = 50, DN = DR * DC };
 
 /* Checks one p=0.5 run: each y is 0 or 2x, the mask is nonzero exactly where y is kept and
@@ -1566,6 +1609,7 @@ int main(void)
         cmocka_unit_test(test_sgd_momentum),
         cmocka_unit_test(test_adam),
         cmocka_unit_test(test_adamw_and_runtime_scalars),
+        cmocka_unit_test(test_dropout_training_switch),
         cmocka_unit_test(test_global_norm_and_clip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -639,6 +639,69 @@ static void test_scalars_json_round_trip(void **state)
     mlp_free(&a);
 }
 
+/* Schedules against their formulas at chosen steps; parameters that make no sense are errors
+ * and evaluate to NaN (which pbl_exec_set_scalar refuses). */
+static void test_lr_schedules(void **state)
+{
+    (void)state;
+    pbl_lr_schedule c = pbl_lr_schedule_default(PBL_LR_CONSTANT, 0.5);
+    assert_int_equal(pbl_lr_schedule_check(&c, NULL, 0), PBL_OK);
+    assert_true(pbl_lr_schedule_at(&c, 0) == 0.5 && pbl_lr_schedule_at(&c, 123456) == 0.5);
+    c.warmup_steps = 4; /* 0.125, 0.25, 0.375, 0.5, then 0.5 */
+    assert_true(pbl_lr_schedule_at(&c, 0) == 0.125 && pbl_lr_schedule_at(&c, 2) == 0.375);
+    assert_true(pbl_lr_schedule_at(&c, 3) == 0.5 && pbl_lr_schedule_at(&c, 9) == 0.5);
+    assert_true(pbl_lr_schedule_at(&c, -5) == 0.125);
+    pbl_lr_schedule st = pbl_lr_schedule_default(PBL_LR_STEP, 1.0);
+    st.step_size = 10;
+    st.gamma = 0.5;
+    st.warmup_steps = 2;
+    assert_true(pbl_lr_schedule_at(&st, 0) == 0.5);
+    assert_true(pbl_lr_schedule_at(&st, 2) == 1.0 && pbl_lr_schedule_at(&st, 11) == 1.0);
+    assert_true(pbl_lr_schedule_at(&st, 12) == 0.5 && pbl_lr_schedule_at(&st, 32) == 0.125);
+    pbl_lr_schedule co = pbl_lr_schedule_default(PBL_LR_COSINE, 1.0);
+    co.warmup_steps = 10;
+    co.total_steps = 110;
+    co.min_lr = 0.1;
+    assert_true(pbl_lr_schedule_at(&co, 9) == 1.0);
+    assert_true(pbl_lr_schedule_at(&co, 10) == 1.0);
+    assert_true(fabs(pbl_lr_schedule_at(&co, 60) - 0.55) < 1e-12);   /* halfway: the mean */
+    assert_true(fabs(pbl_lr_schedule_at(&co, 35) - (0.1 + 0.9 * 0.5 * (1 + cos(3.14159265358979323846 / 4)))) < 1e-12);
+    assert_true(pbl_lr_schedule_at(&co, 110) == 0.1 && pbl_lr_schedule_at(&co, 1000) == 0.1);
+    for (int64_t k = 10; k < 110; k++) /* non-increasing after the warm-up */
+        assert_true(pbl_lr_schedule_at(&co, k + 1) <= pbl_lr_schedule_at(&co, k));
+    /* nonsense */
+    char err[128];
+    pbl_lr_schedule bad = co;
+    bad.total_steps = 10;
+    assert_int_equal(pbl_lr_schedule_check(&bad, err, sizeof err), PBL_ERR_INVALID_ARG);
+    assert_non_null(strstr(err, "total_steps"));
+    assert_true(isnan(pbl_lr_schedule_at(&bad, 5)));
+    bad = co;
+    bad.min_lr = 2.0;
+    assert_int_equal(pbl_lr_schedule_check(&bad, err, sizeof err), PBL_ERR_INVALID_ARG);
+    bad = co;
+    bad.base_lr = NAN;
+    assert_int_equal(pbl_lr_schedule_check(&bad, err, sizeof err), PBL_ERR_INVALID_ARG);
+    bad.base_lr = -1;
+    assert_int_equal(pbl_lr_schedule_check(&bad, err, sizeof err), PBL_ERR_INVALID_ARG);
+    bad = co;
+    bad.warmup_steps = -1;
+    assert_int_equal(pbl_lr_schedule_check(&bad, err, sizeof err), PBL_ERR_INVALID_ARG);
+    bad = st;
+    bad.step_size = 0;
+    assert_int_equal(pbl_lr_schedule_check(&bad, err, sizeof err), PBL_ERR_INVALID_ARG);
+    bad = st;
+    bad.gamma = 0;
+    assert_int_equal(pbl_lr_schedule_check(&bad, err, sizeof err), PBL_ERR_INVALID_ARG);
+    bad.gamma = 1.5;
+    assert_int_equal(pbl_lr_schedule_check(&bad, err, sizeof err), PBL_ERR_INVALID_ARG);
+    bad = st;
+    bad.kind = (pbl_lr_schedule_kind)9;
+    assert_int_equal(pbl_lr_schedule_check(&bad, err, sizeof err), PBL_ERR_INVALID_ARG);
+    assert_int_equal(pbl_lr_schedule_check(NULL, err, sizeof err), PBL_ERR_INVALID_ARG);
+    assert_true(isnan(pbl_lr_schedule_at(NULL, 0)));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -653,6 +716,7 @@ int main(void)
         cmocka_unit_test(test_adamw_scalars_match_constants),
         cmocka_unit_test(test_clip_grad_norm),
         cmocka_unit_test(test_scalars_json_round_trip),
+        cmocka_unit_test(test_lr_schedules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

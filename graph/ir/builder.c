@@ -131,17 +131,34 @@ PBL__API pbl_value pbl_flatten(pbl_graph *g, pbl_value x, int32_t axis)
     return node(g, "flatten", &x, 1, &at, 1);
 }
 
-PBL__API pbl_value pbl_dropout(pbl_graph *g, pbl_value x, double p, uint64_t seed, pbl_value *mask)
+static pbl_value dropout(pbl_graph *g, pbl_value x, double p, uint64_t seed, pbl_value training, pbl_value *mask)
 {
     if (mask)
         *mask = PBL_NONE;
     if (stopped(g))
         return PBL_NONE;
     pbl_attr at[] = { PBL_ATTR_FLOAT("p", p), PBL_ATTR_INT("seed", (int64_t)seed) };
-    pbl_value out[2] = { PBL_NONE, PBL_NONE };
-    pbl_node_desc d = { .op = "dropout", .inputs = &x, .n_inputs = 1, .attrs = at, .n_attrs = 2 };
+    pbl_value out[2] = { PBL_NONE, PBL_NONE }, in[2] = { x, training };
+    pbl_node_desc d = { .op = "dropout", .inputs = in, .n_inputs = training == PBL_NONE ? 1 : 2, .attrs = at,
+                        .n_attrs = 2 };
     pbl_status s = pbl_graph_add_node(g, &d, NULL, out);
     if (s == PBL_OK && mask)
         *mask = out[1];
     return note(g, s, out[0]);
+}
+
+PBL__API pbl_value pbl_dropout(pbl_graph *g, pbl_value x, double p, uint64_t seed, pbl_value *mask)
+{
+    return dropout(g, x, p, seed, PBL_NONE, mask);
+}
+
+PBL__API pbl_value pbl_dropout_switched(pbl_graph *g, pbl_value x, double p, uint64_t seed, pbl_value training,
+                                        pbl_value *mask)
+{
+    if (training == PBL_NONE) { /* would silently build an always-training dropout */
+        if (mask)
+            *mask = PBL_NONE;
+        return note(g, pbl__graph_fail(g, PBL_ERR_INVALID_ARG, "dropout: no training scalar given"), PBL_NONE);
+    }
+    return dropout(g, x, p, seed, training, mask);
 }

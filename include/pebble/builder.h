@@ -65,6 +65,11 @@ pbl_value pbl_copy(pbl_graph *g, pbl_value x);
  * output, also f32) holds the factor applied to each element, 0 or 1/(1-p); it is a pure function of (seed, run counter, element index), so runs repeat
  * exactly; it is saved for the backward pass. *mask may be NULL. */
 pbl_value pbl_dropout(pbl_graph *g, pbl_value x, double p, uint64_t seed, pbl_value *mask);
+/* pbl_dropout that obeys a training switch: `training`, a runtime scalar (pbl_graph_add_scalar),
+ * read at each run; 0 evaluates (y = x, mask all 1), any other value trains as pbl_dropout.
+ * pbl_exec_set_scalar(e, "training", 0) turns one training graph into its evaluation. */
+pbl_value pbl_dropout_switched(pbl_graph *g, pbl_value x, double p, uint64_t seed, pbl_value training,
+                               pbl_value *mask);
 
 #ifdef __cplusplus
 }

@@ -34,6 +34,7 @@
 #include "pebble/builder.h"
 #include "pebble/ops.h"
 #include "pebble/autodiff.h"
+#include "pebble/lr_schedule.h"
 #include "pebble/exec.h"
 #include "pebble/plan.h"
 #include "pebble/plan_io.h"

@@ -18,8 +18,15 @@ __device__ static uint64_t mix64(uint64_t z)
 }
 
 __global__ static void dropout_k(float *y, float *mask, const float *x, int64_t n, uint64_t seed, uint64_t run,
-                                 const uint64_t *run_dev, uint32_t threshold, float keep_scale)
+                                 const uint64_t *run_dev, uint32_t threshold, float keep_scale, const float *training)
 {
+    if (training && *training == 0.0f) { /* evaluation (the switch is read here, so replays see it) */
+        PBL__GRID_LOOP(i, n) {
+            mask[i] = 1.0f;
+            y[i] = x[i];
+        }
+        return;
+    }
     uint64_t r = run_dev ? *run_dev : run;
     uint64_t base = mix64(seed ^ mix64(r + 0x9e3779b97f4a7c15ull));
     PBL__GRID_LOOP(i, n) {
@@ -38,7 +45,8 @@ extern "C" pbl_status pbl__cuda_dropout(const pbl__cuda_launch *l, const pbl__ka
     int64_t n = PBL__NUMEL(a->in_meta[0]);
     PBL__LAUNCH(dropout_k, pbl__blocks(n), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__OUT(a, 1), PBL__IN(a, 0), n,
                                                               (uint64_t)a->attr[1].i, a->run, l->run_dev,
-                                                              (uint32_t)(p * 16777216.0), (float)(1.0 / (1.0 - p)));
+                                                              (uint32_t)(p * 16777216.0), (float)(1.0 / (1.0 - p)),
+                                                              a->n_in > 1 ? PBL__IN(a, 1) : NULL);
     PBL__LAUNCHED();
 done:
     return s;
