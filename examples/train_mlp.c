@@ -2,10 +2,14 @@
  * train_mlp — trains a multi-layer perceptron on Fashion-MNIST with pebble, in plain C.
  *
  *     train_mlp [--hidden 256,128] [--epochs 10] [--batch 128] [--lr 0.001] [--seed 1]
+ *               [--lr-schedule none|step|cosine] [--warmup N] [--weight-decay X] [--clip X]
  *               [--data DIR] [--save FILE] [--load FILE] [--threads T] [--plan]
  *     train_mlp --help | --version
  *
  * The whole training step — forward, explicit backward nodes, Adam update — is one graph run.
+ * With a schedule (--lr-schedule, --warmup) the learning rate is a runtime scalar "lr" that
+ * this program sets before every step (pebble/lr_schedule.h, pbl_exec_set_scalar); without
+ * one it is a constant of the update nodes, as before.
  * Parameters live in this program's own float arrays, bound zero-copy to the training
  * executor and to the evaluation executors, so evaluation always sees the latest weights.
  *
@@ -64,6 +68,11 @@ static void print_usage(FILE *f)
             "  --epochs N      passes over the training set (default 10; 0: only evaluate)\n"
             "  --batch B       training batch size (default 128)\n"
             "  --lr X          Adam learning rate (default 0.001)\n"
+            "  --lr-schedule S none (default), step (x0.5 every 3 epochs) or cosine (to 0 at the\n"
+            "                  last step); both after the warm-up\n"
+            "  --warmup N      linear learning-rate warm-up over the first N steps (default 0)\n"
+            "  --weight-decay X  AdamW: decoupled weight decay X (default 0: Adam)\n"
+            "  --clip X        clip the gradients to global norm X (default 0: no clipping)\n"
             "  --seed S        seed for initialisation and shuffling (default 1)\n"
             "  --data DIR      Fashion-MNIST IDX .gz files (default " DEFAULT_DATA ")\n"
             "  --save FILE     after training, save parameters and optimizer state\n"
@@ -86,6 +95,10 @@ typedef struct options {
     long        epochs;
     long        batch;
     double      lr;
+    int         schedule; /* -1: none, else a pbl_lr_schedule_kind */
+    long        warmup;
+    double      weight_decay;
+    double      clip;
     uint64_t    seed;
     const char *data;
     const char *save;
@@ -131,8 +144,10 @@ static int parse_hidden(const char *s, options *o)
 
 static const args_flag flags[] = { { "--hidden", 1 }, { "--epochs", 1 }, { "--batch", 1 }, { "--lr", 1 },
                                    { "--seed", 1 },   { "--data", 1 },   { "--save", 1 },  { "--load", 1 },
-                                   { "--threads", 1 }, { "--plan", 0 } };
-enum { F_HIDDEN, F_EPOCHS, F_BATCH, F_LR, F_SEED, F_DATA, F_SAVE, F_LOAD, F_THREADS, F_PLAN, N_FLAGS };
+                                   { "--threads", 1 }, { "--plan", 0 },  { "--lr-schedule", 1 },
+                                   { "--warmup", 1 }, { "--weight-decay", 1 }, { "--clip", 1 } };
+enum { F_HIDDEN, F_EPOCHS, F_BATCH, F_LR, F_SEED, F_DATA, F_SAVE, F_LOAD, F_THREADS, F_PLAN, F_SCHEDULE, F_WARMUP,
+       F_WEIGHT_DECAY, F_CLIP, N_FLAGS };
 
 /* One argument (tools/args calls this for each): 0 to go on, else EXIT_USAGE after a message. */
 static int take_arg(void *ctx, int which, const char *val)
@@ -166,6 +181,27 @@ static int take_arg(void *ctx, int which, const char *val)
             complain("--lr: %s is out of range (greater than 0, at most 10)", val);
             bad = -1;
         }
+        break;
+    case F_SCHEDULE:
+        if (strcmp(val, "none") == 0)
+            o->schedule = -1;
+        else if (strcmp(val, "step") == 0)
+            o->schedule = PBL_LR_STEP;
+        else if (strcmp(val, "cosine") == 0)
+            o->schedule = PBL_LR_COSINE;
+        else {
+            complain("--lr-schedule: '%s' is not none, step or cosine", val);
+            bad = -1;
+        }
+        break;
+    case F_WARMUP:
+        bad = parse_long(flag, val, 0, 1L << 30, &o->warmup);
+        break;
+    case F_WEIGHT_DECAY:
+        bad = args_double("train_mlp", flag, val, 0, 1, &o->weight_decay);
+        break;
+    case F_CLIP:
+        bad = args_double("train_mlp", flag, val, 0, 1e6, &o->clip);
         break;
     case F_SEED: {
         char *end;
@@ -205,7 +241,7 @@ static int take_arg(void *ctx, int which, const char *val)
 static int parse_args(int argc, char **argv, options *o)
 {
     *o = (options){ .hidden = { 256, 128 }, .n_hidden = 2, .epochs = 10, .batch = 128,
-                    .lr = 1e-3, .seed = 1, .data = DEFAULT_DATA };
+                    .lr = 1e-3, .schedule = -1, .seed = 1, .data = DEFAULT_DATA };
     args_spec spec = { "train_mlp", NULL, pbl_version(), flags, N_FLAGS, take_arg, print_usage };
     return args_parse(&spec, argc, argv, o);
 }
@@ -414,6 +450,20 @@ static void model_free(model *m)
     }
 }
 
+static int uses_schedule(const options *o) { return o->schedule >= 0 || o->warmup > 0; }
+
+/* The schedule of the options over `total` steps (one per training batch). */
+static pbl_lr_schedule schedule_of(const options *o, int64_t total, int64_t per_epoch)
+{
+    pbl_lr_schedule s = pbl_lr_schedule_default(o->schedule >= 0 ? (pbl_lr_schedule_kind)o->schedule : PBL_LR_CONSTANT,
+                                                o->lr);
+    s.warmup_steps = o->warmup;
+    s.total_steps = total;
+    s.step_size = 3 * per_epoch;
+    s.gamma = 0.5;
+    return s;
+}
+
 /* One graph and its executor: the training step (forward, backward, Adam) or, for
  * evaluation, the forward pass alone at some batch size. */
 typedef struct net {
@@ -476,8 +526,12 @@ static int net_create(net *n, const model *m, const options *o, int64_t batch, i
             complain("gradient pass: %s", pbl_graph_errmsg(g));
             goto fail_destroy;
         }
-        pbl_optimizer_options opt = pbl_optimizer_options_default(PBL_OPTIM_ADAM);
+        pbl_optimizer_options opt = pbl_optimizer_options_default(o->weight_decay > 0 ? PBL_OPTIM_ADAMW : PBL_OPTIM_ADAM);
         opt.lr = o->lr;
+        opt.weight_decay = o->weight_decay;
+        opt.clip_norm = o->clip;
+        if (uses_schedule(o))
+            opt.lr_scalar = "lr"; /* set before every step from the schedule */
         if ((s = pbl_graph_add_optimizer(g, &opt, params, grads, n_params)) != PBL_OK) {
             complain("adding the optimizer: %s", pbl_graph_errmsg(g));
             goto fail_destroy;
@@ -562,6 +616,8 @@ static int train(net *t, const dataset *d, const options *o, int progress)
     rng_seed(&r, o->seed, 2);
     for (int64_t i = 0; i < d->n; i++)
         order[i] = i;
+    const pbl_lr_schedule sched = schedule_of(o, o->epochs * n_batches, n_batches);
+    int64_t step = 0;
 
     for (long epoch = 1; epoch <= o->epochs; epoch++) {
         for (int64_t i = d->n - 1; i > 0; i--) { /* Fisher-Yates */
@@ -575,7 +631,8 @@ static int train(net *t, const dataset *d, const options *o, int progress)
         for (int64_t b = 0; b < n_batches; b++) {
             gather(d, order + b * batch, batch, x, y);
             float loss;
-            if (pbl_exec_write(t->e, t->x, x, (size_t)batch * N_PIXELS * sizeof *x) != PBL_OK ||
+            if ((uses_schedule(o) && pbl_exec_set_scalar(t->e, "lr", pbl_lr_schedule_at(&sched, step++)) != PBL_OK) ||
+                pbl_exec_write(t->e, t->x, x, (size_t)batch * N_PIXELS * sizeof *x) != PBL_OK ||
                 pbl_exec_write(t->e, t->y, y, (size_t)batch * sizeof *y) != PBL_OK ||
                 pbl_exec_run(t->e) != PBL_OK ||
                 pbl_exec_read(t->e, t->loss, &loss, sizeof loss) != PBL_OK) {
@@ -659,6 +716,17 @@ int main(int argc, char **argv)
                  train_set.n);
         rc = EXIT_USAGE;
         goto free_test_set;
+    }
+
+    if (uses_schedule(&o) && o.epochs > 0) {
+        int64_t per_epoch = train_set.n / o.batch;
+        pbl_lr_schedule sched = schedule_of(&o, o.epochs * per_epoch, per_epoch);
+        char why[160];
+        if (pbl_lr_schedule_check(&sched, why, sizeof why) != PBL_OK) {
+            complain("--lr-schedule/--warmup: %s (%" PRId64 " steps in all)", why, o.epochs * per_epoch);
+            rc = EXIT_USAGE;
+            goto free_test_set;
+        }
     }
 
     model m;

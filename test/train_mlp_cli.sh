@@ -227,9 +227,22 @@ broken "$tmp/d7"
 echo "not an idx file" >"$tmp/d7/t10k-images-idx3-ubyte.gz"
 expect_error 1 "bad magic" "test images file of plain text" --data "$tmp/d7"
 
-# ---- checkpoints ----------------------------------------------------------------------------
+# ---- training options: schedules, AdamW, clipping -------------------------------------------
 
 small=(--data "$good" --hidden 16 --batch 64)
+expect_error 2 "--lr-schedule: 'linear' is not none, step or cosine" "--lr-schedule linear" --lr-schedule linear
+expect_error 2 "out of range" "--warmup -1" --warmup -1
+expect_error 2 "out of range" "--weight-decay 2" --weight-decay 2
+expect_error 2 "not a number" "--clip abc" --clip abc
+expect_error 2 "total_steps \\(4\\) must be greater than warmup_steps \\(9\\)" \
+    "cosine with a warm-up longer than the run (256 images / 64 = 4 steps)" "${small[@]}" --epochs 1 --lr-schedule cosine --warmup 9
+expect_ok "cosine schedule with warm-up, AdamW and clipping" "${small[@]}" --epochs 2 --lr-schedule cosine \
+    --warmup 2 --weight-decay 0.01 --clip 1
+expect_ok "step schedule" "${small[@]}" --epochs 1 --lr-schedule step
+expect_ok "warm-up alone (a constant rate after it)" "${small[@]}" --epochs 1 --warmup 3
+
+# ---- checkpoints ----------------------------------------------------------------------------
+
 ck=$tmp/ck.bin
 
 expect_ok "train 1 epoch and save" "${small[@]}" --epochs 1 --save "$ck"
