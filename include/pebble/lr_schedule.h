@@ -5,6 +5,7 @@
  * state. Feed its value to a runtime scalar (pebble/graph.h pbl_graph_add_scalar, the
  * optimizer's lr_scalar in pebble/autodiff.h) before each run:
  *
+ *     // given pbl_exec *e;
  *     pbl_lr_schedule s = pbl_lr_schedule_default(PBL_LR_COSINE, 1e-3);
  *     s.warmup_steps = 100;
  *     s.total_steps = 4690;
@@ -13,7 +14,8 @@
  *         fprintf(stderr, "%s\n", err);
  *     for (int64_t step = 0; step < s.total_steps; step++) {
  *         pbl_exec_set_scalar(e, "lr", pbl_lr_schedule_at(&s, step));
- *         ...write the batch, pbl_exec_run(e)...
+ *         // ... write the batch ...
+ *         pbl_exec_run(e);
  *     }
  *
  * Steps count from 0. Every kind starts with an optional linear warm-up: for step <

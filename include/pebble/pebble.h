@@ -8,6 +8,7 @@
  *   builder.h   one-line helpers per op
  *   ops.h       the op list and each op's inputs and attributes
  *   autodiff.h  the gradient pass and optimizer update nodes
+ *   lr_schedule.h  learning-rate schedules (constant, step, cosine; linear warm-up)
  *   exec.h      the executor: bind, run, read, checkpoints
  *   plan.h      the memory planner's core: usage records in, arena offsets out
  *   plan_io.h   records and assignments as CSV (MiniMalloc's format)
