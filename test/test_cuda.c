@@ -292,6 +292,12 @@ static void run_cases(void)
     { "sgd_momentum", 4, { S(33), S(33), S(33), S(1) }, -1, 0, { PBL_ATTR_INT("scalars", 2) }, 1, -1, 1, 1e-6 },
     { "adam", 8, { S(33), S(33), S(33), S(33), S(1), S(1), S(1), S(1) }, -1, 0, { PBL_ATTR_INT("scalars", 7), PBL_ATTR_INT("decoupled", 1) }, 2, 0, 1, 1e-5 },
     { "adam", 5, { S(33), S(33), S(33), S(33), S(1) }, -1, 0, { PBL_ATTR_FLOAT("lr", 0.01), PBL_ATTR_FLOAT("weight_decay", 0.1), PBL_ATTR_INT("decoupled", 1) }, 3, 0, 1, 1e-5 },
+    /* batch_norm with running statistics: the switch on (inputs in [0.5, 1]: var > 0) ... */
+    { "batch_norm", 6, { S(4, 3, 5), S(3), S(3), S(3), S(3), S(1) }, -1, 0, { { 0 } }, 0, 0.5f, 1, 1e-5 },
+    { "batch_norm_grad", 6, { S(4, 3, 5), S(4, 3, 5), S(3), S(3), S(3), S(1) }, -1, 0, { { 0 } }, 0, 0.5f, 1, 1e-5 },
+    { "batch_norm_update", 6, { S(3), S(3), S(3), S(3), S(1), S(1) }, -1, 0, { PBL_ATTR_INT("set_size", 20) }, 1, 0.5f, 1, 1e-5 },
+    /* ... and off (inputs 0: the running statistics and the switch) */
+    { "batch_norm", 6, { S(4, 3, 5), S(3), S(3), S(3), S(3), S(1) }, -1, 0, { { 0 } }, 0, 0, 0, 1e-5 },
     { "global_norm", 3, { S(33), S(4, 5), S(1) }, -1, 0, { { 0 } }, 0, -1, 1, 1e-6 },
     { "global_norm", 1, { S(3000) }, -1, 0, { { 0 } }, 0, -1, 1, 1e-6 },
     { "clip_by_norm", 2, { S(5, 7), S(1) }, -1, 0, { PBL_ATTR_FLOAT("max_norm", 0.5) }, 1, 0, 2, 1e-6 },

@@ -430,6 +430,20 @@ static void test_grad_shape_ops(void **state)
  * embedding lookup (the table's gradient; ids are not differentiated, repeats add up). Sets of
  * 6-24 values in ±1 keep the normalisation's third derivatives small (measured: dx within
  * 4e-5 of the differences, inside the budget of the file header). */
+/* batch_norm with running statistics behind a training switch: training (1) differentiates
+ * through the batch's statistics (the running ones are updated but do not feed y); evaluating
+ * (0) normalises with the running statistics, never updated here (zero-filled: mean 0, var 0,
+ * so eps 1 keeps inv_std at 1), constants for the gradient. */
+static pbl_value build_bn(pbl_graph *g, const pbl_value *in, double on)
+{
+    pbl_value t;
+    if (pbl_graph_add_scalar(g, "training", on, &t) != PBL_OK)
+        return PBL_NONE;
+    return pbl_batch_norm_switched(g, "bn", in[0], in[1], in[2], t, 0.1, on != 0 ? 1e-5 : 1.0);
+}
+static pbl_value build_bn_train(pbl_graph *g, const pbl_value *in) { return build_bn(g, in, 1.0); }
+static pbl_value build_bn_eval(pbl_graph *g, const pbl_value *in) { return build_bn(g, in, 0.0); }
+
 static void test_grad_norm_embedding(void **state)
 {
     (void)state;
@@ -439,6 +453,10 @@ static void test_grad_norm_embedding(void **state)
           .shape = { PBL_SHAPE(3, 2, 2, 2), PBL_SHAPE(2), PBL_SHAPE(2) } },
         { .label = "batch_norm x[6,3] eps 0.1", .op = "batch_norm", .n_in = 3,
           .shape = { PBL_SHAPE(6, 3), PBL_SHAPE(3), PBL_SHAPE(3) }, .attrs = eps, .n_attrs = 1 },
+        { .label = "batch_norm with running statistics, training x[3,2,2,2]", .build = build_bn_train, .n_in = 3,
+          .shape = { PBL_SHAPE(3, 2, 2, 2), PBL_SHAPE(2), PBL_SHAPE(2) } },
+        { .label = "batch_norm with running statistics, evaluating x[6,3]", .build = build_bn_eval, .n_in = 3,
+          .shape = { PBL_SHAPE(6, 3), PBL_SHAPE(3), PBL_SHAPE(3) } },
         { .label = "layer_norm x[3,7]", .op = "layer_norm", .n_in = 3,
           .shape = { PBL_SHAPE(3, 7), PBL_SHAPE(7), PBL_SHAPE(7) } },
         { .label = "layer_norm x[2,2,6] eps 0.1", .op = "layer_norm", .n_in = 3,

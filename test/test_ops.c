@@ -1102,6 +1102,94 @@ static void test_dropout_training_switch(void **state)
     assert_int_equal(fails, 0);
 }
 
+/* batch_norm with running statistics (pbl_batch_norm_switched) against naive formulas:
+ * two training runs (the first copies the batch's mean and unbiased variance, the second
+ * averages with momentum 0.25), then an evaluation run that normalises x with them and
+ * leaves them, and outputs them as mean and inv_std. x: [4, 3, 2]. */
+static void bn_batch_stats(const float *x, double *mean, double *var_b)
+{
+    for (int c = 0; c < 3; c++) {
+        double s = 0, q = 0;
+        for (int n = 0; n < 4; n++)
+            for (int j = 0; j < 2; j++)
+                s += x[(n * 3 + c) * 2 + j];
+        mean[c] = s / 8;
+        for (int n = 0; n < 4; n++)
+            for (int j = 0; j < 2; j++)
+                q += (x[(n * 3 + c) * 2 + j] - mean[c]) * (x[(n * 3 + c) * 2 + j] - mean[c]);
+        var_b[c] = q / 8;
+    }
+}
+
+static void test_batch_norm_running_stats(void **state)
+{
+    (void)state;
+    th_rng r = th_rng_seed(911);
+    th_set_case("batch_norm with running statistics, x [4, 3, 2], momentum 0.25");
+    pbl_graph *g;
+    assert_int_equal(pbl_graph_create(&g, NULL), PBL_OK);
+    pbl_value x = pbl_input(g, "x", PBL_SHAPE(4, 3, 2)), sc = pbl_input(g, "scale", PBL_SHAPE(3));
+    pbl_value b = pbl_input(g, "bias", PBL_SHAPE(3)), t;
+    assert_int_equal(pbl_graph_add_scalar(g, "training", 1.0, &t), PBL_OK);
+    pbl_value y = pbl_batch_norm_switched(g, "bn", x, sc, b, t, 0.25, 1e-5);
+    assert_int_equal(pbl_graph_build_status(g), PBL_OK);
+    assert_int_equal(pbl_graph_set_output(g, "y", y), PBL_OK);
+    pbl_exec *e;
+    assert_int_equal(th_exec_new(g, &e, "batch_norm"), 0);
+    float xs[24], scv[3] = { 1.5f, -0.5f, 2.0f }, bv[3] = { 0.1f, 0.2f, -0.3f }, rm[3], rv[3], cnt, yv[24];
+    double want_m[3], want_v[3], m[3], vb[3], wy[24];
+    assert_int_equal(pbl_exec_write(e, sc, scv, sizeof scv), PBL_OK);
+    assert_int_equal(pbl_exec_write(e, b, bv, sizeof bv), PBL_OK);
+    int fails = 0;
+    for (int run = 0; run < 2; run++) {
+        th_fill(&r, xs, 24, -2, 3);
+        bn_batch_stats(xs, m, vb);
+        for (int c = 0; c < 3; c++) {
+            double unb = vb[c] * 8 / 7;
+            want_m[c] = run == 0 ? m[c] : 0.75 * want_m[c] + 0.25 * m[c];
+            want_v[c] = run == 0 ? unb : 0.75 * want_v[c] + 0.25 * unb;
+        }
+        assert_int_equal(pbl_exec_write(e, x, xs, sizeof xs), PBL_OK);
+        assert_int_equal(pbl_exec_run(e), PBL_OK);
+    }
+    assert_int_equal(pbl_exec_read(e, pbl_graph_find_value(g, "bn/running_mean"), rm, sizeof rm), PBL_OK);
+    assert_int_equal(pbl_exec_read(e, pbl_graph_find_value(g, "bn/running_var"), rv, sizeof rv), PBL_OK);
+    assert_int_equal(pbl_exec_read(e, pbl_graph_find_value(g, "bn/count"), &cnt, sizeof cnt), PBL_OK);
+    fails += th_close("running_mean after 2 runs", rm, want_m, NULL, 3, 1e-6, 1e-5);
+    fails += th_close("running_var after 2 runs", rv, want_v, NULL, 3, 1e-6, 1e-4);
+    double two = 2;
+    fails += th_close("count", &cnt, &two, NULL, 1, 0, 0);
+    /* evaluation */
+    assert_int_equal(pbl_exec_set_scalar(e, "training", 0.0), PBL_OK);
+    th_fill(&r, xs, 24, -2, 3);
+    for (int i = 0; i < 24; i++) {
+        int c = (i / 2) % 3;
+        wy[i] = (xs[i] - rm[c]) / sqrt((double)rv[c] + 1e-5) * scv[c] + bv[c];
+    }
+    assert_int_equal(pbl_exec_write(e, x, xs, sizeof xs), PBL_OK);
+    assert_int_equal(pbl_exec_run(e), PBL_OK);
+    assert_int_equal(pbl_exec_read(e, y, yv, sizeof yv), PBL_OK);
+    fails += th_close("y (evaluation: the running statistics)", yv, wy, NULL, 24, 1e-5, 1e-5);
+    float rm2[3], cnt2;
+    assert_int_equal(pbl_exec_read(e, pbl_graph_find_value(g, "bn/running_mean"), rm2, sizeof rm2), PBL_OK);
+    assert_int_equal(pbl_exec_read(e, pbl_graph_find_value(g, "bn/count"), &cnt2, sizeof cnt2), PBL_OK);
+    assert_memory_equal(rm, rm2, sizeof rm);
+    assert_true(cnt2 == 2.0f);
+    /* building errors: no name, no switch, a rank-1 x; the graph is left as it was */
+    int32_t nv = pbl_graph_value_count(g);
+    pbl_graph_build_reset(g);
+    assert_int_equal(pbl_batch_norm_switched(g, NULL, x, sc, b, t, 0.1, 1e-5), PBL_NONE);
+    pbl_graph_build_reset(g);
+    assert_int_equal(pbl_batch_norm_switched(g, "bn2", x, sc, b, PBL_NONE, 0.1, 1e-5), PBL_NONE);
+    pbl_graph_build_reset(g);
+    assert_int_equal(pbl_batch_norm_switched(g, "bn3", x, sc, b, t, 0.0, 1e-5), PBL_NONE); /* momentum 0 */
+    assert_int_equal(pbl_graph_build_status(g), PBL_ERR_ATTR);
+    assert_int_equal(pbl_graph_value_count(g), nv);
+    pbl_exec_destroy(e);
+    pbl_graph_destroy(g);
+    assert_int_equal(fails, 0);
+}
+
 enum { DR = 20, DC = 50, DN = DR * DC };
 
 /* Checks one p=0.5 run: each y is 0 or 2x, the mask is nonzero exactly where y is kept and
@@ -1610,6 +1698,7 @@ int main(void)
         cmocka_unit_test(test_adam),
         cmocka_unit_test(test_adamw_and_runtime_scalars),
         cmocka_unit_test(test_dropout_training_switch),
+        cmocka_unit_test(test_batch_norm_running_stats),
         cmocka_unit_test(test_global_norm_and_clip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

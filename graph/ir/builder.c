@@ -1,4 +1,6 @@
 /* The one-line helpers of pebble/builder.h: pbl_graph_add_node with a sticky first error. */
+#include <stdio.h>
+
 #include "graph/ir/graph_internal.h"
 #include "pebble/builder.h"
 
@@ -161,4 +163,60 @@ PBL__API pbl_value pbl_dropout_switched(pbl_graph *g, pbl_value x, double p, uin
         return note(g, pbl__graph_fail(g, PBL_ERR_INVALID_ARG, "dropout: no training scalar given"), PBL_NONE);
     }
     return dropout(g, x, p, seed, training, mask);
+}
+
+/* The state variable "<name>/<what>" of `shape`. */
+static pbl_status bn_state(pbl_graph *g, const char *name, const char *what, pbl_shape shape, pbl_value *out)
+{
+    char full[192];
+    snprintf(full, sizeof full, "%s/%s", name, what);
+    return pbl_graph_add_variable(g, full, PBL_VALUE_STATE, PBL_F32, shape, out);
+}
+
+static pbl_status batch_norm_switched(pbl_graph *g, const char *name, pbl_value x, pbl_value scale, pbl_value bias,
+                                      pbl_value training, double momentum, double eps, pbl_value *y)
+{
+    if (!name || !*name)
+        return pbl__graph_fail(g, PBL_ERR_INVALID_ARG, "batch_norm: a name is needed (it names the running statistics)");
+    if (x < 0 || x >= g->n_values || g->values[x].meta.shape.ndim < 2)
+        return pbl__graph_fail(g, PBL_ERR_INVALID_ARG, "batch_norm '%s': x must be a value [N, C, ...]", name);
+    if (training == PBL_NONE)
+        return pbl__graph_fail(g, PBL_ERR_INVALID_ARG, "batch_norm '%s': no training scalar given", name);
+    pbl_shape c = PBL_SHAPE(g->values[x].meta.shape.dim[1]);
+    int64_t set = pbl_shape_numel(&g->values[x].meta.shape) / c.dim[0];
+    pbl_value rm, rv, count;
+    pbl_status s = bn_state(g, name, "running_mean", c, &rm);
+    if (s == PBL_OK)
+        s = bn_state(g, name, "running_var", c, &rv);
+    if (s == PBL_OK)
+        s = bn_state(g, name, "count", PBL_SHAPE(1), &count);
+    if (s != PBL_OK)
+        return s;
+    pbl_attr eps_at[] = { PBL_ATTR_FLOAT("eps", eps) };
+    pbl_value in[6] = { x, scale, bias, rm, rv, training }, out[3];
+    pbl_node_desc d = { .op = "batch_norm", .name = name, .inputs = in, .n_inputs = 6, .attrs = eps_at, .n_attrs = 1 };
+    if ((s = pbl_graph_add_node(g, &d, NULL, out)) != PBL_OK)
+        return s;
+    char uname[192];
+    snprintf(uname, sizeof uname, "%s/update", name);
+    pbl_attr at[] = { PBL_ATTR_FLOAT("momentum", momentum), PBL_ATTR_FLOAT("eps", eps), PBL_ATTR_INT("set_size", set) };
+    pbl_value uin[6] = { out[1], out[2], rm, rv, count, training };
+    pbl_node_desc u = { .op = "batch_norm_update", .name = uname, .inputs = uin, .n_inputs = 6, .attrs = at, .n_attrs = 3 };
+    if ((s = pbl_graph_add_node(g, &u, NULL, NULL)) != PBL_OK)
+        return s;
+    *y = out[0];
+    return PBL_OK;
+}
+
+PBL__API pbl_value pbl_batch_norm_switched(pbl_graph *g, const char *name, pbl_value x, pbl_value scale, pbl_value bias,
+                                           pbl_value training, double momentum, double eps)
+{
+    if (stopped(g))
+        return PBL_NONE;
+    int32_t nv0 = g->n_values, nn0 = g->n_nodes;
+    pbl_value y = PBL_NONE;
+    pbl_status s = batch_norm_switched(g, name, x, scale, bias, training, momentum, eps, &y);
+    if (s != PBL_OK)
+        pbl__graph_truncate(g, nv0, nn0);
+    return note(g, s, y);
 }

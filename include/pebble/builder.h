@@ -70,6 +70,15 @@ pbl_value pbl_dropout(pbl_graph *g, pbl_value x, double p, uint64_t seed, pbl_va
  * pbl_exec_set_scalar(e, "training", 0) turns one training graph into its evaluation. */
 pbl_value pbl_dropout_switched(pbl_graph *g, pbl_value x, double p, uint64_t seed, pbl_value training,
                                pbl_value *mask);
+/* Batch normalisation over x[N, C, ...] (scale, bias: [C]) that obeys a training switch (a
+ * runtime scalar): not 0, it normalises with the batch's statistics and updates running
+ * ones; 0, it normalises with the running statistics and leaves them. They are state
+ * variables "<name>/running_mean", "<name>/running_var" (unbiased) and "<name>/count" (saved in
+ * checkpoints): the first training run copies the batch's statistics, later ones average
+ * r ← (1 − momentum)·r + momentum·batch (PyTorch's momentum, 0.1 there). Nodes "<name>"
+ * (batch_norm) and "<name>/update" (batch_norm_update). eps: as PyTorch's, 1e-5. */
+pbl_value pbl_batch_norm_switched(pbl_graph *g, const char *name, pbl_value x, pbl_value scale, pbl_value bias,
+                                  pbl_value training, double momentum, double eps);
 
 #ifdef __cplusplus
 }

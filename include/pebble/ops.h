@@ -65,6 +65,12 @@
  * Normalisation (training form: statistics of the batch, biased variance; mean and inv_std =
  * 1/sqrt(var + eps) are saved for the gradient) and embedding; they and their gradient ops run:
  * batch_norm                  x[N,C,...] scale[C] bias[C]  y, mean[C], inv_std[C]          eps (1e-5)
+ *                             [running_mean[C] running_var[C] training[]]: with the switch 0,
+ *                             normalises with the running statistics (and outputs them)
+ * batch_norm_update           mean inv_std running_mean running_var count[1] training[]
+ *                             -> running_mean' running_var' count' (in place; only in training)
+ *                             momentum (0.1), eps (1e-5), set_size (required); made by
+ *                             pbl_batch_norm_switched (pebble/builder.h); not differentiable
  * layer_norm                  x[...,D] gamma[D] beta[D]    y, mean[...,1], inv_std[...,1]  eps (1e-5)
  * embedding                   ids (i32, any rank) table[V,D]  y[...,D]; an id outside [0, V)
  *                                                     fails the run (PBL_ERR_INVALID_ARG)

@@ -1,5 +1,6 @@
 /*
- * CPU kernels: batch_norm and layer_norm (training form) and their gradients (ops/norm.c).
+ * CPU kernels: batch_norm and layer_norm (training form; batch_norm also the evaluation form
+ * over running statistics) and their gradients, and batch_norm_update (ops/norm.c).
  *
  * Both normalise "sets" of x: batch_norm one set per channel c (every n and every spatial
  * position s of x[N, C, S...]: N groups of S contiguous floats, C·S apart), layer_norm one set
@@ -63,8 +64,15 @@ pbl_status pbl__cpu_batch_norm(const pbl__kargs *a)
     const float *x = PBL__IN(a, 0), *g = PBL__IN(a, 1), *b = PBL__IN(a, 2);
     float *y = PBL__OUT(a, 0), *mean = PBL__OUT(a, 1), *inv_std = PBL__OUT(a, 2);
     nset s = { N, C * S, S };
+    /* with running statistics and the switch at 0: evaluation, the running statistics */
+    const int eval = a->n_in > 5 && PBL__IN(a, 5)[0] == 0.0f;
     for (int64_t c = 0; c < C; c++) {
-        stats(x + c * S, s, a->attr[0].f, &mean[c], &inv_std[c]);
+        if (eval) {
+            mean[c] = PBL__IN(a, 3)[c];
+            inv_std[c] = (float)(1.0 / sqrt((double)PBL__IN(a, 4)[c] + a->attr[0].f));
+        } else {
+            stats(x + c * S, s, a->attr[0].f, &mean[c], &inv_std[c]);
+        }
         float m = mean[c], is = inv_std[c];
         for (int64_t n = 0; n < N; n++)
             for (int64_t j = 0; j < S; j++) {
@@ -101,6 +109,7 @@ pbl_status pbl__cpu_batch_norm_grad(const pbl__kargs *a)
                 *inv_std = PBL__IN(a, 4);
     float *dx = PBL__OUT(a, 0), *dg = PBL__OUT(a, 1), *db = PBL__OUT(a, 2);
     double m = (double)(N * S);
+    const int eval = a->n_in > 5 && PBL__IN(a, 5)[0] == 0.0f;
     for (int64_t c = 0; c < C; c++) {
         float mu = mean[c], is = inv_std[c];
         double a1 = 0.0, a2 = 0.0;
@@ -114,6 +123,8 @@ pbl_status pbl__cpu_batch_norm_grad(const pbl__kargs *a)
         db[c] = (float)a1;
         dg[c] = (float)a2;
         float k1 = (float)(a1 / m), k2 = (float)(a2 / m), sc = g[c] * is;
+        if (eval) /* constant statistics: no path from x through them */
+            k1 = k2 = 0.0f;
         for (int64_t n = 0; n < N; n++)
             for (int64_t j = 0; j < S; j++) {
                 int64_t o = (n * C + c) * S + j;
@@ -158,5 +169,24 @@ pbl_status pbl__cpu_layer_norm_grad(const pbl__kargs *a)
         dg[j] = (float)sg;
         db[j] = (float)sb;
     }
+    return PBL_OK;
+}
+
+/* mean, inv_std, running_mean, running_var: [C]; count, training: [1]. Only in training:
+ * the batch's variance from inv_std, unbiased; the first update copies, later ones average. */
+pbl_status pbl__cpu_batch_norm_update(const pbl__kargs *a)
+{
+    if (PBL__IN(a, 5)[0] == 0.0f)
+        return PBL_OK;
+    const float *mean = PBL__IN(a, 0), *inv_std = PBL__IN(a, 1);
+    float *rm = PBL__OUT(a, 0), *rv = PBL__OUT(a, 1), *count = PBL__OUT(a, 2);
+    double mom = a->attr[0].f, eps = a->attr[1].f, m = (double)a->attr[2].i;
+    int64_t C = PBL__NUMEL(a->in_meta[0]);
+    for (int64_t c = 0; c < C; c++) {
+        float var = pbl__bn_running_var(inv_std[c], eps, m);
+        rm[c] = count[0] == 0.0f ? mean[c] : (float)((1.0 - mom) * rm[c] + mom * mean[c]);
+        rv[c] = count[0] == 0.0f ? var : (float)((1.0 - mom) * rv[c] + mom * var);
+    }
+    count[0] += 1.0f;
     return PBL_OK;
 }

@@ -32,12 +32,27 @@ __device__ static inline int64_t at(const nset &s, int64_t c, int64_t k)
     return c * s.step + (k / s.len) * s.gstride + k % s.len;
 }
 
+/* run_mean, run_var, training: batch_norm's optional running statistics and switch (NULL:
+ * none); the switch is read here, uniformly for the block, so a captured graph obeys it. */
 __global__ static void norm_k(float *y, float *mean, float *inv_std, const float *x, const float *g, const float *b,
-                              nset s, double eps)
+                              nset s, double eps, const float *run_mean, const float *run_var, const float *training)
 {
     __shared__ double part[NORM_THREADS];
     int64_t m = s.groups * s.len;
+    const bool eval = training && *training == 0.0f;
     for (int64_t c = blockIdx.x; c < s.n; c += gridDim.x) {
+        if (eval) {
+            float mf = run_mean[c], is = (float)(1.0 / sqrt((double)run_var[c] + eps));
+            if (threadIdx.x == 0) {
+                mean[c] = mf;
+                inv_std[c] = is;
+            }
+            for (int64_t k = threadIdx.x; k < m; k += NORM_THREADS) {
+                int64_t o = at(s, c, k), p = s.per_set ? c : k % s.len;
+                y[o] = ((x[o] - mf) * is) * g[p] + b[p];
+            }
+            continue;
+        }
         double acc = 0.0;
         for (int64_t k = threadIdx.x; k < m; k += NORM_THREADS)
             acc += (double)x[at(s, c, k)];
@@ -62,10 +77,11 @@ __global__ static void norm_k(float *y, float *mean, float *inv_std, const float
 
 /* dx of each set; batch_norm's dscale/dbias (per set) too. */
 __global__ static void norm_grad_k(float *dx, float *dg, float *db, const float *dy, const float *x, const float *g,
-                                   const float *mean, const float *inv_std, nset s)
+                                   const float *mean, const float *inv_std, nset s, const float *training)
 {
     __shared__ double part[NORM_THREADS];
     int64_t m = s.groups * s.len;
+    const bool eval = training && *training == 0.0f; /* constant statistics: k1 = k2 = 0 */
     for (int64_t c = blockIdx.x; c < s.n; c += gridDim.x) {
         float mu = mean[c], is = inv_std[c];
         double a1 = 0.0, a2 = 0.0;
@@ -81,7 +97,8 @@ __global__ static void norm_grad_k(float *dx, float *dg, float *db, const float 
             db[c] = (float)a1;
             dg[c] = (float)a2;
         }
-        float k1 = (float)(a1 / (double)m), k2 = (float)(a2 / (double)m), sc = s.per_set ? g[c] * is : is;
+        float k1 = eval ? 0.0f : (float)(a1 / (double)m), k2 = eval ? 0.0f : (float)(a2 / (double)m);
+        float sc = s.per_set ? g[c] * is : is;
         for (int64_t k = threadIdx.x; k < m; k += NORM_THREADS) {
             int64_t o = at(s, c, k);
             float xh = (x[o] - mu) * is, gv = s.per_set ? dy[o] : dy[o] * g[k % s.len];
@@ -130,7 +147,10 @@ static pbl_status forward(const pbl__cuda_launch *l, const pbl__kargs *a, nset s
     pbl_status s = PBL_OK;
     PBL__LAUNCH(norm_k, set_blocks(sets.n), NORM_THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__OUT(a, 1), PBL__OUT(a, 2),
                                                                        PBL__IN(a, 0), PBL__IN(a, 1), PBL__IN(a, 2),
-                                                                       sets, a->attr[0].f);
+                                                                       sets, a->attr[0].f,
+                                                                       a->n_in > 5 ? PBL__IN(a, 3) : NULL,
+                                                                       a->n_in > 5 ? PBL__IN(a, 4) : NULL,
+                                                                       a->n_in > 5 ? PBL__IN(a, 5) : NULL);
     PBL__LAUNCHED();
 done:
     return s;
@@ -142,7 +162,7 @@ static pbl_status backward(const pbl__cuda_launch *l, const pbl__kargs *a, nset 
     pbl_status s = PBL_OK;
     PBL__LAUNCH(norm_grad_k, set_blocks(sets.n), NORM_THREADS, 0, l->stream)(
         PBL__OUT(a, 0), PBL__OUT(a, 1), PBL__OUT(a, 2), PBL__IN(a, 0), PBL__IN(a, 1), PBL__IN(a, 2), PBL__IN(a, 3),
-        PBL__IN(a, 4), sets);
+        PBL__IN(a, 4), sets, a->n_in > 5 ? PBL__IN(a, 5) : NULL);
     PBL__LAUNCHED();
     if (!sets.per_set) {
         PBL__LAUNCH(ln_param_grad_k, pbl__blocks(sets.len), PBL__THREADS, 0, l->stream)(
@@ -171,4 +191,40 @@ extern "C" pbl_status pbl__cuda_batch_norm_grad(const pbl__cuda_launch *l, const
 extern "C" pbl_status pbl__cuda_layer_norm_grad(const pbl__cuda_launch *l, const pbl__kargs *a)
 {
     return backward(l, a, ln_sets(&a->in_meta[1].shape));
+}
+
+/* mean, inv_std, running_mean, running_var: [C]; count, training: [1]; one thread per channel,
+ * the formulas of ops/cpu/norm.c. The count is read by every thread before thread 0 bumps it
+ * in a second launch (ordered on the stream). */
+__global__ static void bn_update_k(float *rm, float *rv, const float *count, const float *mean, const float *inv_std,
+                                   const float *training, int64_t n, double mom, double eps, double m)
+{
+    if (*training == 0.0f)
+        return;
+    const bool first = *count == 0.0f;
+    PBL__GRID_LOOP(c, n) {
+        float var = pbl__bn_running_var(inv_std[c], eps, m);
+        rm[c] = first ? mean[c] : (float)((1.0 - mom) * rm[c] + mom * mean[c]);
+        rv[c] = first ? var : (float)((1.0 - mom) * rv[c] + mom * var);
+    }
+}
+
+__global__ static void bn_count_k(float *count, const float *training)
+{
+    if (*training != 0.0f)
+        count[0] += 1.0f;
+}
+
+extern "C" pbl_status pbl__cuda_batch_norm_update(const pbl__cuda_launch *l, const pbl__kargs *a)
+{
+    pbl_status s = PBL_OK;
+    int64_t n = PBL__NUMEL(a->in_meta[0]);
+    PBL__LAUNCH(bn_update_k, pbl__blocks(n), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__OUT(a, 1), PBL__OUT(a, 2),
+                                                                         PBL__IN(a, 0), PBL__IN(a, 1), PBL__IN(a, 5), n,
+                                                                         a->attr[0].f, a->attr[1].f, (double)a->attr[2].i);
+    PBL__LAUNCHED();
+    PBL__LAUNCH(bn_count_k, 1, 1, 0, l->stream)(PBL__OUT(a, 2), PBL__IN(a, 5));
+    PBL__LAUNCHED();
+done:
+    return s;
 }

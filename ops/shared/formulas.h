@@ -57,4 +57,13 @@ PBL__HD static inline float pbl__row_sum_exp(const float *x, int64_t n, float mx
     return sum;
 }
 
+/* batch_norm_update: a batch's unbiased variance from the inv_std = 1/sqrt(var + eps) it saved
+ * over m values (var biased), as the running variance keeps it (PyTorch's convention). */
+PBL__HD static inline float pbl__bn_running_var(float inv_std, double eps, double m)
+{
+    double var = 1.0 / ((double)inv_std * (double)inv_std) - eps;
+    var = var > 0.0 ? var : 0.0;
+    return (float)(m > 1.0 ? var * m / (m - 1.0) : var);
+}
+
 #endif
