@@ -8,7 +8,7 @@
  *
  * The whole training step — forward, explicit backward nodes, Adam update — is one graph run.
  * With a schedule (--lr-schedule, --warmup) the learning rate is a runtime scalar "lr" that
- * this program sets before every step (pebble/lr_schedule.h, pbl_exec_set_scalar); without
+ * this program sets before every step (pebble/autodiff.h pbl_lr_schedule_at, pbl_exec_set_scalar); without
  * one it is a constant of the update nodes, as before.
  * Parameters live in this program's own float arrays, bound zero-copy to the training
  * executor and to the evaluation executors, so evaluation always sees the latest weights.

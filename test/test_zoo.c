@@ -615,11 +615,22 @@ static void test_gradient_reads_declared(void **state)
     int seen[NCASES(new_ops)] = { 0 }, fails = 0;
     grad_reads gr = { .track = new_ops, .n_track = NCASES(new_ops), .read_in = read_in, .read_out = read_out,
                       .seen = seen };
-    const char *graphs[] = { "resnet50_train", "mobilenet_v2_train", "bert_base_train", "conv_pool_norm" };
+    const char *graphs[] = { "resnet50_train", "mobilenet_v2_train", "bert_base_train", "conv_pool_norm",
+                             "batch_norm_switched" };
     for (int gi = 0; gi < NCASES(graphs); gi++) {
         pbl_graph *g;
         if (gi < 3) {
             g = build(graphs[gi], 1);
+        } else if (gi == 4) { /* batch_norm with running statistics: its gradient reads the switch */
+            pbl_graph_create(&g, NULL);
+            pbl_value x = pbl_input(g, "x", PBL_SHAPE(2, 3, 4, 4)), t, p[2], grads[2];
+            p[0] = pbl_param(g, "s", PBL_SHAPE(3));
+            p[1] = pbl_param(g, "b", PBL_SHAPE(3));
+            assert_int_equal(pbl_graph_add_scalar(g, "training", 1.0, &t), PBL_OK);
+            pbl_value y = pbl_batch_norm_switched(g, "bn", x, p[0], p[1], t, 0.1, 1e-5);
+            pbl_value loss = pbl_sum(g, pbl_mul(g, y, y), NULL, 0, 0);
+            assert_int_equal(pbl_graph_build_status(g), PBL_OK);
+            assert_int_equal(pbl_graph_gradient(g, loss, p, 2, grads), PBL_OK);
         } else { /* the zoo has no avg_pool2d */
             pbl_graph_create(&g, NULL);
             pbl_value p[CPN_PARAMS], grads[CPN_PARAMS];

@@ -1,9 +1,9 @@
-/* Learning-rate schedules (pebble/lr_schedule.h): one pure function of the step. */
+/* Learning-rate schedules (pebble/autodiff.h): one pure function of the step. */
 #include <math.h>
 
 #include "graph/base/errmsg.h"
 #include "graph/base/export.h"
-#include "pebble/lr_schedule.h"
+#include "pebble/autodiff.h"
 
 PBL__API pbl_lr_schedule pbl_lr_schedule_default(pbl_lr_schedule_kind kind, double base_lr)
 {

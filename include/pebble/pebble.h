@@ -7,8 +7,7 @@
  *   graph.h     the graph: variables, op nodes, outputs, validation, dump
  *   builder.h   one-line helpers per op
  *   ops.h       the op list and each op's inputs and attributes
- *   autodiff.h  the gradient pass and optimizer update nodes
- *   lr_schedule.h  learning-rate schedules (constant, step, cosine; linear warm-up)
+ *   autodiff.h  the gradient pass, optimizer update nodes, clipping, learning-rate schedules
  *   exec.h      the executor: bind, run, read, checkpoints
  *   plan.h      the memory planner's core: usage records in, arena offsets out
  *   plan_io.h   records and assignments as CSV (MiniMalloc's format)
@@ -35,7 +34,6 @@
 #include "pebble/builder.h"
 #include "pebble/ops.h"
 #include "pebble/autodiff.h"
-#include "pebble/lr_schedule.h"
 #include "pebble/exec.h"
 #include "pebble/plan.h"
 #include "pebble/plan_io.h"
