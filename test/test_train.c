@@ -462,6 +462,16 @@ static void test_runtime_lr_scalar(void **state)
     steps(&a, 20);
     steps(&b, 20);
     same_params(&a, &b);
+    /* dynamic storage and unshared storage start the scalar at its value too */
+    for (int k = 0; k < 2; k++) {
+        mlp d;
+        pbl_exec_options eo = pbl_exec_options_default();
+        eo.storage = k == 0 ? PBL_STORAGE_DYNAMIC : PBL_STORAGE_UNSHARED;
+        mlp_build_opt(&d, 0.0, &eo, &o);
+        steps(&d, 20);
+        same_params(&a, &d);
+        mlp_free(&d);
+    }
     pbl_exec_stats s0, s1;
     assert_int_equal(pbl_exec_stats_get(b.e, &s0), PBL_OK);
     /* lr 0: nothing moves */
