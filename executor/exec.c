@@ -13,6 +13,7 @@
  *           In dynamic mode the DTR runtime (executor/dynamic/dtr.c) runs the schedule instead,
  *           allocating from a pool as it goes.
  */
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -591,7 +592,7 @@ PBL__API pbl_status pbl_exec_set_scalar(pbl_exec *e, const char *name, double va
     if (s != PBL_OK)
         return s;
     /* a NaN or infinite rate would silently turn every weight into NaN at the next run */
-    if (!isfinite(value) || !isfinite((float)value))
+    if (!(fabs(value) <= FLT_MAX)) /* NaN too; and no out-of-range conversion to float */
         return pbl__exec_fail(e, PBL_ERR_INVALID_ARG, "set_scalar: '%s' = %g is not a finite f32", name, value);
     float x = (float)value;
     return pbl_exec_write(e, v, &x, sizeof x);

@@ -507,6 +507,7 @@ static void test_runtime_lr_scalar(void **state)
     /* building: a non-finite initial value, a name taken by a non-scalar */
     pbl_value v;
     assert_int_equal(pbl_graph_add_scalar(b.g, "bad", NAN, &v), PBL_ERR_INVALID_ARG);
+    assert_int_equal(pbl_graph_add_scalar(b.g, "bad", 1e39, &v), PBL_ERR_INVALID_ARG);
     assert_int_equal(pbl_graph_add_scalar(b.g, "lr", 1.0, &v), PBL_ERR_INVALID_ARG);
     assert_int_equal(pbl_graph_add_variable(b.g, "s2", PBL_VALUE_SCALAR, PBL_F32, PBL_SHAPE(2), &v), PBL_ERR_INVALID_ARG);
     mlp_free(&a);
@@ -644,6 +645,11 @@ static void test_scalars_json_round_trip(void **state)
     pbl_graph *k = NULL;
     assert_int_equal(pbl_graph_from_json(&k, bad, strlen(bad), NULL, err, sizeof err), PBL_ERR_FORMAT);
     assert_non_null(strstr(err, "only a scalar"));
+    const char *big = "{\"format\": \"pebble-graph\", \"version\": \"1.0\", \"variables\": ["
+                      "{\"name\": \"lr\", \"kind\": \"scalar\", \"dtype\": \"f32\", \"shape\": [], \"value\": 1e300}],"
+                      " \"nodes\": [], \"outputs\": []}";
+    assert_int_equal(pbl_graph_from_json(&k, big, strlen(big), NULL, err, sizeof err), PBL_ERR_FORMAT);
+    assert_non_null(strstr(err, "beyond f32"));
     pbl_graph_destroy(h);
     pbl_json_free(text);
     mlp_free(&a);

@@ -3,6 +3,8 @@
  * exactly the checks a program building the graph would, and the result is validated.
  * Messages carry the JSON path of what is wrong ("$.nodes[3].inputs[1]"). */
 #include <errno.h>
+#include <float.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -237,6 +239,8 @@ static pbl_status read_variable(loader *L, json_t *o, int32_t i, int64_t *last_a
     if (value && !json_is_number(value))
         return fail(L, PBL_ERR_FORMAT, "%s.value: must be a number, not %s", path, type_name(value));
     v->value = value ? json_number_value(value) : 0.0;
+    if (!(fabs(v->value) <= FLT_MAX)) /* executors store it as one f32 */
+        return fail(L, PBL_ERR_FORMAT, "%s.value: %g is beyond f32's range", path, v->value);
     char sub[64];
     snprintf(sub, sizeof sub, "%s.dtype", path);
     if ((s = parse_dtype(L, dtype, sub, &v->dtype)) != PBL_OK)

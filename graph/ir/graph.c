@@ -1,4 +1,5 @@
 /* The graph handle: creation, variables, op nodes (checked eagerly), outputs, queries. */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -159,9 +160,9 @@ PBL__API pbl_status pbl_graph_add_scalar(pbl_graph *g, const char *name, double 
 {
     if (!g)
         return PBL_ERR_INVALID_ARG;
-    if (!isfinite(initial))
-        return pbl__graph_fail(g, PBL_ERR_INVALID_ARG, "scalar '%s': initial value %g is not finite", name ? name : "",
-                               initial);
+    if (!(fabs(initial) <= FLT_MAX)) /* kernels read it as one f32 */
+        return pbl__graph_fail(g, PBL_ERR_INVALID_ARG, "scalar '%s': initial value %g is not a finite f32",
+                               name ? name : "", initial);
     pbl_value v;
     pbl_status s = pbl_graph_add_variable(g, name, PBL_VALUE_SCALAR, PBL_F32, PBL_SCALAR, &v);
     if (s != PBL_OK)
