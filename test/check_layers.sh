@@ -19,6 +19,7 @@ graph/liveness/         pebble/ graph/base/ graph/ir/ graph/planner/ graph/liven
 graph/schedule/         pebble/ graph/base/ graph/ir/ graph/planner/ graph/liveness/ graph/schedule/
 graph/streams/          pebble/ graph/base/ graph/ir/ graph/planner/ graph/liveness/ graph/streams/
 graph/passes/           pebble/ graph/base/ graph/ir/ graph/autodiff/ graph/liveness/ graph/planner/ graph/streams/ graph/passes/
+graph/explain/          pebble/ graph/base/ graph/ir/ graph/autodiff/ graph/liveness/ graph/planner/ graph/streams/ graph/passes/ graph/explain/
 graph/io/               pebble/ graph/base/ graph/ir/ graph/planner/ graph/streams/ graph/io/ onnx/
 ops/                    pebble/ graph/base/ graph/ir/ ops/
 executor/               pebble/ graph/ ops/ executor/

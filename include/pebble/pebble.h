@@ -20,6 +20,7 @@
  *   viz.h       every strategy's plan and the live-bytes curve, as data and JSON, for pictures
  *   recompute.h static recomputation: drop forward values, compute them again in backward
  *   fuse.h      operator fusion: dense layers and element-wise chains as single nodes
+ *   explain.h   the peak step: what is live there, where the arena wastes, what would lower it
  *
  * The example at the top of each header is compiled and linked by the test suite, and run
  * when it is a whole program or assumes nothing (test/doc_examples.sh: how they are written).
@@ -46,5 +47,6 @@
 #include "pebble/viz.h"
 #include "pebble/recompute.h"
 #include "pebble/fuse.h"
+#include "pebble/explain.h"
 
 #endif
