@@ -108,6 +108,7 @@ int cli_check(int argc, char **argv);
 
 int cli_export(int argc, char **argv);
 int cli_run(int argc, char **argv);
+int cli_explain(int argc, char **argv);
 
 /* Tensor files (tools/cli/tensor_file.c): PATH ending .pb (ONNX TensorProto) or .npy (NumPy;
  * f4/f8 read as f32, i4/i8 as i32). Return CLI_OK or an exit status after one message. */

@@ -7,6 +7,7 @@
  *     pebble check FILE [--capacity C] [--align N]
  *     pebble export SOURCE --json OUT [--batch N]
  *     pebble viz FILE [--html OUT] [--svg OUT] [--dot OUT] [--strategy NAME] [--align N]
+ *     pebble explain FILE [--strategy NAME] [--align N] [--format table|csv|json]
  *     pebble run MODEL [--input NAME=FILE ...] [--repeat N] [--output-dir D] [--expect NAME=FILE]
  *
  * Every command takes --flag VALUE or --flag=VALUE, --help (usage on stdout, exit 0) and
@@ -35,6 +36,7 @@ static const subcommand subcommands[] = {
     { "check", cli_check, "verify an assignment CSV (records with offsets), or validate a graph" },
     { "run", cli_run, "run a model (ONNX, JSON graph, zoo:NAME) on input tensors; print or save outputs" },
     { "export", cli_export, "write a graph (zoo:NAME or a graph file) as a JSON graph file" },
+    { "explain", cli_explain, "the peak step: every value live there, the arena's waste, what would lower it" },
     { "viz", cli_viz, "draw FILE's plans (an HTML page comparing strategies, an SVG) or its graph (DOT)" },
 };
 #define N_SUBCOMMANDS ((int)(sizeof subcommands / sizeof subcommands[0]))
