@@ -37,6 +37,7 @@ PBL__API void pbl_explain_free(pbl_explain *e)
     pbl__mem_init(&m, e->allocator);
     pbl__mem_free(&m, e->rec, (size_t)e->n_records * sizeof *e->rec);
     pbl__mem_free(&m, e->live, (size_t)e->n_steps * sizeof *e->live);
+    pbl__mem_free(&m, e->top, (size_t)e->n_steps * sizeof *e->top);
     pbl__mem_free(&m, e->live_at_peak, (size_t)e->n_records * sizeof *e->live_at_peak);
     pbl__mem_free(&m, e->holes_at_peak, (size_t)(e->n_records + 1) * sizeof *e->holes_at_peak);
     pbl__mem_free(&m, e->holes_at_worst, (size_t)(e->n_records + 1) * sizeof *e->holes_at_worst);
@@ -94,13 +95,13 @@ PBL__API int32_t pbl_explain_live_at(const pbl_explain *e, int32_t t, int32_t *i
     return m;
 }
 
-/* The address ranges of [0, arena) that no record live at t covers. */
-static int32_t holes_at(const pbl_explain *e, int32_t t, keyed *tmp, pbl_explain_range *out)
+/* The address ranges of [0, end) that no record live at t covers. */
+static int32_t holes_at(const pbl_explain *e, int32_t t, int64_t end, keyed *tmp, pbl_explain_range *out)
 {
     int32_t m = live_sorted(e, t, tmp, 1), h = 0;
     int64_t at = 0;
     for (int32_t k = 0; k <= m; k++) {
-        int64_t lo = k < m ? e->rec[tmp[k].idx].offset : e->arena;
+        int64_t lo = k < m ? e->rec[tmp[k].idx].offset : end;
         if (lo > at)
             out[h++] = (pbl_explain_range){ at, lo };
         if (k < m && lo + e->rec[tmp[k].idx].bytes > at)
@@ -250,6 +251,41 @@ static pbl_status find_peak(pbl_explain *e, const pbl_usage_record *r, pbl__mem 
     return PBL_OK;
 }
 
+/* Each step's top: records by top descending, each fills the steps of its lifetime not yet
+ * filled (a next-unfilled pointer with path halving skips the filled ones), so the work is
+ * O(n log n + steps) however long the lifetimes. */
+static pbl_status fill_top(pbl_explain *e, pbl__mem *m)
+{
+    int32_t n = e->n_records, T = e->n_steps;
+    size_t nb = (size_t)(n ? n : 1) * sizeof(keyed), tb = ((size_t)T + 1) * sizeof(int32_t);
+    keyed *order = pbl__mem_alloc(m, nb);
+    int32_t *next = pbl__mem_alloc(m, tb);
+    if (!order || !next) {
+        pbl__mem_free(m, order, nb);
+        pbl__mem_free(m, next, tb);
+        return PBL_ERR_NOMEM;
+    }
+    for (int32_t i = 0; i < n; i++)
+        order[i] = (keyed){ .key = e->rec[i].offset + e->rec[i].bytes, .idx = i };
+    qsort(order, (size_t)n, sizeof *order, by_key_desc);
+    for (int32_t t = 0; t <= T; t++)
+        next[t] = t;
+    for (int32_t k = 0; k < n; k++) {
+        const pbl_explain_record *x = &e->rec[order[k].idx];
+        for (int32_t t = (int32_t)x->first;;) {
+            while (next[t] != t) /* the first unfilled step at or after t */
+                t = next[t] = next[next[t]];
+            if (t >= x->last)
+                break;
+            e->top[t] = order[k].key;
+            next[t] = t + 1;
+        }
+    }
+    pbl__mem_free(m, order, nb);
+    pbl__mem_free(m, next, tb);
+    return PBL_OK;
+}
+
 /* The chosen strategy's offsets, verified, and where its arena exceeds the live bytes. */
 static pbl_status place(pbl_explain *e, const pbl_usage_record *r, const pbl_explain_options *o, pbl__mem *m,
                         char *err, size_t errlen)
@@ -272,13 +308,22 @@ static pbl_status place(pbl_explain *e, const pbl_usage_record *r, const pbl_exp
     pbl_assignment_free(&a);
     if (s != PBL_OK)
         return s;
-    e->worst_step = -1;
+    /* the highest byte in use at each step: below it, what is not live is fragmentation */
+    e->top = pbl__mem_calloc(m, (size_t)e->n_steps * sizeof *e->top);
+    if (e->n_steps && !e->top)
+        return pbl__errf(err, errlen, PBL_ERR_NOMEM, "explain: out of memory for %d steps", (int)e->n_steps);
+    if ((s = fill_top(e, m)) != PBL_OK)
+        return pbl__errf(err, errlen, s, "explain: out of memory for %d steps", (int)e->n_steps);
+    e->worst_step = e->arena_step = -1;
     int64_t worst = 0;
-    for (int32_t t = 0; t < e->n_steps; t++)
-        if (e->arena - e->live[t] > worst) {
-            worst = e->arena - e->live[t];
+    for (int32_t t = 0; t < e->n_steps; t++) {
+        if (e->top[t] - e->live[t] > worst) {
+            worst = e->top[t] - e->live[t];
             e->worst_step = t;
         }
+        if (e->arena_step < 0 && e->top[t] == e->arena && e->arena > 0)
+            e->arena_step = t;
+    }
     size_t cap = (size_t)n + 1;
     keyed *tmp = pbl__mem_alloc(m, cap * sizeof *tmp);
     e->holes_at_peak = pbl__mem_alloc(m, cap * sizeof *e->holes_at_peak);
@@ -288,9 +333,9 @@ static pbl_status place(pbl_explain *e, const pbl_usage_record *r, const pbl_exp
         return pbl__errf(err, errlen, PBL_ERR_NOMEM, "explain: out of memory for the arena's holes");
     }
     if (e->peak_step >= 0)
-        e->n_holes_at_peak = holes_at(e, e->peak_step, tmp, e->holes_at_peak);
+        e->n_holes_at_peak = holes_at(e, e->peak_step, e->arena, tmp, e->holes_at_peak);
     if (e->worst_step >= 0)
-        e->n_holes_at_worst = holes_at(e, e->worst_step, tmp, e->holes_at_worst);
+        e->n_holes_at_worst = holes_at(e, e->worst_step, e->top[e->worst_step], tmp, e->holes_at_worst);
     pbl__mem_free(m, tmp, cap * sizeof *tmp);
     return PBL_OK;
 }
@@ -308,7 +353,7 @@ PBL__API pbl_status pbl_explain_records(const pbl_usage_record *r, int32_t n, co
         return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "explain: no output");
     memset(out, 0, sizeof *out);
     out->allocator = o.allocator;
-    out->peak_step = out->worst_step = -1;
+    out->peak_step = out->worst_step = out->arena_step = -1;
     if (n < 0 || (n > 0 && !r) || o.align < 1 || (g != NULL) != (gr != NULL))
         return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "explain: bad arguments (n %d, align %lld%s)", (int)n,
                          (long long)o.align, (g != NULL) != (gr != NULL) ? ", a graph without its records" : "");

@@ -6,8 +6,9 @@
  * live at it — for records made from a graph, the value, its shape, producer, last reader
  * and kind (a parameter gradient, an activation kept for backward, a temporary...) — whose
  * bytes sum exactly to the lower bound. It plans the records with one strategy and says
- * where that arena's waste sits: at each step, the arena minus the live bytes, and the
- * address ranges no live record covers. pbl_explain_graph does the same for a graph (its
+ * where that arena's waste sits: the address ranges unused at the peak (arena - lower bound
+ * bytes), and the step whose live records leave the most bytes unused below the highest one
+ * in use (fragmentation), with its holes. pbl_explain_graph does the same for a graph (its
  * liveness first) and adds what would lower the peak: fusing it, and recomputing each
  * activation kept for backward that is live at the peak (the lower bound after each,
  * measured on the rewritten graph, not guessed).
@@ -125,10 +126,15 @@ typedef struct pbl_explain {
     int32_t             n_live_at_peak;
     const char         *strategy;       /* the strategy's static name */
     int64_t             arena;
-    int32_t             worst_step;     /* the first step of most waste (arena - live); -1 none */
-    pbl_explain_range  *holes_at_peak;  /* unused address ranges at peak_step, ascending */
+    /* Where the arena's waste sits. At the peak, arena - lower_bound bytes are unused: the
+     * holes. Elsewhere, bytes below the highest one in use that are not live are
+     * fragmentation (the free space above that byte is merely unused). */
+    int64_t            *top;            /* per step: the highest byte in use + 1 (n_steps) */
+    int32_t             arena_step;     /* the first step whose top is the arena: what sets it */
+    int32_t             worst_step;     /* the first step of most fragmentation (top - live); -1 none */
+    pbl_explain_range  *holes_at_peak;  /* address ranges of [0, arena) unused at peak_step, ascending */
     int32_t             n_holes_at_peak;
-    pbl_explain_range  *holes_at_worst; /* the same at worst_step */
+    pbl_explain_range  *holes_at_worst; /* those of [0, top) at worst_step */
     int32_t             n_holes_at_worst;
     pbl_explain_record *outside;        /* graphs: the variables (caller-owned bytes) */
     int32_t             n_outside;

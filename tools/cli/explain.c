@@ -127,14 +127,17 @@ static void json_record(FILE *f, const pbl_graph *g, const pbl_explain_record *r
     fputc('}', f);
 }
 
-static void json_holes(FILE *f, const pbl_explain *e, int32_t step, const pbl_explain_range *h, int32_t n)
+/* {"step", "live", "top", "unused", "holes"}: unused is arena - live at the peak (holes over
+ * the whole arena), top - live elsewhere (holes below the top: fragmentation) */
+static void json_holes(FILE *f, const pbl_explain *e, int32_t step, int64_t end, const pbl_explain_range *h,
+                       int32_t n)
 {
     if (step < 0) {
         fputs("null", f);
         return;
     }
-    fprintf(f, "{\"step\": %d, \"live\": %lld, \"waste\": %lld, \"holes\": [", (int)step, (long long)e->live[step],
-            (long long)(e->arena - e->live[step]));
+    fprintf(f, "{\"step\": %d, \"live\": %lld, \"top\": %lld, \"unused\": %lld, \"holes\": [", (int)step,
+            (long long)e->live[step], (long long)e->top[step], (long long)(end - e->live[step]));
     for (int32_t k = 0; k < n; k++)
         fprintf(f, k ? ", [%lld, %lld]" : "[%lld, %lld]", (long long)h[k].lo, (long long)h[k].hi);
     fputs("]}", f);
@@ -165,16 +168,17 @@ static void print_json(FILE *f, const char *file, const pbl_graph *g, const pbl_
         fputs(k ? ",\n  " : "\n  ", f);
         json_record(f, g, &e->outside[k], 0);
     }
-    int32_t over = 0;
-    for (int32_t t = 0; t < e->n_steps; t++)
-        over += e->live[t] < e->arena;
-    fprintf(f, "]},\n\"waste\": {\"steps_over\": %d, \"at_peak\": ", (int)over);
-    json_holes(f, e, e->peak_step, e->holes_at_peak, e->n_holes_at_peak);
-    fputs(", \"worst\": ", f);
-    json_holes(f, e, e->worst_step, e->holes_at_worst, e->n_holes_at_worst);
+    fprintf(f, "]},\n\"waste\": {\"arena_step\": %d, \"at_peak\": ", (int)e->arena_step);
+    json_holes(f, e, e->peak_step, e->arena, e->holes_at_peak, e->n_holes_at_peak);
+    fputs(", \"most_fragmented\": ", f);
+    json_holes(f, e, e->worst_step, e->worst_step >= 0 ? e->top[e->worst_step] : 0, e->holes_at_worst,
+               e->n_holes_at_worst);
     fputs("},\n\"live_bytes\": [", f);
     for (int32_t t = 0; t < e->n_steps; t++)
         fprintf(f, t ? ",%lld" : "%lld", (long long)e->live[t]);
+    fputs("],\n\"top_bytes\": [", f);
+    for (int32_t t = 0; t < e->n_steps; t++)
+        fprintf(f, t ? ",%lld" : "%lld", (long long)e->top[t]);
     fputs("],\n\"suggestions\": [", f);
     for (int32_t k = 0; k < e->n_suggestions; k++) {
         const pbl_explain_suggestion *x = &e->suggestions[k];
@@ -264,16 +268,18 @@ static void print_table(FILE *f, const char *file, const pbl_graph *g, const pbl
     fprintf(f, "\narena (%s): %lld bytes, %lld over the lower bound", e->strategy, (long long)e->arena,
             (long long)(e->arena - e->lower_bound));
     if (e->peak_step >= 0 && e->n_holes_at_peak) {
-        fprintf(f, "\n  unused at the peak:");
+        fprintf(f, "\n  unused at the peak (step %d):", (int)e->peak_step);
         print_holes(f, e->holes_at_peak, e->n_holes_at_peak);
     }
+    if (e->arena_step >= 0)
+        fprintf(f, "\n  first reached at step %d", (int)e->arena_step);
     if (e->worst_step >= 0) {
-        int32_t over = 0;
-        for (int32_t t = 0; t < e->n_steps; t++)
-            over += e->live[t] < e->arena;
-        fprintf(f, "\n  the arena exceeds the live bytes at %d of %d steps; most at step %d: %lld bytes unused:", (int)over,
-                (int)e->n_steps, (int)e->worst_step, (long long)(e->arena - e->live[e->worst_step]));
+        fprintf(f, "\n  most fragmented at step %d: %lld bytes live below byte %lld, %lld unused:", (int)e->worst_step,
+                (long long)e->live[e->worst_step], (long long)e->top[e->worst_step],
+                (long long)(e->top[e->worst_step] - e->live[e->worst_step]));
         print_holes(f, e->holes_at_worst, e->n_holes_at_worst);
+    } else {
+        fprintf(f, "\n  no fragmentation: at every step the live bytes fill the arena up to the highest in use");
     }
     fputc('\n', f);
     if (e->n_suggestions)
