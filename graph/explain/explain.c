@@ -41,6 +41,8 @@ PBL__API void pbl_explain_free(pbl_explain *e)
     pbl__mem_free(&m, e->live_at_peak, (size_t)e->n_records * sizeof *e->live_at_peak);
     pbl__mem_free(&m, e->holes_at_peak, (size_t)(e->n_records + 1) * sizeof *e->holes_at_peak);
     pbl__mem_free(&m, e->holes_at_worst, (size_t)(e->n_records + 1) * sizeof *e->holes_at_worst);
+    pbl__mem_free(&m, e->step_start, e->step_start ? ((size_t)e->n_steps + 1) * sizeof *e->step_start : 0);
+    pbl__mem_free(&m, e->step_record, (size_t)e->n_step_records * sizeof *e->step_record);
     pbl__mem_free(&m, e->outside, (size_t)e->n_outside * sizeof *e->outside);
     pbl__mem_free(&m, e->suggestions, (size_t)PBL__EXPLAIN_MAX_SUGGESTIONS * sizeof *e->suggestions);
     pbl_graph_records_free(&e->graph_records);
@@ -206,6 +208,44 @@ static pbl_status list_outside(pbl_explain *e, const pbl_graph *g, const pbl_gra
                                                  : PBL_EXPLAIN_OPTIMIZER_STATE;
         e->outside_bytes += x->bytes;
     }
+    return PBL_OK;
+}
+
+/* Every step's live list, largest first: each record is appended to the steps of its
+ * lifetime in order of the sort, so each step's slice comes out sorted. Skipped (NULL) past
+ * PBL_EXPLAIN_MAX_LISTED entries. */
+static pbl_status list_steps(pbl_explain *e, pbl__mem *m)
+{
+    int32_t n = e->n_records, T = e->n_steps;
+    int64_t total = 0;
+    for (int32_t i = 0; i < n; i++)
+        total += e->rec[i].last - e->rec[i].first;
+    if (total > PBL_EXPLAIN_MAX_LISTED || total == 0 || T == 0)
+        return PBL_OK;
+    size_t nb = (size_t)(n ? n : 1) * sizeof(keyed);
+    keyed *order = pbl__mem_alloc(m, nb);
+    e->step_start = pbl__mem_calloc(m, ((size_t)T + 1) * sizeof *e->step_start);
+    e->step_record = pbl__mem_alloc(m, (size_t)total * sizeof *e->step_record);
+    e->n_step_records = total;
+    if (!order || !e->step_start || !e->step_record) {
+        pbl__mem_free(m, order, nb);
+        return PBL_ERR_NOMEM;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        order[i] = (keyed){ .key = e->rec[i].bytes, .idx = i };
+        for (int64_t t = e->rec[i].first; t < e->rec[i].last; t++)
+            e->step_start[t + 1]++;
+    }
+    for (int32_t t = 0; t < T; t++)
+        e->step_start[t + 1] += e->step_start[t];
+    qsort(order, (size_t)n, sizeof *order, by_key_desc);
+    for (int32_t k = 0; k < n; k++) /* a moving cursor per step, shifted back below */
+        for (int64_t t = e->rec[order[k].idx].first; t < e->rec[order[k].idx].last; t++)
+            e->step_record[e->step_start[t]++] = order[k].idx;
+    for (int32_t t = T; t > 0; t--)
+        e->step_start[t] = e->step_start[t - 1];
+    e->step_start[0] = 0;
+    pbl__mem_free(m, order, nb);
     return PBL_OK;
 }
 
@@ -391,6 +431,8 @@ PBL__API pbl_status pbl_explain_records(const pbl_usage_record *r, int32_t n, co
         return pbl__errf(err, errlen, s, "explain: out of memory labelling %d records", (int)n);
     if ((s = find_peak(out, r, &m, err, errlen)) != PBL_OK)
         return s;
+    if (list_steps(out, &m) != PBL_OK)
+        return pbl__errf(err, errlen, PBL_ERR_NOMEM, "explain: out of memory listing each step's records");
     out->strategy = NULL;
     for (int32_t k = 0; k < pbl_plan_strategy_count(); k++)
         if (strcmp(pbl_plan_strategy_name(k), o.strategy) == 0)

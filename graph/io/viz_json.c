@@ -201,6 +201,47 @@ done:
     return s;
 }
 
+static void put_i32_list(FILE *f, const int32_t *v, int64_t n)
+{
+    fputc('[', f);
+    for (int64_t i = 0; i < n; i++)
+        fprintf(f, i ? ",%d" : "%d", (int)v[i]);
+    fputc(']', f);
+}
+
+/* pbl_explain's data as it stands: the viewer lists what `pebble explain` lists, from the
+ * same arrays. */
+static void write_explain(FILE *f, const pbl_explain *e, const pbl_graph *g)
+{
+    fputs(",\n\"explain\": {\"strategy\": ", f);
+    put_string(f, e->strategy);
+    fprintf(f, ", \"arena\": %lld, \"lower_bound\": %lld, \"peak_step\": %d, \"n_peak_steps\": %d,\n\"kind\": [",
+            (long long)e->arena, (long long)e->lower_bound, (int)e->peak_step, (int)e->n_peak_steps);
+    for (int32_t r = 0; r < e->n_records; r++)
+        fprintf(f, r ? ",\"%s\"" : "\"%s\"", pbl_explain_kind_name(e->rec[r].kind));
+    fputs("],\n\"last_reader\": [", f);
+    for (int32_t r = 0; r < e->n_records; r++) {
+        fputs(r ? "," : "", f);
+        if (g)
+            put_node(f, g, e->rec[r].last_reader);
+        else
+            fputs("null", f);
+    }
+    fputs("],\n\"live_at_peak\": ", f);
+    put_i32_list(f, e->live_at_peak, e->n_live_at_peak);
+    fputs(",\n\"steps\": ", f);
+    if (e->step_start) {
+        fputs("{\"start\": ", f);
+        put_i32_list(f, e->step_start, (int64_t)e->n_steps + 1);
+        fputs(",\n\"record\": ", f);
+        put_i32_list(f, e->step_record, e->n_step_records);
+        fputc('}', f);
+    } else {
+        fputs("null", f);
+    }
+    fputc('}', f);
+}
+
 PBL__API pbl_status pbl_viz_write_json(const pbl_viz_plan *p, const pbl_viz_labels *labels, FILE *f, char *err,
                                        size_t errlen)
 {
@@ -214,6 +255,13 @@ PBL__API pbl_status pbl_viz_write_json(const pbl_viz_plan *p, const pbl_viz_labe
         return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG,
                    "viz: the graph's liveness records (%d) are not the records planned (%d)",
                    (int)l.graph_records->n_records, (int)p->n_records);
+    if (l.explain && l.explain->n_records != p->n_records)
+        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "viz: the explanation has %d records, the plan %d",
+                         (int)l.explain->n_records, (int)p->n_records);
+    for (int32_t i = 0; l.explain && i < p->n_records; i++)
+        if (l.explain->rec[i].first != p->records[i].first || l.explain->rec[i].last != p->records[i].last ||
+            l.explain->rec[i].bytes != p->records[i].size)
+            return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "viz: the explanation's record %d is not the plan's", (int)i);
     fputs("{\"format\": \"pebble-viz\", \"version\": 1, \"title\": ", f);
     put_string(f, l.title ? l.title : "");
     fprintf(f, ", \"align\": %lld, \"lower_bound\": %lld, \"n_records\": %d,\n\"records\": {\"id\": [",
@@ -262,6 +310,8 @@ PBL__API pbl_status pbl_viz_write_json(const pbl_viz_plan *p, const pbl_viz_labe
         if (s != PBL_OK)
             return pbl__errf(err, errlen, s, "viz: out of memory for the graph's labels");
     }
+    if (l.explain)
+        write_explain(f, l.explain, l.graph);
     fputs("}\n", f);
     if (ferror(f))
         return pbl__errf(err, errlen, PBL_ERR_IO, "viz: writing the JSON failed");

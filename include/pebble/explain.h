@@ -46,6 +46,9 @@
 extern "C" {
 #endif
 
+/* The most entries pbl_explain's per-step lists hold (the sum of all lifetimes). */
+#define PBL_EXPLAIN_MAX_LISTED (INT64_C(1) << 22)
+
 /* What a value is for. The first five are planned (in the arena); the rest are variables. */
 typedef enum pbl_explain_kind {
     PBL_EXPLAIN_RECORD,           /* a bare usage record (no graph): nothing more is known */
@@ -124,6 +127,12 @@ typedef struct pbl_explain {
     int32_t             n_peak_steps;   /* steps at the peak */
     int32_t            *live_at_peak;   /* record indices live at peak_step, largest first */
     int32_t             n_live_at_peak;
+    /* The same list for every step: step t's is step_record[step_start[t] ..
+     * step_start[t + 1]). NULL (both) when it would hold more than PBL_EXPLAIN_MAX_LISTED
+     * entries; pbl_explain_live_at answers for any step. */
+    int32_t            *step_start;     /* n_steps + 1 */
+    int32_t            *step_record;    /* n_step_records */
+    int64_t             n_step_records;
     const char         *strategy;       /* the strategy's static name */
     int64_t             arena;
     /* Where the arena's waste sits. At the peak, arena - lower_bound bytes are unused: the

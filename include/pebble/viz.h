@@ -32,6 +32,7 @@
 #include <stdio.h>
 
 #include "pebble/alloc.h"
+#include "pebble/explain.h"
 #include "pebble/graph.h"
 #include "pebble/liveness.h"
 #include "pebble/plan.h"
@@ -96,6 +97,9 @@ typedef struct pbl_viz_labels {
      * records): adds each record's values, shape, producer and consumers, and the schedule. */
     const pbl_graph         *graph;
     const pbl_graph_records *graph_records;
+    /* pbl_explain_records of the same records (may be NULL): adds the peak and, per step,
+     * the records live there with their kinds: what `pebble explain` lists. */
+    const pbl_explain       *explain;
 } pbl_viz_labels;
 
 /* Writes p as one JSON object (UTF-8; '<', '>' and '&' escaped, so that the text can sit
@@ -108,8 +112,13 @@ typedef struct pbl_viz_labels {
  *    "best": index or -1,
  *    "graph": {"values": [[names] per record], "shape": [...], "producer": [...],
  *              "consumers": [[...] per record], "backward": [0/1 per record],
- *              "schedule": ["node (op)" per step]}}   (only with a graph)
- * Returns PBL_ERR_INVALID_ARG (graph records that do not match p), PBL_ERR_IO (a write
+ *              "schedule": ["node (op)" per step]},   (only with a graph)
+ *    "explain": {"strategy", "arena", "lower_bound", "peak_step", "n_peak_steps",
+ *                "kind": [per record], "last_reader": ["node (op)" or null per record],
+ *                "live_at_peak": [record indices, largest first],
+ *                "steps": {"start": [n_steps + 1], "record": [...]} or null}}  (only with explain;
+ *                step t's records are record[start[t] .. start[t + 1]), as pbl_explain lists them)
+ * Returns PBL_ERR_INVALID_ARG (graph records or an explanation that do not match p), PBL_ERR_IO (a write
  * failed), PBL_ERR_NOMEM. */
 pbl_status pbl_viz_write_json(const pbl_viz_plan *p, const pbl_viz_labels *labels, FILE *f, char *err,
                               size_t errlen);

@@ -321,6 +321,22 @@ int cli_viz(int argc, char **argv)
         labels.graph = src.graph;
         labels.graph_records = &src.graph_records;
     }
+    /* the page lists, per step, what `pebble explain` lists: the same call on the same records */
+    pbl_explain ex = { 0 };
+    if (o.html) {
+        pbl_explain_options eo = pbl_explain_options_default();
+        eo.align = vo.align;
+        eo.time_limit = o.time_limit;
+        s = pbl_explain_records(src.file.records, src.file.n, (const char *const *)src.file.ids, labels.graph,
+                                labels.graph_records, &eo, &ex, err, sizeof err);
+        if (s != PBL_OK) {
+            cli_error("%s: %s", cli_display_name(o.file), err);
+            rc = CLI_FAIL;
+            pbl_explain_free(&ex);
+            goto done;
+        }
+        labels.explain = &ex;
+    }
     viz_job job = { .plan = &plan, .labels = &labels };
     if (o.svg)
         rc = svg_strategy(&plan, o.strategy, &job.strategy);
@@ -328,6 +344,7 @@ int cli_viz(int argc, char **argv)
         rc = write_file(o.html, write_html, &job);
     if (rc == CLI_OK && o.svg)
         rc = write_file(o.svg, write_svg, &job);
+    pbl_explain_free(&ex);
 done:
     pbl_viz_plan_free(&plan);
     cli_records_free(&src);
