@@ -65,6 +65,18 @@ if [ "$mode" = cli ]; then
         n=$(grep -c '<rect x=.*<title>' "$tmp/mlp.svg")
         [ "$n" -eq 14 ] || fail "mlp.svg has $n record rectangles, expected 14 (zoo:mlp_train's records)"
         pass "viz zoo:mlp_train: graph labels in the page, 14 rectangles in the SVG"
+        # the page lists each step's live values from pbl_explain: its peak list is explain's
+        grep -q '"explain": {"strategy": "best", "arena": 939072, "lower_bound": 939072, "peak_step": 20,' "$tmp/mlp.html" \
+            || fail "mlp.html: no explanation (peak step 20, 939,072 bytes) embedded"
+        run explain zoo:mlp_train --format csv
+        names=$(cut -d, -f1 "$tmp/out" | tail -n +2 | tr '\n' ' ')
+        idx=$(grep -o '"live_at_peak": \[[0-9,]*\]' "$tmp/mlp.html" | grep -o '[0-9][0-9,]*')
+        ids=$(grep -o '"records": {"id": \[[^]]*\]' "$tmp/mlp.html" | sed 's/.*\[//; s/\]//; s/"//g')
+        listed=""
+        for i in ${idx//,/ }; do listed+="$(echo "$ids" | cut -d, -f$((i + 1))) "; done
+        [ "$listed" = "$names" ] || fail "mlp.html lists '$listed' at the peak, pebble explain '$names'"
+        grep -q '"steps": {"start": \[' "$tmp/mlp.html" || fail "mlp.html: no per-step live lists"
+        pass "mlp.html: the peak (step 20) and its live list, the same as pebble explain's ($names)"
         # the same graph through a JSON graph file: the same picture
         run export zoo:mlp_train --json "$tmp/mlp_train.json"
         [ "$rc" -eq 0 ] || fail "export zoo:mlp_train --json: exit $rc"
@@ -209,6 +221,20 @@ run viz zoo:mlp_train --html "$tmp/mlp.html"
 if [ "$rc" -eq 0 ]; then
     expect_page "$tmp/mlp.html" "strategy=greedy_by_size&scale=all" 14 greedy_by_size
     pass "zoo:mlp_train: 14 rectangles (greedy_by_size, one scale for all)"
+    # at first the peak's live values are listed: pebble explain's four, largest first
+    body=$(grep -o '<body[^>]*>' "$tmp/dom" | head -1)
+    case $body in *'data-listed-step="20" data-listed="4"'*) ;; *) fail "mlp.html: the peak's list (step 20, 4 values) is not shown: $body" ;; esac
+    rows=$(grep -o '<tr data-record="[0-9]*"><td class="num">[0-9,]*</td><td>[a-z_]*</td><td>[^<]*</td>' "$tmp/dom" \
+           | sed 's/.*<td>\([a-z_]*\)<\/td><td>\([^<]*\)<\/td>$/\2:\1/' | tr '\n' ' ')
+    [ "$rows" = "fc1/grad_w:parameter_gradient fc2/grad_x:gradient fc3:output loss:output " ] \
+        || fail "mlp.html: the peak's rows are '$rows'"
+    pass "mlp.html: the peak marked and its 4 live values listed with their kinds ($rows)"
+    # #step=N lists another step, as a click on it does
+    expect_page "$tmp/mlp.html" "strategy=naive&step=5" 14 naive
+    body=$(grep -o '<body[^>]*>' "$tmp/dom" | head -1)
+    case $body in *'data-listed-step="5"'*) ;; *) fail "mlp.html#step=5: step 5 not listed: $body" ;; esac
+    grep -q '<p id="stephead">step 5: ' "$tmp/dom" || fail "mlp.html#step=5: no heading for step 5"
+    pass "mlp.html#step=5: step 5's live values listed"
 fi
 
 start=$(date +%s%N)
