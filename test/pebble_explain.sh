@@ -129,6 +129,18 @@ expect 2 "bad.csv:2:" explain "$tmp/bad.csv"
 expect 1 "missing.json" explain "$tmp/missing.json"
 pass "errors: unknown flag, no FILE, two FILEs, unknown strategy or format or model, --batch on a CSV, malformed JSON and CSV exit 2; a missing file exits 1"
 
+# docs/explain.md shows the table for zoo:mlp_train and greedy-by-size's waste as printed
+doc=$(dirname "$0")/../docs/explain.md
+if [ -f "$doc" ]; then
+    run explain zoo:mlp_train
+    awk '/^```/ && n { f++; if (f == 3) exit; next } f == 2 { print } /pebble explain zoo:mlp_train$/ { n = 1 }' "$doc" >"$tmp/doc"
+    diff "$tmp/doc" "$tmp/out" >"$tmp/diff" || { cat "$tmp/diff"; fail "docs/explain.md's zoo:mlp_train table is not what pebble explain prints"; }
+    run explain zoo:mlp_train --strategy greedy_by_size
+    awk '/^```/ && n { f++; if (f == 3) exit; next } f == 2 { print } /--strategy greedy_by_size$/ { n = 1 }' "$doc" >"$tmp/doc"
+    grep -F -f "$tmp/doc" "$tmp/out" | diff - "$tmp/doc" >"$tmp/diff" || { cat "$tmp/diff"; fail "docs/explain.md's greedy_by_size lines are not what pebble explain prints"; }
+    pass "docs/explain.md: the zoo:mlp_train table and greedy_by_size's waste as printed"
+fi
+
 run explain --help
 [ "$rc" -eq 0 ] && grep -q '^usage: pebble explain FILE' "$tmp/out" || fail "explain --help"
 run --help
