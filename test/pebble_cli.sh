@@ -84,7 +84,7 @@ run --version
     fail "--version: exit $rc, '$(cat "$tmp/out")', expected 'pebble $want (commit ...)'"
 version=$(cat "$tmp/out")
 pass "--version: $version"
-for cmd in plan check export viz run; do
+for cmd in plan check export viz explain run; do
     run "$cmd" --version
     [ "$rc" -eq 0 ] && [ "$(cat "$tmp/out")" = "$version" ] && [ ! -s "$tmp/err" ] || fail "$cmd --version: exit $rc, '$(cat "$tmp/out")'"
     run "$cmd" --help
@@ -94,7 +94,7 @@ for cmd in plan check export viz run; do
     run "$cmd" -h
     [ "$rc" -eq 0 ] && cmp -s "$tmp/out" "$tmp/help" || fail "$cmd -h: exit $rc or not --help's text"
 done
-pass "plan, check, export, viz, run: --version prints '$version', --help and -h the usage on stdout, exit 0"
+pass "plan, check, export, viz, explain, run: --version prints '$version', --help and -h the usage on stdout, exit 0"
 run check --help
 [ "$rc" -eq 0 ] && grep -q -- "--capacity" "$tmp/out" || fail "check --help: exit $rc or no usage"
 pass "check --help: exit 0"

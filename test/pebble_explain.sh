@@ -127,7 +127,9 @@ expect 2 "bad.json" explain "$tmp/bad.json"
 printf 'id,lower,upper,size\na,0,2,x\n' >"$tmp/bad.csv"
 expect 2 "bad.csv:2:" explain "$tmp/bad.csv"
 expect 1 "missing.json" explain "$tmp/missing.json"
-pass "errors: unknown flag, no FILE, two FILEs, unknown strategy or format or model, --batch on a CSV, malformed JSON and CSV exit 2; a missing file exits 1"
+printf 'id,lower,upper,size\na,0,100000000,4\n' >"$tmp/long.csv" # explain indexes steps: at most 2^26
+expect 2 "steps from 0 up to 67108864" explain "$tmp/long.csv"
+pass "errors: unknown flag, no FILE, two FILEs, unknown strategy or format or model, --batch on a CSV, malformed JSON and CSV, steps beyond 2^26 exit 2; a missing file exits 1"
 
 # docs/explain.md shows the table for zoo:mlp_train and greedy-by-size's waste as printed
 doc=$(dirname "$0")/../docs/explain.md

@@ -267,7 +267,7 @@ static pbl_status find_peak(pbl_explain *e, const pbl_usage_record *r, pbl__mem 
     for (int32_t t = 0; t < e->n_steps; t++) {
         if (t)
             e->live[t] += e->live[t - 1];
-        if (e->live[t] > e->lower_bound || (e->peak_step < 0 && e->live[t] > 0)) {
+        if (e->live[t] > e->lower_bound) {
             e->lower_bound = e->live[t];
             e->peak_step = t;
             e->n_peak_steps = 0;

@@ -321,21 +321,26 @@ int cli_viz(int argc, char **argv)
         labels.graph = src.graph;
         labels.graph_records = &src.graph_records;
     }
-    /* the page lists, per step, what `pebble explain` lists: the same call on the same records */
+    /* the page lists, per step, what `pebble explain` lists: the same call on the same
+     * records, with the strategy the page shows first (planned once more: a fast one) */
     pbl_explain ex = { 0 };
     if (o.html) {
         pbl_explain_options eo = pbl_explain_options_default();
         eo.align = vo.align;
         eo.time_limit = o.time_limit;
+        eo.strategy = plan.strategies[plan.best].name;
         s = pbl_explain_records(src.file.records, src.file.n, (const char *const *)src.file.ids, labels.graph,
                                 labels.graph_records, &eo, &ex, err, sizeof err);
-        if (s != PBL_OK) {
+        if (s == PBL_OK) {
+            labels.explain = &ex;
+        } else if (s == PBL_ERR_INVALID_ARG) { /* too many steps to list: the page works without */
+            cli_error("%s: the page marks no peak and lists steps itself: %s", cli_display_name(o.file), err);
+        } else {
             cli_error("%s: %s", cli_display_name(o.file), err);
             rc = CLI_FAIL;
             pbl_explain_free(&ex);
             goto done;
         }
-        labels.explain = &ex;
     }
     viz_job job = { .plan = &plan, .labels = &labels };
     if (o.svg)
