@@ -384,6 +384,7 @@ static void test_failing_allocations(void **state)
             fail_msg("allocation %ld failing gave %s: %s", fail_at, pbl_status_str(s), err);
     }
     printf("failed each of %ld allocations in turn: PBL_ERR_NOMEM, nothing leaked\n", total);
+    pbl_graph_destroy(g);
 }
 
 int main(void)
