@@ -64,8 +64,8 @@ static pbl_status suggest_fusion(pbl_explain *e, const pbl_graph *g, const pbl_e
 
 /* Each activation kept for backward and live at the peak, largest first: drop it (the values
  * sharing its record too) and recompute it before its first backward reader, as
- * pbl_graph_recompute's rewrite does. Its inputs are then kept instead, which may cost more
- * than it saves: the lower bound after says. */
+ * pbl_graph_recompute's rewrite does. Its inputs are then kept until that recomputation,
+ * which may cost as much as it saves: the lower bound after says. */
 static pbl_status suggest_recompute(pbl_explain *e, const pbl_graph *g, const pbl_explain_options *o)
 {
     pbl__mem m;
@@ -85,11 +85,15 @@ static pbl_status suggest_recompute(pbl_explain *e, const pbl_graph *g, const pb
         int32_t r = e->live_at_peak[k];
         if (e->rec[r].kind != PBL_EXPLAIN_SAVED_ACTIVATION)
             continue;
+        /* the record's recomputable values, so that an in-place pair (fc1 and relu1 over one
+         * record) goes whole: dropping relu1 alone would keep fc1 for its recomputation */
         int any = 0;
         memset(drop, 0, nv);
         for (int32_t v = 0; v < g->n_values; v++)
-            if (gr->value_record[v] == r && info.candidate[v])
-                any = drop[v] = 1;
+            if (gr->value_record[v] == r && info.recomputable[v]) {
+                drop[v] = 1;
+                any |= info.candidate[v];
+            }
         if (!any)
             continue;
         tried++;
