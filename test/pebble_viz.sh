@@ -242,6 +242,12 @@ if [ "$rc" -eq 0 ]; then
     case $body in *'data-listed-step="5"'*) ;; *) fail "mlp.html#step=5: step 5 not listed: $body" ;; esac
     grep -q '<p id="stephead">step 5: ' "$tmp/dom" || fail "mlp.html#step=5: no heading for step 5"
     pass "mlp.html#step=5: step 5's live values listed"
+    # a hover asked for in the URL survives the list below the plot (no redraw hides it)
+    best=$(grep -o '"best": [0-9]*' "$tmp/mlp.html" | grep -o '[0-9]*$')
+    mlp_best=$(grep -o '^{"name": "[a-z_]*"' "$tmp/mlp.html" | sed -n "$((best + 1))p" | cut -d'"' -f4)
+    expect_page "$tmp/mlp.html" "hover=fc2/grad_x" 14 "$mlp_best"
+    grep -o '<div id="tip"[^>]*>' "$tmp/dom" | grep -vq hidden && grep -q '<b>fc2/grad_x</b>' "$tmp/dom" || fail "mlp.html#hover=fc2/grad_x: no tooltip shown"
+    pass "mlp.html#hover=fc2/grad_x: the tooltip shows, with the peak listed below"
 fi
 
 start=$(date +%s%N)
