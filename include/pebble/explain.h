@@ -157,7 +157,8 @@ typedef struct pbl_explain {
 /* Explains records r[0, n): g and gr (both NULL, or both given, gr made from g by
  * pbl_graph_liveness with r == gr->records) name the values; ids (may be NULL) name bare
  * records. Makes no suggestions. Fills *out (free it with pbl_explain_free, also after an
- * error). Returns PBL_ERR_INVALID_ARG (bad records or options, gr not g's), PBL_ERR_NOT_FOUND
+ * error). Steps are array indices here: records must lie within [0, 2^26) steps. Returns
+ * PBL_ERR_INVALID_ARG (bad records or options, gr not g's), PBL_ERR_NOT_FOUND
  * (an unknown strategy), the planner's statuses (no valid plan), PBL_ERR_NOMEM; err explains. */
 pbl_status pbl_explain_records(const pbl_usage_record *r, int32_t n, const char *const *ids, const pbl_graph *g,
                                const pbl_graph_records *gr, const pbl_explain_options *opt, pbl_explain *out,
@@ -169,7 +170,8 @@ pbl_status pbl_explain_graph(const pbl_graph *g, const pbl_explain_options *opt,
                              size_t errlen);
 
 /* The records live at step t (first <= t < last), largest first (then by index), into idx
- * (room for n_records); returns their count (0 for a step out of range). */
+ * (room for n_records); returns their count (0 for a step out of range, or when its
+ * scratch memory cannot be had). */
 int32_t pbl_explain_live_at(const pbl_explain *e, int32_t t, int32_t *idx);
 
 void pbl_explain_free(pbl_explain *e); /* accepts a zeroed or freed explanation */
