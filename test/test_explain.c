@@ -1,5 +1,5 @@
 /*
- * pbl_explain (pebble/explain.h): why the peak is what it is.
+ * pbl_explain (pebble/viz.h): why the peak is what it is.
  *
  * - MiniMalloc's five buffers by hand: the peak step, the records live there, naive's arena,
  *   its holes at the peak and the most fragmented step, exactly;

@@ -1,5 +1,5 @@
 /* pbl_explain_records: the peak step of a set of usage records, what is live there, and
- * where a strategy's arena wastes bytes (pebble/explain.h). The graph-level entry and its
+ * where a strategy's arena wastes bytes (pebble/viz.h). The graph-level entry and its
  * suggestions are in suggest.c. */
 #include <assert.h>
 #include <stdlib.h>

@@ -17,10 +17,10 @@
  *   bfc.h       a best-fit-with-coalescing memory pool for dynamic mode
  *   json.h      graphs saved and loaded as JSON
  *   onnx.h      ONNX models as graphs, ONNX tensor files
- *   viz.h       every strategy's plan and the live-bytes curve, as data and JSON, for pictures
+ *   viz.h       every strategy's plan and the live-bytes curve, as data and JSON, for pictures;
+ *               the peak explained: what is live there, where the arena wastes, what would lower it
  *   recompute.h static recomputation: drop forward values, compute them again in backward
  *   fuse.h      operator fusion: dense layers and element-wise chains as single nodes
- *   explain.h   the peak step: what is live there, where the arena wastes, what would lower it
  *
  * The example at the top of each header is compiled and linked by the test suite, and run
  * when it is a whole program or assumes nothing (test/doc_examples.sh: how they are written).
@@ -47,6 +47,5 @@
 #include "pebble/viz.h"
 #include "pebble/recompute.h"
 #include "pebble/fuse.h"
-#include "pebble/explain.h"
 
 #endif
