@@ -48,7 +48,8 @@ grep -Eq '^ +802816 +parameter_gradient +fc1/grad_w +\[256, 784\] +fc1/grad_w +f
     || fail "zoo:mlp_train: fc1/grad_w is not listed as a parameter gradient read last by its update"
 grep -q '^outside the arena' "$tmp/out" || fail "zoo:mlp_train: no line for the variables"
 grep -q '^  fusion .*saves' "$tmp/out" || fail "zoo:mlp_train: no fusion estimate"
-grep -q '^  schedule  .*not estimated' "$tmp/out" || fail "zoo:mlp_train: no schedule line"
+grep -Eq '^  schedule +saves +64 +\(lower bound 939008\)  pbl_graph_schedule min_peak \(exact .*proven minimal\)' "$tmp/out" \
+    || fail "zoo:mlp_train: no schedule line with min_peak's proven 64-byte saving"
 pass "explain zoo:mlp_train: fc1/grad_w live at the peak, the variables, fusion and schedule lines"
 
 # JSON: one object with the required keys; the live list sums to the lower bound
@@ -82,6 +83,33 @@ if [ "$have_python" -eq 1 ]; then
 else
     echo "skip: python3 not found, JSON not parsed"
 fi
+
+# the order: the schedule suggestion saves program's lower bound minus min_peak's, and
+# --schedule min_peak explains that order (bert_base_train: 1.275 -> 1.185 GB)
+if [ "$have_python" -eq 1 ]; then
+    run explain zoo:bert_base_train --format json
+    [ "$rc" -eq 0 ] || fail "explain zoo:bert_base_train: exit $rc"
+    cp "$tmp/out" "$tmp/prog.json"
+    run explain zoo:bert_base_train --format json --schedule min_peak
+    [ "$rc" -eq 0 ] || fail "explain zoo:bert_base_train --schedule min_peak: exit $rc"
+    python3 - "$tmp/prog.json" "$tmp/out" <<'EOF' || fail "explain --schedule: the saving is not program's lower bound minus min_peak's (above)"
+import json, sys
+p, m = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert p["schedule"] == "program" and m["schedule"] == "min_peak", (p["schedule"], m["schedule"])
+assert m["lower_bound"] < p["lower_bound"], (m["lower_bound"], p["lower_bound"])
+assert sum(v["bytes"] for v in m["live_at_peak"]) == m["lower_bound"]
+sp = [x for x in p["suggestions"] if x["fix"] == "schedule"][0]
+sm = [x for x in m["suggestions"] if x["fix"] == "schedule"][0]
+assert sp["lower_bound"] == m["lower_bound"], (sp, m["lower_bound"])
+assert sp["saves"] == p["lower_bound"] - m["lower_bound"], sp
+assert sm["saves"] == 0 and "this is the min_peak order" in sm["note"], sm
+print("  bert_base_train: program %d, min_peak %d, schedule saves %d" % (p["lower_bound"], m["lower_bound"], sp["saves"]))
+EOF
+    pass "explain --schedule min_peak: bert_base_train's peak is min_peak's, the program order's suggestion saves the difference"
+fi
+run explain zoo:bert_base_train --schedule min_peak
+grep -q '^zoo:bert_base_train: lower bound 1184536640 bytes, .*, nodes in min_peak order$' "$tmp/out" \
+    || fail "explain --schedule min_peak: the table's first line does not name the order"
 
 # a JSON graph file says the same as the zoo model it was exported from
 run export zoo:mlp_train --json "$tmp/mlp_train.json"
@@ -122,6 +150,8 @@ expect 2 "unknown strategy 'nah'" explain zoo:mlp --strategy nah
 expect 2 "'xml' is not one of table, csv, json" explain zoo:mlp --format xml
 expect 2 "no such model" explain zoo:nope
 expect 2 "applies to zoo graphs only" explain "$tmp/five.csv" --batch 4
+expect 2 "unknown schedule 'nah' (one of: program, min_peak)" explain zoo:mlp --schedule nah
+expect 2 "schedule applies to graphs only" explain "$tmp/five.csv" --schedule min_peak
 printf '{"nodes": [' >"$tmp/bad.json"
 expect 2 "bad.json" explain "$tmp/bad.json"
 printf 'id,lower,upper,size\na,0,2,x\n' >"$tmp/bad.csv"
@@ -129,7 +159,7 @@ expect 2 "bad.csv:2:" explain "$tmp/bad.csv"
 expect 1 "missing.json" explain "$tmp/missing.json"
 printf 'id,lower,upper,size\na,0,100000000,4\n' >"$tmp/long.csv" # explain indexes steps: at most 2^26
 expect 2 "steps from 0 up to 67108864" explain "$tmp/long.csv"
-pass "errors: unknown flag, no FILE, two FILEs, unknown strategy or format or model, --batch on a CSV, malformed JSON and CSV, steps beyond 2^26 exit 2; a missing file exits 1"
+pass "errors: unknown flag, no FILE, two FILEs, unknown strategy or format or model or schedule, --batch or --schedule on a CSV, malformed JSON and CSV, steps beyond 2^26 exit 2; a missing file exits 1"
 
 # docs/explain.md shows the table for zoo:mlp_train and greedy-by-size's waste as printed
 doc=$(dirname "$0")/../docs/explain.md

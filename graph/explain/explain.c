@@ -17,7 +17,7 @@
 PBL__API pbl_explain_options pbl_explain_options_default(void)
 {
     pbl_explain_options o = { .allocator = NULL, .align = 64, .strategy = "best", .time_limit = 0,
-                              .suggest = 1, .max_recompute = 8 };
+                              .suggest = 1, .max_recompute = 8, .schedule = PBL_SCHEDULE_PROGRAM };
     return o;
 }
 

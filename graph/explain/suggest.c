@@ -8,16 +8,42 @@
 #include "graph/ir/graph_internal.h"
 #include "graph/passes/recompute_internal.h"
 #include "pebble/fuse.h"
+#include "pebble/schedule.h"
+
+/* g's liveness in the order o->schedule names: min_peak's order is made here and handed to
+ * liveness (which copies it). With sc given, the schedule is kept there for the caller. */
+static pbl_status liveness_in_order(const pbl_graph *g, const pbl_explain_options *o, pbl_graph_records *gr,
+                                    pbl_schedule *sc, char *err, size_t errlen)
+{
+    pbl_liveness_options lo = pbl_liveness_options_default();
+    lo.allocator = o->allocator;
+    lo.align = o->align;
+    pbl_schedule own = { 0 };
+    pbl_schedule *use = sc ? sc : &own;
+    memset(gr, 0, sizeof *gr);
+    memset(use, 0, sizeof *use);
+    pbl_status s = PBL_OK;
+    if (o->schedule != PBL_SCHEDULE_PROGRAM) {
+        pbl_schedule_options so = pbl_schedule_options_default();
+        so.allocator = o->allocator;
+        so.kind = o->schedule;
+        so.align = o->align;
+        s = pbl_graph_schedule(g, &so, use, err, errlen);
+        lo.order = use->order;
+        lo.n_order = use->n_steps;
+    }
+    if (s == PBL_OK)
+        s = pbl_graph_liveness(g, &lo, gr, err, errlen);
+    pbl_schedule_free(&own);
+    return s;
+}
 
 /* The lower bound of g's liveness with the explained options. */
 static pbl_status lower_bound_of(const pbl_graph *g, const pbl_explain_options *o, int64_t *lb, char *err,
                                  size_t errlen)
 {
-    pbl_liveness_options lo = pbl_liveness_options_default();
-    lo.allocator = o->allocator;
-    lo.align = o->align;
     pbl_graph_records gr;
-    pbl_status s = pbl_graph_liveness(g, &lo, &gr, err, errlen);
+    pbl_status s = liveness_in_order(g, o, &gr, NULL, err, errlen);
     if (s == PBL_OK) {
         *lb = pbl_records_lower_bound(gr.records, gr.n_records);
         if (*lb < 0)
@@ -119,15 +145,35 @@ static pbl_status suggest_recompute(pbl_explain *e, const pbl_graph *g, const pb
     return s == PBL_ERR_NOMEM ? s : PBL_OK;
 }
 
-/* The hook for a memory-aware order (issue 16's min_peak scheduler). Liveness takes the one
- * schedule graph/ir/schedule.c gives; once a pbl_schedule_options can ask for min_peak,
- * this is where to take the lower bound under that order and fill lower_bound and saves as
- * the other suggestions do. Until then it says so rather than guess. */
-static void schedule_hint(pbl_explain *e)
+/* Another node order: pbl_graph_schedule's min_peak, whose lower bound is measured as
+ * liveness would measure it. It keeps program order when nothing beats it, so saves is never
+ * negative against program order; explained in min_peak order already, it saves 0. */
+static pbl_status suggest_schedule(pbl_explain *e, const pbl_graph *g, const pbl_explain_options *o)
 {
     pbl_explain_suggestion *x = &e->suggestions[e->n_suggestions++];
     *x = (pbl_explain_suggestion){ .fix = PBL_EXPLAIN_FIX_SCHEDULE, .value = PBL_NONE };
-    snprintf(x->note, sizeof x->note, "not estimated: this build schedules in program order only");
+    pbl_schedule_options so = pbl_schedule_options_default();
+    so.allocator = o->allocator;
+    so.kind = PBL_SCHEDULE_MIN_PEAK;
+    so.align = o->align;
+    pbl_schedule sc = { 0 };
+    char err[256] = "";
+    pbl_status s = pbl_graph_schedule(g, &so, &sc, err, sizeof err);
+    measured(e, x, s, sc.peak, err);
+    if (s == PBL_OK) {
+        const char *proof = sc.exact ? "proven minimal" : "not proven minimal";
+        if (x->saves > 0)
+            snprintf(x->note, sizeof x->note, "pbl_graph_schedule min_peak (%s of %d orders, %s): program order %lld",
+                     sc.method, (int)sc.n_candidates, proof, (long long)sc.program_peak);
+        else if (o->schedule == PBL_SCHEDULE_MIN_PEAK)
+            snprintf(x->note, sizeof x->note, "this is the min_peak order (%s, %s; program order %lld)", sc.method,
+                     proof, (long long)sc.program_peak);
+        else
+            snprintf(x->note, sizeof x->note, "program order is already minimal%s (%d orders tried)",
+                     sc.exact ? " (proven)" : " among min_peak's orders", (int)sc.n_candidates);
+    }
+    pbl_schedule_free(&sc);
+    return s == PBL_ERR_NOMEM ? s : PBL_OK;
 }
 
 PBL__API pbl_status pbl_explain_graph(const pbl_graph *g, const pbl_explain_options *opt, pbl_explain *out,
@@ -137,16 +183,15 @@ PBL__API pbl_status pbl_explain_graph(const pbl_graph *g, const pbl_explain_opti
     if (!out)
         return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "explain: no output");
     memset(out, 0, sizeof *out);
-    if (!g || o.align < 1 || o.max_recompute < 0)
+    if (!g || o.align < 1 || o.max_recompute < 0 || (unsigned)o.schedule >= (unsigned)pbl_schedule_kind_count())
         return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "explain: no graph, or bad options (align %lld)",
                          (long long)o.align);
-    pbl_liveness_options lo = pbl_liveness_options_default();
-    lo.allocator = o.allocator;
-    lo.align = o.align;
     pbl_graph_records gr;
-    pbl_status s = pbl_graph_liveness(g, &lo, &gr, err, errlen);
-    if (s != PBL_OK)
+    pbl_status s = liveness_in_order(g, &o, &gr, NULL, err, errlen);
+    if (s != PBL_OK) {
+        pbl_graph_records_free(&gr);
         return s;
+    }
     s = pbl_explain_records(gr.records, gr.n_records, NULL, g, &gr, &o, out, err, errlen);
     out->graph_records = gr; /* freed with out, also after an error */
     if (s != PBL_OK || !o.suggest)
@@ -157,7 +202,7 @@ PBL__API pbl_status pbl_explain_graph(const pbl_graph *g, const pbl_explain_opti
     if (!out->suggestions)
         return pbl__errf(err, errlen, PBL_ERR_NOMEM, "explain: out of memory for the suggestions");
     if ((s = suggest_fusion(out, g, &o)) == PBL_OK && (s = suggest_recompute(out, g, &o)) == PBL_OK)
-        schedule_hint(out);
+        s = suggest_schedule(out, g, &o);
     if (s != PBL_OK)
         return pbl__errf(err, errlen, s, "explain: out of memory estimating the suggestions");
     return PBL_OK;

@@ -31,9 +31,10 @@
  * where that arena's waste sits: the address ranges unused at the peak (arena - lower bound
  * bytes), and the step whose live records leave the most bytes unused below the highest one
  * in use (fragmentation), with its holes. pbl_explain_graph does the same for a graph (its
- * liveness first) and adds what would lower the peak: fusing it, and recomputing each
- * activation kept for backward that is live at the peak (the lower bound after each,
- * measured on the rewritten graph, not guessed).
+ * liveness first, in the order opt.schedule names) and adds what would lower the peak:
+ * fusing it, recomputing each activation kept for backward that is live at the peak (the
+ * lower bound after each, measured on the rewritten graph, not guessed), and running its
+ * nodes in the min_peak order of pebble/schedule.h (that order's lower bound).
  *
  *     // given pbl_graph *g;
  *     pbl_explain e;
@@ -63,6 +64,7 @@
 #include "pebble/graph.h"
 #include "pebble/liveness.h"
 #include "pebble/plan.h"
+#include "pebble/schedule.h"
 #include "pebble/status.h"
 
 #ifdef __cplusplus
@@ -97,8 +99,11 @@ typedef struct pbl_explain_options {
     int64_t              align;      /* graphs: record sizes rounded up, offsets aligned (default 64) */
     const char          *strategy;   /* the planner strategy whose arena is explained (default "best") */
     double               time_limit; /* seconds for searching strategies (0: their default) */
-    int32_t              suggest;    /* pbl_explain_graph: estimate fusion and recomputation (default 1) */
+    int32_t              suggest;    /* pbl_explain_graph: estimate fusion, recomputation and the schedule (default 1) */
     int32_t              max_recompute; /* at most this many activations tried (default 8, largest first) */
+    pbl_schedule_kind    schedule;   /* pbl_explain_graph: the node order explained, and the one
+                                        each rewritten graph is measured in (default
+                                        PBL_SCHEDULE_PROGRAM; pebble/schedule.h) */
 } pbl_explain_options;
 
 pbl_explain_options pbl_explain_options_default(void);
@@ -128,8 +133,8 @@ typedef struct pbl_explain_range {
 typedef enum pbl_explain_fix {
     PBL_EXPLAIN_FIX_FUSION,    /* pbl_graph_fuse with its default options */
     PBL_EXPLAIN_FIX_RECOMPUTE, /* drop one saved activation, recompute it for backward */
-    PBL_EXPLAIN_FIX_SCHEDULE,  /* another node order: not estimated in this build (no
-                                  memory-aware scheduler yet); see explain.c's schedule_hint */
+    PBL_EXPLAIN_FIX_SCHEDULE,  /* the min_peak order (pbl_graph_schedule): its lower bound;
+                                  saves 0 where the explained order is already as low */
 } pbl_explain_fix;
 
 typedef struct pbl_explain_suggestion {

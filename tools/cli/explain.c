@@ -15,8 +15,8 @@ static void print_usage(FILE *f)
             "plan can beat), every value live there (name, shape, bytes, producer, last reader,\n"
             "kind), which sum to the lower bound; the strategy's arena and where it exceeds the\n"
             "live bytes (steps and address ranges); and, for graphs, what would lower the peak\n"
-            "(fusion, recomputing an activation kept for backward), each measured on the\n"
-            "rewritten graph. FILE is a graph file (%s), zoo:NAME"
+            "(fusion, recomputing an activation kept for backward, the min_peak node order),\n"
+            "each measured on the rewritten graph. FILE is a graph file (%s), zoo:NAME"
 #ifndef PEBBLE_HAVE_ZOO
             " (not in this build)"
 #endif
@@ -31,6 +31,8 @@ static void print_usage(FILE *f)
             "  --align N         offsets are multiples of N (default 1 for CSV, 64 for graphs)\n"
             "  --time-limit S    seconds for searching strategies (default: their own)\n"
             "  --batch N         zoo graphs: the batch size (default: the model's)\n"
+            "  --schedule S      graphs: the node order explained, program (default) or min_peak\n"
+            "                    (the order of least lower bound pebble's scheduler finds)\n"
             "  --format F        table (default), csv (the values live at the peak) or json\n"
             "  -h, --help        this text\n"
             "\n"
@@ -41,14 +43,16 @@ static void print_usage(FILE *f)
 
 typedef struct explain_opts {
     const char *file, *strategy;
+    pbl_schedule_kind schedule;
+    int         schedule_given;
     int64_t     align, batch;
     double      time_limit;
     int         format;
 } explain_opts;
 
 static const args_flag explain_flags[] = { { "--strategy", 1 },   { "--align", 1 },  { "--batch", 1 },
-                                           { "--time-limit", 1 }, { "--format", 1 } };
-enum { F_STRATEGY, F_ALIGN, F_BATCH, F_TIME, F_FORMAT };
+                                           { "--time-limit", 1 }, { "--format", 1 },  { "--schedule", 1 } };
+enum { F_STRATEGY, F_ALIGN, F_BATCH, F_TIME, F_FORMAT, F_SCHEDULE };
 
 static int take_arg(void *ctx, int which, const char *v)
 {
@@ -65,6 +69,11 @@ static int take_arg(void *ctx, int which, const char *v)
         return cli_parse_int("--batch", v, 1, INT64_C(1) << 20, &o->batch) ? CLI_USAGE : 0;
     case F_TIME:
         return cli_parse_double("--time-limit", v, 1e-6, 1e6, &o->time_limit) ? CLI_USAGE : 0;
+    case F_SCHEDULE:
+        if (cli_check_schedule(v, 0) != CLI_OK)
+            return CLI_USAGE;
+        o->schedule_given = 1;
+        return pbl_schedule_kind_parse(v, &o->schedule) == PBL_OK ? 0 : CLI_USAGE;
     default: /* F_FORMAT */
         if (strcmp(v, "table") == 0)
             o->format = FORMAT_TABLE;
@@ -148,10 +157,13 @@ static const char *fix_name(pbl_explain_fix x)
     return x == PBL_EXPLAIN_FIX_FUSION ? "fusion" : x == PBL_EXPLAIN_FIX_RECOMPUTE ? "recompute" : "schedule";
 }
 
-static void print_json(FILE *f, const char *file, const pbl_graph *g, const pbl_explain *e)
+static void print_json(FILE *f, const char *file, const pbl_graph *g, const pbl_explain *e,
+                       const char *schedule)
 {
     fputs("{\"file\": ", f);
     cli_json_string(f, file);
+    fputs(", \"schedule\": ", f);
+    json_str_or_null(f, schedule);
     fprintf(f, ", \"strategy\": \"%s\", \"lower_bound\": %lld, \"peak_step\": %d, \"n_peak_steps\": %d, "
                "\"n_steps\": %d, \"peak_node\": ",
             e->strategy, (long long)e->lower_bound, (int)e->peak_step, (int)e->n_peak_steps, (int)e->n_steps);
@@ -229,7 +241,8 @@ static void print_holes(FILE *f, const pbl_explain_range *h, int32_t n)
         fprintf(f, " and %d more", (int)(n - 8));
 }
 
-static void print_table(FILE *f, const char *file, const pbl_graph *g, const pbl_explain *e)
+static void print_table(FILE *f, const char *file, const pbl_graph *g, const pbl_explain *e,
+                        const char *schedule)
 {
     char a[4 * CLI_NAME_SHOWN], b[4 * CLI_NAME_SHOWN], c[4 * CLI_NAME_SHOWN];
     fprintf(f, "%s: lower bound %lld bytes, at step %d of %d", shown(file, a, sizeof a), (long long)e->lower_bound,
@@ -240,6 +253,8 @@ static void print_table(FILE *f, const char *file, const pbl_graph *g, const pbl
     if (peak_node)
         fprintf(f, " (%s, %s)", shown(peak_node, b, sizeof b),
                 node_op(g, e->graph_records.schedule[e->peak_step]));
+    if (schedule && strcmp(schedule, "program") != 0)
+        fprintf(f, ", nodes in %s order", schedule);
     fputc('\n', f);
     if (e->n_peak_steps > 1)
         fprintf(f, "  (%d steps reach it; the first is shown)\n", (int)e->n_peak_steps);
@@ -325,10 +340,12 @@ int cli_explain(int argc, char **argv)
         if ((rc = cli_model_load(o.file, o.batch, &g)) != CLI_OK)
             return rc;
         eo.align = o.align ? o.align : 64;
+        eo.schedule = o.schedule;
         s = pbl_explain_graph(g, &eo, &e, err, sizeof err);
     } else {
-        if (o.batch) {
-            cli_error("%s: --batch applies to zoo graphs only", cli_display_name(o.file));
+        if (o.batch || o.schedule_given) {
+            cli_error("%s: %s", cli_display_name(o.file),
+                      o.batch ? "--batch applies to zoo graphs only" : "--schedule applies to graphs only");
             return CLI_USAGE;
         }
         if ((rc = cli_records_load(o.file, 0, o.align, &src)) != CLI_OK)
@@ -343,12 +360,13 @@ int cli_explain(int argc, char **argv)
         rc = s == PBL_ERR_INVALID_ARG || s == PBL_ERR_NOT_FOUND || s == PBL_ERR_CYCLE ? CLI_USAGE : CLI_FAIL;
         goto done;
     }
+    const char *schedule = g ? pbl_schedule_kind_name(o.schedule) : NULL;
     if (o.format == FORMAT_JSON)
-        print_json(stdout, cli_display_name(o.file), g, &e);
+        print_json(stdout, cli_display_name(o.file), g, &e, schedule);
     else if (o.format == FORMAT_CSV)
         print_csv(stdout, g, &e);
     else
-        print_table(stdout, cli_display_name(o.file), g, &e);
+        print_table(stdout, cli_display_name(o.file), g, &e, schedule);
 done:
     pbl_explain_free(&e);
     pbl_graph_destroy(g);
