@@ -34,8 +34,11 @@ for cmd in "plan zoo:mlp" "viz zoo:mlp --html $tmp/p.html" "run zoo:mlp --zero-u
     [ "$rc" -eq 2 ] && grep -q "unknown schedule 'fastest' (one of: program, min_peak" "$tmp/err" ||
         fail "$cmd --schedule fastest: exit $rc"
 done
-run viz zoo:mlp --html "$tmp/p.html" --schedule both
-[ "$rc" -eq 2 ] || fail "viz --schedule both: exit $rc (plan only)"
+run viz zoo:mlp --svg "$tmp/p.svg" --schedule both
+[ "$rc" -eq 2 ] && grep -q "schedule both applies to --html only" "$tmp/err" ||
+    fail "viz --svg --schedule both: exit $rc (both orders only in a page)"
+run run zoo:mlp --zero-unbound --schedule both
+[ "$rc" -eq 2 ] || fail "run --schedule both: exit $rc (plan and viz --html only)"
 pass "an unknown --schedule exits 2 listing the names"
 
 printf 'id,lower,upper,size\na,0,2,8\nb,1,3,8\n' >"$tmp/r.csv"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `pebble viz`: the files it writes and its errors; with `browser`, the page in headless
 # Chromium: it loads without a script error and draws one rectangle per record, for 5
-# records, a zoo graph's plan and 5,000 records.
+# records, a zoo graph's plan and 5,000 records; a page of both orders (--schedule both)
+# opens on either and its toggle switches program order to min_peak.
 #
 # usage: pebble_viz.sh PATH/TO/pebble [cli|browser]
 #
@@ -53,6 +54,30 @@ if [ "$mode" = cli ]; then
         fail "five.html refers to another file: $(grep -Eo '<(link|img|iframe)[^>]*|src=[^ >]*|@import[^;]*|url\([^)]*\)' "$tmp/five.html" | head -3)"
     fi
     pass "five.html: the plan embedded, no outside references ($(wc -c <"$tmp/five.html") bytes)"
+
+    # --schedule both: the page holds both orders' plans (the second in pebble-data-min-peak)
+    # and the toggle; mlp_train's min_peak order is 64 bytes lower (the loss computed later)
+    run viz zoo:mlp_train --html "$tmp/both.html" --schedule both
+    [ "$rc" -eq 0 ] && [ ! -s "$tmp/err" ] || fail "viz zoo:mlp_train --schedule both: exit $rc"
+    grep -q '<span id="orders" hidden>order:' "$tmp/both.html" || fail "both.html: no order toggle"
+    grep -q '@PEBBLE_VIZ_MIN_PEAK@' "$tmp/both.html" && fail "both.html: the min_peak marker is still there"
+    if command -v python3 >/dev/null 2>&1; then
+        python3 - "$tmp/both.html" <<'PY' || fail "both.html: not the two orders' plans (above)"
+import json, re, sys
+page = open(sys.argv[1]).read()
+def data(el):
+    m = re.search(r'<script id="%s" type="application/json">(.*?)</script>' % el, page, re.S)
+    return json.loads(m.group(1))
+p, m = data("pebble-data"), data("pebble-data-min-peak")
+assert (p["lower_bound"], m["lower_bound"]) == (939072, 939008), (p["lower_bound"], m["lower_bound"])
+assert (p["explain"]["peak_step"], m["explain"]["peak_step"]) == (20, 21)
+assert p["graph"]["schedule"] != m["graph"]["schedule"]
+PY
+    fi
+    run viz zoo:mlp_train --html "$tmp/one.html"
+    grep -q '<script id="pebble-data-min-peak" type="application/json"></script>' "$tmp/one.html" \
+        || fail "one.html: a page of one order holds a second plan"
+    pass "viz --schedule both: both orders' plans (939072 and 939008 bytes, peaks at steps 20 and 21) and the toggle; $(wc -c <"$tmp/both.html") bytes against $(wc -c <"$tmp/one.html") for one order"
 
     # records too long for explain's per-step arrays: the page still comes, without the peak
     printf 'id,lower,upper,size\na,0,100000000,4\nb,5,9,8\n' >"$tmp/long.csv"
@@ -131,7 +156,9 @@ if [ "$mode" = cli ]; then
                 "viz $tmp/five.csv --dot $tmp/x.dot|is not a graph" \
                 "viz $tmp/five.csv --html $tmp/x.html --strategy naive|--strategy chooses what --svg draws" \
                 "viz $tmp/five.csv --svg $tmp/x.svg --streams 2|--streams and --stream-strategy apply to --dot" \
-                "viz $tmp/five.csv --svg $tmp/x.svg --batch 2|.*five.csv: --batch applies to zoo graphs only"; do
+                "viz $tmp/five.csv --svg $tmp/x.svg --batch 2|.*five.csv: --batch applies to zoo graphs only" \
+                "viz zoo:mlp --svg $tmp/x.svg --schedule both|--schedule both applies to --html only" \
+                "viz zoo:mlp --html $tmp/x.html --schedule nah|unknown schedule 'nah' (one of: program, min_peak, both)"; do
         run ${args%%|*}
         [ "$rc" -eq 2 ] || fail "pebble ${args%%|*}: exit $rc, expected 2"
         grep -q -- "^pebble: .*${args#*|}" "$tmp/err" && [ "$(wc -l <"$tmp/err")" -eq 1 ] \
@@ -248,6 +275,36 @@ if [ "$rc" -eq 0 ]; then
     expect_page "$tmp/mlp.html" "hover=fc2/grad_x" 14 "$mlp_best"
     grep -o '<div id="tip"[^>]*>' "$tmp/dom" | grep -vq hidden && grep -q '<b>fc2/grad_x</b>' "$tmp/dom" || fail "mlp.html#hover=fc2/grad_x: no tooltip shown"
     pass "mlp.html#hover=fc2/grad_x: the tooltip shows, with the peak listed below"
+fi
+
+# both orders: the page opens on program order, #schedule=min_peak on the other; clicking
+# the toggle's min_peak button draws that order (its peak, step 21, and its 3 values listed)
+run viz zoo:mlp_train --html "$tmp/both.html" --schedule both
+if [ "$rc" -eq 0 ]; then
+    best=$(grep -o '"best": [0-9]*' "$tmp/both.html" | head -1 | grep -o '[0-9]*$')
+    both_best=$(grep -o '^{"name": "[a-z_]*"' "$tmp/both.html" | sed -n "$((best + 1))p" | cut -d'"' -f4)
+    expect_page "$tmp/both.html" "" 14 "$both_best"
+    body=$(grep -o '<body[^>]*>' "$tmp/dom" | head -1)
+    case $body in *'data-listed-step="20" data-listed="4" data-schedule="program" data-lower-bound="939072"'*) ;;
+        *) fail "both.html: not program order's peak (step 20, 4 values, 939072 bytes): $body" ;; esac
+    grep -q '<span id="orders">order:' "$tmp/dom" || fail "both.html: the order toggle is hidden"
+    expect_page "$tmp/both.html" "schedule=min_peak" 14 "$both_best"
+    body=$(grep -o '<body[^>]*>' "$tmp/dom" | head -1)
+    case $body in *'data-listed-step="21" data-listed="3" data-schedule="min_peak" data-lower-bound="939008"'*) ;;
+        *) fail "both.html#schedule=min_peak: not min_peak's peak (step 21, 3 values, 939008 bytes): $body" ;; esac
+    # the click: a copy of the page that clicks min_peak once loaded in program order
+    sed 's#</body>#<script>if (!location.hash.includes("schedule=min_peak")) document.querySelector(\x27input[value="min_peak"]\x27).click();</script></body>#' \
+        "$tmp/both.html" >"$tmp/click.html"
+    timeout 120 "$chromium" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run \
+        --user-data-dir="$tmp/profile" --virtual-time-budget=5000 --dump-dom "file://$tmp/click.html" >"$tmp/dom" 2>"$tmp/log" \
+        || fail "chromium on click.html: exit $?"
+    body=$(grep -o '<body[^>]*>' "$tmp/dom" | head -1)
+    case $body in *'data-listed-step="21" data-listed="3" data-schedule="min_peak" data-lower-bound="939008"'*) ;;
+        *) fail "both.html: a click on min_peak did not draw min_peak's order: $body" ;; esac
+    case $body in *data-errors=*) fail "click.html: the page counted script errors: $body" ;; esac
+    pass "both.html: program order's peak (step 20) first; #schedule=min_peak and a click on the toggle show min_peak's (step 21, 939008 bytes)"
+else
+    fail "viz zoo:mlp_train --schedule both: exit $rc"
 fi
 
 start=$(date +%s%N)

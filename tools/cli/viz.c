@@ -9,6 +9,8 @@
 
 /* Where the template takes the JSON. */
 #define DATA_MARKER "@PEBBLE_VIZ_DATA@"
+/* --schedule both: the min_peak order's data, in a second element the page's toggle reads */
+#define MIN_PEAK_MARKER "@PEBBLE_VIZ_MIN_PEAK@"
 
 static void print_usage(FILE *f)
 {
@@ -43,7 +45,8 @@ static void print_usage(FILE *f)
             "                     one still working then stops (marked cut off on the page)\n"
             "  --batch N          zoo graphs: the batch size (default: the model's)\n"
             "  --schedule S       graphs: the node order, program (default) or min_peak (the\n"
-            "                     order with the smallest lower bound; see pebble plan)\n"
+            "                     order with the smallest lower bound; see pebble plan); both:\n"
+            "                     --html only, a page with both orders and a toggle between them\n"
             "  -h, --help         this text\n"
             "\n"
             "Exit status: 0 written, 1 a failure (no valid plan, a file not written), 2 for a bad\n"
@@ -88,7 +91,7 @@ static int take_arg(void *ctx, int which, const char *v)
         return 0;
     case F_SCHEDULE:
         o->schedule = v;
-        return cli_check_schedule(v, 0) != CLI_OK ? CLI_USAGE : 0;
+        return cli_check_schedule(v, 1) != CLI_OK ? CLI_USAGE : 0;
     case F_ALIGN:
         return cli_parse_int("--align", v, 1, INT64_C(1) << 30, &o->align) ? CLI_USAGE : 0;
     case F_BATCH:
@@ -123,6 +126,10 @@ static int parse_args(int argc, char **argv, viz_opts *o)
         cli_error("--streams and --stream-strategy apply to --dot; give --dot OUT");
         return CLI_USAGE;
     }
+    if (strcmp(o->schedule, "both") == 0 && (o->svg || o->dot || !o->html)) {
+        cli_error("--schedule both applies to --html only (a page with a toggle between the orders)");
+        return CLI_USAGE;
+    }
     const char *const flag[] = { "--html", "--svg", "--dot" };
     const char *const out[] = { o->html, o->svg, o->dot };
     int checked = cli_check_outputs(o->file, flag, out, 3);
@@ -150,6 +157,8 @@ static int svg_strategy(const pbl_viz_plan *p, const char *name, int32_t *k)
 typedef struct viz_job {
     const pbl_viz_plan   *plan;
     const pbl_viz_labels *labels;
+    const pbl_viz_plan   *alt_plan;   /* --schedule both: the min_peak order's (else NULL) */
+    const pbl_viz_labels *alt_labels;
     int32_t               strategy; /* for SVG */
     const pbl_graph          *graph;   /* for DOT */
     const pbl_stream_plan    *streams;
@@ -162,13 +171,18 @@ typedef int (*write_fn)(FILE *f, viz_job *job);
 static int write_html(FILE *f, viz_job *job)
 {
     const char *mark = strstr(cli_viz_html, DATA_MARKER);
-    if (!mark) { /* the build embeds tools/cli/viz.html, which has the marker */
-        snprintf(job->err, sizeof job->err, "the embedded page has no %s", DATA_MARKER);
+    const char *alt = mark ? strstr(mark, MIN_PEAK_MARKER) : NULL;
+    if (!mark || !alt) { /* the build embeds tools/cli/viz.html, which has both, in order */
+        snprintf(job->err, sizeof job->err, "the embedded page has no %s or %s", DATA_MARKER, MIN_PEAK_MARKER);
         return -1;
     }
-    size_t head = (size_t)(mark - cli_viz_html), tail = head + strlen(DATA_MARKER);
+    size_t head = (size_t)(mark - cli_viz_html), mid = head + strlen(DATA_MARKER);
+    size_t alt_at = (size_t)(alt - cli_viz_html), tail = alt_at + strlen(MIN_PEAK_MARKER);
     fwrite(cli_viz_html, 1, head, f);
     if (pbl_viz_write_json(job->plan, job->labels, f, job->err, sizeof job->err) != PBL_OK)
+        return -1;
+    fwrite(cli_viz_html + mid, 1, alt_at - mid, f);
+    if (job->alt_plan && pbl_viz_write_json(job->alt_plan, job->alt_labels, f, job->err, sizeof job->err) != PBL_OK)
         return -1;
     fwrite(cli_viz_html + tail, 1, cli_viz_html_len - tail, f);
     return 0;
@@ -282,6 +296,67 @@ static int write_file(const char *path, write_fn fn, viz_job *job)
     return CLI_OK;
 }
 
+/* What one page's data needs: the records in one order, every strategy's plan of them, and
+ * (for --html) pbl_explain's per-step lists. */
+typedef struct viz_data {
+    cli_records    src;
+    pbl_viz_plan   plan;
+    pbl_explain    ex;
+    pbl_viz_labels labels;
+} viz_data;
+
+static void viz_data_free(viz_data *d)
+{
+    pbl_explain_free(&d->ex);
+    pbl_viz_plan_free(&d->plan);
+    cli_records_free(&d->src);
+}
+
+static int viz_prepare(const viz_opts *op, const char *schedule, viz_data *d)
+{
+    const viz_opts o = *op;
+    int rc = cli_records_load_scheduled(o.file, o.batch, o.align, schedule, &d->src);
+    if (rc != CLI_OK)
+        return rc;
+    pbl_viz_options vo = pbl_viz_options_default();
+    vo.align = o.align ? o.align : d->src.default_align;
+    vo.time_limit = o.time_limit;
+    char err[1024];
+    pbl_status s = pbl_viz_plan_records(d->src.file.records, d->src.file.n, &vo, &d->plan, err, sizeof err);
+    if (s != PBL_OK) {
+        cli_error("%s: %s", cli_display_name(o.file), err);
+        return s == PBL_ERR_INVALID_ARG ? CLI_USAGE : CLI_FAIL;
+    }
+    if (d->plan.best < 0) {
+        cli_error("%s: no strategy gave a valid plan", cli_display_name(o.file));
+        return CLI_FAIL;
+    }
+    d->labels = (pbl_viz_labels){ .title = cli_display_name(o.file), .ids = (const char *const *)d->src.file.ids };
+    if (d->src.graph) {
+        d->labels.graph = d->src.graph;
+        d->labels.graph_records = &d->src.graph_records;
+    }
+    /* the page lists, per step, what `pebble explain` lists: the same call on the same
+     * records, with the strategy the page shows first (planned once more: a fast one) */
+    if (o.html) {
+        pbl_explain_options eo = pbl_explain_options_default();
+        eo.align = vo.align;
+        eo.time_limit = o.time_limit;
+        eo.strategy = d->plan.strategies[d->plan.best].name;
+        s = pbl_explain_records(d->src.file.records, d->src.file.n, (const char *const *)d->src.file.ids,
+                                d->labels.graph, d->labels.graph_records, &eo, &d->ex, err, sizeof err);
+        if (s == PBL_OK) {
+            d->labels.explain = &d->ex;
+        } else if (s == PBL_ERR_INVALID_ARG) { /* too many steps to list: the page works without */
+            cli_error("%s: the page marks no peak and lists steps itself: %s", cli_display_name(o.file), err);
+        } else {
+            cli_error("%s: %s", cli_display_name(o.file), err);
+            return CLI_FAIL;
+        }
+    }
+    return CLI_OK;
+}
+
 int cli_viz(int argc, char **argv)
 {
     viz_opts o;
@@ -296,62 +371,26 @@ int cli_viz(int argc, char **argv)
             return rc;
     }
 
-    cli_records src;
-    rc = cli_records_load_scheduled(o.file, o.batch, o.align, o.schedule, &src);
-    if (rc != CLI_OK)
-        return rc;
-    pbl_viz_options vo = pbl_viz_options_default();
-    vo.align = o.align ? o.align : src.default_align;
-    vo.time_limit = o.time_limit;
-    pbl_viz_plan plan;
-    char err[1024];
-    pbl_status s = pbl_viz_plan_records(src.file.records, src.file.n, &vo, &plan, err, sizeof err);
-    if (s != PBL_OK) {
-        cli_error("%s: %s", cli_display_name(o.file), err);
-        rc = s == PBL_ERR_INVALID_ARG ? CLI_USAGE : CLI_FAIL;
-        goto done;
-    }
-    if (plan.best < 0) {
-        cli_error("%s: no strategy gave a valid plan", cli_display_name(o.file));
-        rc = CLI_FAIL;
-        goto done;
-    }
-    pbl_viz_labels labels = { .title = cli_display_name(o.file), .ids = (const char *const *)src.file.ids };
-    if (src.graph) {
-        labels.graph = src.graph;
-        labels.graph_records = &src.graph_records;
-    }
-    /* the page lists, per step, what `pebble explain` lists: the same call on the same
-     * records, with the strategy the page shows first (planned once more: a fast one) */
-    pbl_explain ex = { 0 };
-    if (o.html) {
-        pbl_explain_options eo = pbl_explain_options_default();
-        eo.align = vo.align;
-        eo.time_limit = o.time_limit;
-        eo.strategy = plan.strategies[plan.best].name;
-        s = pbl_explain_records(src.file.records, src.file.n, (const char *const *)src.file.ids, labels.graph,
-                                labels.graph_records, &eo, &ex, err, sizeof err);
-        if (s == PBL_OK) {
-            labels.explain = &ex;
-        } else if (s == PBL_ERR_INVALID_ARG) { /* too many steps to list: the page works without */
-            cli_error("%s: the page marks no peak and lists steps itself: %s", cli_display_name(o.file), err);
-        } else {
-            cli_error("%s: %s", cli_display_name(o.file), err);
-            rc = CLI_FAIL;
-            pbl_explain_free(&ex);
-            goto done;
+    int both = strcmp(o.schedule, "both") == 0;
+    viz_data d[2];
+    memset(d, 0, sizeof d);
+    rc = viz_prepare(&o, both ? "program" : o.schedule, &d[0]);
+    if (rc == CLI_OK && both)
+        rc = viz_prepare(&o, "min_peak", &d[1]);
+    if (rc == CLI_OK) {
+        viz_job job = { .plan = &d[0].plan, .labels = &d[0].labels };
+        if (both) {
+            job.alt_plan = &d[1].plan;
+            job.alt_labels = &d[1].labels;
         }
+        if (o.svg)
+            rc = svg_strategy(&d[0].plan, o.strategy, &job.strategy);
+        if (rc == CLI_OK && o.html)
+            rc = write_file(o.html, write_html, &job);
+        if (rc == CLI_OK && o.svg)
+            rc = write_file(o.svg, write_svg, &job);
     }
-    viz_job job = { .plan = &plan, .labels = &labels };
-    if (o.svg)
-        rc = svg_strategy(&plan, o.strategy, &job.strategy);
-    if (rc == CLI_OK && o.html)
-        rc = write_file(o.html, write_html, &job);
-    if (rc == CLI_OK && o.svg)
-        rc = write_file(o.svg, write_svg, &job);
-    pbl_explain_free(&ex);
-done:
-    pbl_viz_plan_free(&plan);
-    cli_records_free(&src);
+    viz_data_free(&d[1]);
+    viz_data_free(&d[0]);
     return rc;
 }
