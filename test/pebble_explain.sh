@@ -170,7 +170,16 @@ if [ -f "$doc" ]; then
     run explain zoo:mlp_train --strategy greedy_by_size
     awk '/^```/ && n { f++; if (f == 3) exit; next } f == 2 { print } /--strategy greedy_by_size$/ { n = 1 }' "$doc" >"$tmp/doc"
     grep -F -f "$tmp/doc" "$tmp/out" | diff - "$tmp/doc" >"$tmp/diff" || { cat "$tmp/diff"; fail "docs/explain.md's greedy_by_size lines are not what pebble explain prints"; }
-    pass "docs/explain.md: the zoo:mlp_train table and greedy_by_size's waste as printed"
+    # the order section: bert_base_train's lines, both orders, as printed ("..." stands for the rest)
+    for order in program min_peak; do
+        if [ "$order" = program ]; then run explain zoo:bert_base_train; end='explain zoo:bert_base_train$'
+        else run explain zoo:bert_base_train --schedule min_peak; end='--schedule min_peak$'; fi
+        awk -v end="$end" '/^```/ && n { f++; if (f == 3) exit; next } f == 2 && $0 != "..." { print } $0 ~ end { n = 1 }' "$doc" >"$tmp/doc"
+        [ -s "$tmp/doc" ] || fail "docs/explain.md: no bert_base_train output in $order order"
+        grep -F -x -f "$tmp/doc" "$tmp/out" | diff - "$tmp/doc" >"$tmp/diff" ||
+            { cat "$tmp/diff"; fail "docs/explain.md's bert_base_train lines ($order order) are not what pebble explain prints"; }
+    done
+    pass "docs/explain.md: the zoo:mlp_train table, greedy_by_size's waste and bert_base_train's lines in both orders as printed"
 fi
 
 run explain --help
