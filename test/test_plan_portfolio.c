@@ -110,6 +110,19 @@ static void test_best_never_worse_than_what_it_ran(void **state)
             stopped_early += rep.step[rep.n_steps - 1].outcome == PBL_PLAN_NOT_RUN;
         else
             searched_on++;
+        /* exact starts from the best result before it (issue 15 item 3): never above it */
+        int64_t before = -1;
+        for (int32_t k = 0; k < rep.n_steps; k++) {
+            const pbl_plan_step *st = &rep.step[k];
+            if (strcmp(st->strategy, "exact") == 0) {
+                if (st->outcome == PBL_PLAN_FINISHED && before >= 0 && st->arena > before)
+                    fail_msg("seed %llu: exact %lld above the incumbent %lld", (unsigned long long)seed,
+                             (long long)st->arena, (long long)before);
+                break;
+            }
+            if (st->arena >= 0 && (before < 0 || st->arena < before))
+                before = st->arena;
+        }
         int any_cut = 0;
         for (int32_t k = 0; k < rep.n_steps; k++)
             any_cut |= rep.step[k].outcome == PBL_PLAN_CUT_OFF || rep.step[k].outcome == PBL_PLAN_SKIPPED_BUDGET;

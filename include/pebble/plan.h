@@ -62,6 +62,10 @@ typedef struct pbl_assignment {
                                        done all its work: a valid result, but possibly larger
                                        than an unhurried run's (never set by `best`, whose
                                        report says which strategies were cut off) */
+    int64_t              bound;     /* the strongest lower bound on any packing's arena the
+                                       strategy proved (exact: the peak of live bytes raised
+                                       for alignment, or above an arena its search proved
+                                       infeasible), 0: none; arena / bound is the proven gap */
 } pbl_assignment;
 
 /* What `best` did with one strategy (pbl_plan_report). */

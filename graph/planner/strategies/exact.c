@@ -84,7 +84,10 @@ static void offer(const pbl__plan_in *in, incumbent *best, const int64_t *offset
  * OTHERS_MAX_N records only the cheap ones: `best` runs the rest anyway and would pay for them
  * twice, and the search has little budget per record left to improve on them. */
 /* Strategies that run in O(n log n) whatever the overlap: consulted at every size. */
-static const char *const cheap[] = { "mxnet", "equality", "greedy_in_order" };
+/* offset_greedy_by_size is one of them since its gap search goes through the space-time index
+ * (graph/planner/index/spacetime.h); on real models it is usually the closest, and the local
+ * improvement starts from the best of these. */
+static const char *const cheap[] = { "mxnet", "equality", "greedy_in_order", "offset_greedy_by_size" };
 
 static int is_cheap(const char *name)
 {
@@ -173,6 +176,7 @@ pbl_status pbl__plan_exact(const pbl__plan_in *in, pbl_assignment *out)
     int64_t *trial = pbl__plan_alloc(al, bytes);
     pbl__exact *e = NULL;
     int optimal = 0;
+    int64_t proven = 0; /* no packing is smaller than this (0: nothing proven yet) */
     s = PBL_ERR_NOMEM;
     if (!best.offset || !trial)
         goto done;
@@ -256,7 +260,7 @@ pbl_status pbl__plan_exact(const pbl__plan_in *in, pbl_assignment *out)
     }
 
     /* minimising: the lower bound first (often reached), then ever smaller capacities */
-    int64_t proven = lb; /* no packing is smaller than this */
+    proven = lb;
     if (!optimal && e) {
         pbl__exact_result r = decide(e, lb, &budget, LB_SHARE, -1, trial);
         if (r == PBL__EXACT_NOMEM) {
@@ -273,6 +277,19 @@ pbl_status pbl__plan_exact(const pbl__plan_in *in, pbl_assignment *out)
     if (best.arena > proven) {
         if ((s = offer_others(in, &best)) != PBL_OK)
             goto done;
+    }
+    /* local improvement around the arena's top (exact_local.c): cheap, and the only way down
+     * when the instance is too large to search (e == NULL); before the search so that the
+     * search starts below what it found */
+    if (best.arena > proven) {
+        memcpy(trial, best.offset, bytes);
+        if (pbl__exact_local(in->r, n, align, budget.deadline, al, trial) < 0) {
+            s = PBL_ERR_NOMEM;
+            goto done;
+        }
+        offer(in, &best, trial);
+        if (budget.deadline > 0 && pbl__exact_now() > budget.deadline)
+            budget.timed_out = 1;
     }
     while (e && best.arena - g >= proven) {
         pbl__exact_result r = decide(e, best.arena - g, &budget, 1.0, -1, trial);
@@ -299,6 +316,7 @@ done:
     if (s == PBL_OK) {
         memcpy(out->offset, best.offset, bytes);
         out->optimal = optimal;
+        out->bound = proven > lb ? proven : lb;
     }
     pbl__exact_destroy(e);
     pbl__plan_free(al, best.offset, bytes);

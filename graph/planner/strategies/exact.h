@@ -50,4 +50,12 @@ int64_t pbl__exact_lowest_fit(pbl__exact *e, int h, int64_t *offset);
 /* Seconds on a monotonic clock. */
 double pbl__exact_now(void);
 
+/* Local improvement (graph/planner/strategies/exact_local.c): re-packs the records around the
+ * arena's top against the fixed rest while that lowers the arena, until a whole round of moves
+ * keeps nothing or deadline (0: none) passes. offset[] (a packing: no two records that live
+ * together overlap) is improved in place and stays a packing. Returns its arena, or -1 when
+ * out of memory (offset[] then unchanged or improved, still a packing). */
+int64_t pbl__exact_local(const pbl_usage_record *r, int32_t n, int64_t align, double deadline,
+                         const pbl_allocator *al, int64_t *offset);
+
 #endif
