@@ -13,6 +13,14 @@
  * one is proven infeasible (the result is optimal), the lower bound is reached (optimal too),
  * or the budget runs out (the best packing so far, optimal = 0).
  *
+ * It starts from an incumbent: its own greedy packings, the others' (below), and `best`'s
+ * result so far (in->incumbent), so it never returns anything worse than those. Before the
+ * decision searches it improves that incumbent locally (exact_local.c: the records around the
+ * arena's top taken out and re-packed against the fixed rest while that lowers the arena), the
+ * only step left when the instance is too large to search. assignment.bound reports the
+ * strongest lower bound it proved (the alignment-raised peak, or one step above a capacity
+ * its search proved infeasible): arena / bound is the proven gap.
+ *
  * The lower bound is the peak of live bytes, raised for alignment: the records of a section
  * stack with every one but the top padded to the alignment. Every packing returned has passed
  * pbl_plan_verify.

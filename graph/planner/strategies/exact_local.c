@@ -11,8 +11,8 @@
  * arena, or keeps it and leaves fewer records at the top (so peaks in separate places are
  * flattened one at a time until the arena itself comes down); otherwise the old offsets come
  * back. Each kept move strictly lowers (arena, records at the top), so the loop ends; it stops
- * too after a whole round of moves (every m, order and width) keeps nothing, or at the
- * deadline. Nothing here depends on a particular instance: m grows geometrically from a
+ * too after a whole round of moves (every m, order and width) keeps nothing, when its work
+ * budget is spent (WORK_*), or at the deadline. Nothing here depends on a particular instance: m grows geometrically from a
  * handful to a few hundred (cost: m times the records live beside them), the widths are
  * multiples of the top record's own lifetime, and the orders are the usual greedy ones
  * (largest first, longest first, largest area first, and the old offsets' order, which can
@@ -29,6 +29,12 @@
 #define N_ORDERS 4
 #define N_WIDTHS 3   /* the window: the top record's lifetime widened by 0, 1 or 4 lifetimes */
 static const int64_t widths[N_WIDTHS] = { 0, 1, 4 };
+/* Work: neighbour checks (one per record live beside a record put back). Bounded, like the
+ * search's node budget, so that exact without a time limit gives the same offsets on every
+ * machine and stays well under a second at 20k records (a check costs tens of ns with its
+ * share of the sorting); small instances get a floor that lets every round finish. */
+#define WORK_PER_RECORD 1000
+#define WORK_MIN        10000000
 
 typedef struct local {
     const pbl_usage_record *r;
@@ -41,6 +47,7 @@ typedef struct local {
     int64_t                *saved;   /* [n] offsets of the set before the move */
     uint8_t                *out;     /* [n] 1: taken out (and not yet put back) */
     int64_t                *key;     /* [n] sort keys of the set */
+    int64_t                 work;    /* neighbour checks so far */
 } local;
 
 static int64_t top_of(const local *l, int32_t i) { return l->offset[i] + l->r[i].size; }
@@ -98,6 +105,7 @@ static int overlaps(const pbl_usage_record *a, const pbl_usage_record *b)
 static int64_t lowest_fit(local *l, int32_t i, int32_t nc)
 {
     int32_t k = 0;
+    l->work += nc;
     for (int32_t c = 0; c < nc; c++) {
         int32_t j = l->cand[c];
         if (j == i || l->out[j] || !overlaps(&l->r[i], &l->r[j]))
@@ -187,6 +195,7 @@ int64_t pbl__exact_local(const pbl_usage_record *r, int32_t n, int64_t align, do
         goto done;
     memset(l.out, 0, (size_t)n);
     int32_t n_top;
+    int64_t work_budget = (int64_t)n * WORK_PER_RECORD > WORK_MIN ? (int64_t)n * WORK_PER_RECORD : WORK_MIN;
     arena_and_tops(&l, &arena, &n_top);
     /* a round: every (width, m, order) around the first record at the top; any kept move
      * starts a new round */
@@ -195,7 +204,7 @@ int64_t pbl__exact_local(const pbl_usage_record *r, int32_t n, int64_t align, do
         for (int32_t w = 0; w < N_WIDTHS && !kept; w++)
             for (int32_t mi = 0, m = M_FIRST; mi < N_M && !kept; mi++, m *= 2)
                 for (int32_t o = 0; o < N_ORDERS && !kept; o++) {
-                    if (deadline > 0 && pbl__exact_now() > deadline)
+                    if ((deadline > 0 && pbl__exact_now() > deadline) || l.work > work_budget)
                         goto done;
                     int32_t t = 0;
                     while (top_of(&l, t) != arena)
