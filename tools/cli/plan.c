@@ -144,6 +144,7 @@ typedef struct plan_row {
     int         optimal;  /* valid, and proven optimal */
     int         cut_off;  /* planned, but the time limit stopped it early */
     int64_t     bytes;
+    int64_t     bound;    /* valid: the lower bound the strategy proved (exact), 0: none */
     double      ms;
     char        error[1024]; /* why not planned or not valid; "" when valid */
     pbl_plan_report best;    /* `best` only: what each strategy did */
@@ -237,6 +238,8 @@ static void print_table(FILE *f, const plan_report *r)
             fprintf(f, "  %s", p->error);
         else if (p->optimal)
             fprintf(f, "  optimal");
+        else if (p->bound > 0) /* exact: the gap it proved */
+            fprintf(f, "  proven within %.4fx (no packing below %lld)", ratio(p->bytes, p->bound), (long long)p->bound);
         if (p->cut_off && p->planned) /* without a result, the error says so */
             fprintf(f, "%scut off at the time limit", p->error[0] || p->optimal ? "; " : "  ");
         fprintf(f, "\n");
@@ -304,6 +307,8 @@ static void print_json(FILE *f, const plan_report *r)
             fprintf(f, ", \"bytes\": null, \"ratio\": null");
         fprintf(f, ", \"valid\": %s, \"ms\": %.3f, \"optimal\": %s, \"cut_off\": %s", p->valid ? "true" : "false",
                 p->ms, p->optimal ? "true" : "false", p->cut_off ? "true" : "false");
+        if (p->bound > 0)
+            fprintf(f, ", \"proven_bound\": %lld", (long long)p->bound);
         if (p->error[0]) {
             fprintf(f, ", \"error\": ");
             cli_json_string(f, p->error);
@@ -407,6 +412,7 @@ int cli_plan(int argc, char **argv)
         }
         p->valid = 1;
         p->optimal = a.optimal != 0; /* only a verified plan is called optimal */
+        p->bound = a.bound;
         n_valid++;
         if (!have_kept || a.arena < kept.arena) {
             pbl_assignment_free(&kept);
