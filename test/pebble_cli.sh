@@ -235,6 +235,24 @@ grep -q '"valid": false, "ms": [0-9.]*, "optimal": false' "$tmp/out" ||
     fail "mxnet --capacity 11: a rejected plan is called optimal: $(cat "$tmp/out")"
 pass "--format json: a rejected plan at the lower bound is not optimal"
 
+# exact reports the lower bound it proved (issue 15 item 3): between the peak and its arena,
+# equal to the arena when it says optimal.
+expect_ok "plan --strategy exact --format json" plan "$example" --strategy exact --format json
+if command -v python3 >/dev/null; then
+    python3 - "$tmp/out" <<'EOF' || fail "exact --format json: proven_bound missing or out of range: $(cat "$tmp/out")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+e = d["strategies"][0]
+b = e["proven_bound"]
+assert d["lower_bound"] <= b <= e["bytes"], (b, e)
+assert not e["optimal"] or b == e["bytes"], (b, e)
+EOF
+    pass "exact --format json: proven_bound between the lower bound and the arena"
+else
+    grep -q '"proven_bound": [0-9]' "$tmp/out" || fail "exact --format json: no proven_bound: $(cat "$tmp/out")"
+    pass "exact --format json: a proven_bound"
+fi
+
 # Alignment applies to the plan and to check.
 expect_ok "plan --align 16 --out" plan "$example" --strategy naive --align 16 --out "$tmp/aligned.csv"
 expect_ok "check --align 16" check "$tmp/aligned.csv" --align 16
