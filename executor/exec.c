@@ -57,7 +57,12 @@ struct pbl_exec {
     pbl_value          *inputs_read;  /* variables the schedule reads */
     int32_t             n_inputs_read;
     void              **io_pool;      /* every step's in/out pointer arrays */
-    pbl__meta          *meta_pool;    /* every step's in/out metas */
+    pbl__meta          *meta_pool;    /* every step's in/out metas (at the current batch) */
+    pbl__meta          *vmeta;        /* per value: its meta at the current batch */
+    int64_t             batch;        /* the current batch (pbl_exec_set_batch) */
+    int64_t             max_batch;    /* the planned batch: the inputs' first dimension, 0 if none */
+    pbl__attr_val     **batch_attrs;  /* per step: its attributes at the current batch when its op
+                                         counts the batch in one (pbl__op.batch_attr), else NULL */
     size_t              n_io;
     void               *arena;
     void               *variables;
@@ -131,6 +136,11 @@ PBL__API void pbl_exec_destroy(pbl_exec *e)
     pbl__mem_free(&e->mem, e->io_pool, (e->n_io ? e->n_io : 1) * sizeof *e->io_pool);
     pbl__mem_free(&e->mem, e->meta_pool, (e->n_io ? e->n_io : 1) * sizeof *e->meta_pool);
     pbl__mem_free(&e->mem, e->ptr, NV(e) * sizeof *e->ptr);
+    pbl__mem_free(&e->mem, e->vmeta, NV(e) * sizeof *e->vmeta);
+    for (int32_t i = 0; e->batch_attrs && i < e->n_steps; i++)
+        if (e->batch_attrs[i])
+            pbl__mem_free(&e->mem, e->batch_attrs[i], (size_t)e->steps[i].op->n_attrs * sizeof **e->batch_attrs);
+    pbl__mem_free(&e->mem, e->batch_attrs, (size_t)(e->n_steps ? e->n_steps : 1) * sizeof *e->batch_attrs);
     pbl__mem_free(&e->mem, e->bound, NV(e) * sizeof *e->bound);
     pbl__mem_free(&e->mem, e->has_data, NV(e));
     pbl__mem_free(&e->mem, e->inputs_read, NV(e) * sizeof *e->inputs_read);
@@ -375,6 +385,38 @@ static pbl_status create_steps(pbl_exec *e, const pbl_exec_options *o, int32_t n
 
 /* pbl_exec_create, with every node's stream given (stream_of_node, n_streams) or, when
  * stream_of_node is NULL, o->streams streams coloured by pbl_graph_streams. */
+/* The batch the executor was planned for: the first dimension shared by every input and
+ * label the schedule reads, or 0 (with why, when given) when there is none to vary. */
+static int64_t planned_batch(const pbl_exec *e, char *why, size_t whylen)
+{
+    const pbl_graph *g = e->g;
+    int64_t b = 0;
+    pbl_value first = PBL_NONE;
+    for (int32_t i = 0; i < e->n_inputs_read; i++) {
+        const pbl__value *x = &g->values[e->inputs_read[i]];
+        if (x->kind != PBL_VALUE_INPUT && x->kind != PBL_VALUE_LABEL)
+            continue;
+        if (x->meta.shape.ndim < 1) {
+            pbl__errf(why, whylen, PBL_ERR_UNSUPPORTED, "%s '%s' has no first dimension to vary",
+                      pbl_value_kind_name(x->kind), x->name);
+            return 0;
+        }
+        if (first != PBL_NONE && x->meta.shape.dim[0] != b) {
+            pbl__errf(why, whylen, PBL_ERR_UNSUPPORTED,
+                      "the inputs do not share a batch: '%s' starts with %lld, '%s' with %lld", g->values[first].name,
+                      (long long)b, x->name, (long long)x->meta.shape.dim[0]);
+            return 0;
+        }
+        if (first == PBL_NONE) {
+            first = e->inputs_read[i];
+            b = x->meta.shape.dim[0];
+        }
+    }
+    if (first == PBL_NONE)
+        pbl__errf(why, whylen, PBL_ERR_UNSUPPORTED, "the executor reads no input or label to take a batch from");
+    return b;
+}
+
 static pbl_status create(pbl_exec **out, const pbl_graph *g, const pbl_exec_options *opt, int32_t n_streams,
                          const int32_t *stream_of_node, char *errmsg, size_t errlen)
 {
@@ -417,13 +459,19 @@ static pbl_status create(pbl_exec **out, const pbl_graph *g, const pbl_exec_opti
         e->bound = pbl__mem_calloc(&e->mem, NV(e) * sizeof *e->bound);
         e->has_data = pbl__mem_calloc(&e->mem, NV(e));
         e->inputs_read = pbl__mem_alloc(&e->mem, NV(e) * sizeof *e->inputs_read);
-        if (!e->ptr || !e->bound || !e->has_data || !e->inputs_read)
+        e->vmeta = pbl__mem_alloc(&e->mem, NV(e) * sizeof *e->vmeta);
+        if (!e->ptr || !e->bound || !e->has_data || !e->inputs_read || !e->vmeta)
             s = pbl__exec_fail(e, PBL_ERR_NOMEM, "out of memory");
     }
     if (s == PBL_OK)
         s = create_steps(e, &o, stream_of_node ? n_streams : o.streams, stream_of_node);
     if (s == PBL_OK)
         s = collect_inputs(e);
+    if (s == PBL_OK) {
+        for (pbl_value v = 0; v < g->n_values; v++)
+            e->vmeta[v] = g->values[v].meta;
+        e->max_batch = e->batch = planned_batch(e, NULL, 0);
+    }
     if (s == PBL_OK) {
         pbl__backend_config cfg = { .n_streams = e->n_streams, .n_events = e->sync.n_events, .threads = o.threads,
                                     .blas_threads = o.blas_threads ? o.blas_threads : o.threads,
@@ -487,17 +535,21 @@ pbl_status pbl__exec_create_assigned(pbl_exec **out, const pbl_graph *g, const p
     return create(out, g, opt, n_streams, stream_of_node, errmsg, errlen);
 }
 
-/* Checks v is a value of the graph of `bytes` bytes; `what` names the call. */
-static pbl_status check_value(pbl_exec *e, pbl_value v, size_t bytes, const char *what)
+/* Checks v is a value of the graph of `bytes` bytes; `what` names the call. Sizes are those
+ * at the current batch, or with `planned` those the executor was planned for (a bound buffer
+ * must hold the planned batch: a later pbl_exec_set_batch may grow the batch back). */
+static pbl_status check_value(pbl_exec *e, pbl_value v, size_t bytes, const char *what, int planned)
 {
     if (v < 0 || v >= e->g->n_values)
         return pbl__exec_fail(e, PBL_ERR_INVALID_ARG, "%s: %d names no value", what, (int)v);
     const pbl__value *x = &e->g->values[v];
-    size_t need = pbl__meta_bytes(&x->meta);
+    const pbl__meta *m = planned ? &x->meta : &e->vmeta[v];
+    size_t need = pbl__meta_bytes(m);
     if (bytes != need) {
         char sh[96];
-        return pbl__exec_fail(e, PBL_ERR_INVALID_ARG, "%s: '%s' is %s %s = %zu bytes, got %zu", what, x->name,
-                              pbl_shape_str(&x->meta.shape, sh, sizeof sh), pbl_dtype_name(x->meta.dtype), need, bytes);
+        return pbl__exec_fail(e, PBL_ERR_INVALID_ARG, "%s: '%s' is %s %s = %zu bytes%s, got %zu", what, x->name,
+                              pbl_shape_str(&m->shape, sh, sizeof sh), pbl_dtype_name(m->dtype), need,
+                              !planned && e->batch != e->max_batch ? " at the current batch" : "", bytes);
     }
     return PBL_OK;
 }
@@ -506,7 +558,7 @@ PBL__API pbl_status pbl_exec_bind(pbl_exec *e, pbl_value v, void *data, size_t b
 {
     if (!e)
         return PBL_ERR_INVALID_ARG;
-    pbl_status s = check_value(e, v, bytes, "bind");
+    pbl_status s = check_value(e, v, bytes, "bind", 1);
     if (s != PBL_OK)
         return s;
     if (e->g->values[v].producer != PBL_NONE)
@@ -524,7 +576,7 @@ PBL__API pbl_status pbl_exec_write(pbl_exec *e, pbl_value v, const void *data, s
 {
     if (!e)
         return PBL_ERR_INVALID_ARG;
-    pbl_status s = check_value(e, v, bytes, "write");
+    pbl_status s = check_value(e, v, bytes, "write", 0);
     if (s != PBL_OK)
         return s;
     if (e->dirty)
@@ -548,7 +600,7 @@ PBL__API pbl_status pbl_exec_read(pbl_exec *e, pbl_value v, void *data, size_t b
 {
     if (!e)
         return PBL_ERR_INVALID_ARG;
-    pbl_status s = check_value(e, v, bytes, "read");
+    pbl_status s = check_value(e, v, bytes, "read", 0);
     if (s != PBL_OK)
         return s;
     if (e->dirty)
@@ -615,6 +667,124 @@ PBL__API pbl_status pbl_exec_get_scalar(pbl_exec *e, const char *name, double *v
     return s;
 }
 
+/* Shapes of every scheduled value at batch n (the inputs' first dimension n, the rest by the
+ * ops' shape rules) into m, each checked to fit the bytes planned for it; and the CPU
+ * kernels' scratch at n checked against what was allocated. */
+static pbl_status metas_at_batch(pbl_exec *e, int64_t n, pbl__meta *m)
+{
+    const pbl_graph *g = e->g;
+    for (pbl_value v = 0; v < g->n_values; v++)
+        m[v] = g->values[v].meta;
+    for (int32_t i = 0; i < e->n_inputs_read; i++) {
+        pbl_value v = e->inputs_read[i];
+        if (g->values[v].kind == PBL_VALUE_INPUT || g->values[v].kind == PBL_VALUE_LABEL)
+            m[v].shape.dim[0] = n;
+    }
+    for (int32_t i = 0; i < e->n_steps; i++) {
+        const pbl__node *nd = &g->nodes[e->steps[i].node];
+        pbl__meta out[PBL__MAX_OUT], in[PBL__MAX_IN];
+        char why[448] = "";
+        pbl_status s = pbl__graph_infer_node_with(g, nd, m, out, why, sizeof why);
+        if (s != PBL_OK)
+            return pbl__exec_fail(e, PBL_ERR_UNSUPPORTED, "set_batch: at batch %lld, %s", (long long)n, why);
+        for (int32_t k = 0; k < nd->n_out; k++) {
+            const pbl__value *x = &g->values[nd->out[k]];
+            if (out[k].dtype != x->meta.dtype || pbl__meta_bytes(&out[k]) > pbl__meta_bytes(&x->meta)) {
+                char a[96], b[96];
+                return pbl__exec_fail(e, PBL_ERR_UNSUPPORTED,
+                                      "set_batch: at batch %lld '%s' would be %s, larger than the %s it was planned for",
+                                      (long long)n, x->name, pbl_shape_str(&out[k].shape, a, sizeof a),
+                                      pbl_shape_str(&x->meta.shape, b, sizeof b));
+            }
+            m[nd->out[k]] = out[k];
+        }
+        const pbl__op *op = e->steps[i].op;
+        if (op->batch_attr && nd->attr[op->batch_attr - 1].i % e->max_batch != 0)
+            return pbl__exec_fail(e, PBL_ERR_UNSUPPORTED,
+                                  "set_batch: node '%s' (%s) counts %lld samples, not a multiple of the planned batch %lld",
+                                  nd->name, op->name, (long long)nd->attr[op->batch_attr - 1].i, (long long)e->max_batch);
+        if (e->be == &pbl__backend_cpu && op->cpu_scratch) {
+            for (int32_t k = 0; k < nd->n_in; k++)
+                in[k] = m[nd->in[k]];
+            pbl__kargs a = e->steps[i].args;
+            a.in_meta = in;
+            a.out_meta = out;
+            if (op->cpu_scratch(&a) > e->scratch_bytes)
+                return pbl__exec_fail(e, PBL_ERR_UNSUPPORTED, "set_batch: at batch %lld node '%s' needs more scratch than planned",
+                                      (long long)n, nd->name);
+        }
+    }
+    return PBL_OK;
+}
+
+/* The per-step attribute copies of steps whose op counts the batch in an attribute, made on
+ * the first pbl_exec_set_batch; their kernels read the copies from then on. */
+static pbl_status batch_attrs_alloc(pbl_exec *e)
+{
+    if (e->batch_attrs)
+        return PBL_OK;
+    e->batch_attrs = pbl__mem_calloc(&e->mem, (size_t)(e->n_steps ? e->n_steps : 1) * sizeof *e->batch_attrs);
+    if (!e->batch_attrs)
+        return pbl__exec_fail(e, PBL_ERR_NOMEM, "out of memory");
+    for (int32_t i = 0; i < e->n_steps; i++) {
+        const pbl__op *op = e->steps[i].op;
+        if (!op->batch_attr)
+            continue;
+        size_t bytes = (size_t)op->n_attrs * sizeof **e->batch_attrs;
+        e->batch_attrs[i] = pbl__mem_alloc(&e->mem, bytes);
+        if (!e->batch_attrs[i])
+            return pbl__exec_fail(e, PBL_ERR_NOMEM, "out of memory");
+        memcpy(e->batch_attrs[i], e->g->nodes[e->steps[i].node].attr, bytes);
+        e->steps[i].args.attr = e->batch_attrs[i];
+    }
+    return PBL_OK;
+}
+
+PBL__API pbl_status pbl_exec_set_batch(pbl_exec *e, int64_t n)
+{
+    if (!e)
+        return PBL_ERR_INVALID_ARG;
+    if (e->max_batch == 0) {
+        char why[384] = "";
+        planned_batch(e, why, sizeof why);
+        return pbl__exec_fail(e, PBL_ERR_UNSUPPORTED, "set_batch: %s", why);
+    }
+    if (n < 1 || n > e->max_batch)
+        return pbl__exec_fail(e, PBL_ERR_INVALID_ARG,
+                              "set_batch: batch %lld is outside [1, %lld] (the executor was planned for batch %lld)",
+                              (long long)n, (long long)e->max_batch, (long long)e->max_batch);
+    if (n == e->batch)
+        return PBL_OK;
+    if (e->dtr)
+        return pbl__exec_fail(e, PBL_ERR_UNSUPPORTED, "set_batch: dynamic storage runs only the batch it was created for (%lld)",
+                              (long long)e->max_batch);
+    pbl__meta *m = pbl__mem_alloc(&e->mem, NV(e) * sizeof *m);
+    if (!m)
+        return pbl__exec_fail(e, PBL_ERR_NOMEM, "out of memory");
+    pbl_status s = metas_at_batch(e, n, m);
+    if (s == PBL_OK)
+        s = batch_attrs_alloc(e);
+    if (s == PBL_OK) {
+        memcpy(e->vmeta, m, (size_t)e->g->n_values * sizeof *m);
+        for (int32_t i = 0; i < e->n_steps; i++) {
+            const pbl__node *nd = &e->g->nodes[e->steps[i].node];
+            pbl__meta *in = (pbl__meta *)e->steps[i].args.in_meta, *out = (pbl__meta *)e->steps[i].args.out_meta;
+            for (int32_t k = 0; k < nd->n_in; k++)
+                in[k] = m[nd->in[k]];
+            for (int32_t k = 0; k < nd->n_out; k++)
+                out[k] = m[nd->out[k]];
+            if (e->batch_attrs[i]) {
+                int32_t j = e->steps[i].op->batch_attr - 1;
+                e->batch_attrs[i][j].i = nd->attr[j].i / e->max_batch * n;
+            }
+        }
+        e->batch = n;
+        e->captured = 0; /* a captured CUDA graph holds the old shapes */
+    }
+    pbl__mem_free(&e->mem, m, NV(e) * sizeof *m);
+    return s;
+}
+
 /* Enqueues NaN fills (0xFF bytes) of the records whose last access was the step before `slot`
  * (slot < n_steps), on that step's stream: build_sync made the step wait for the records'
  * accesses on other streams. */
@@ -662,7 +832,7 @@ static pbl_status copy_bound(pbl_exec *e, int to_device)
         const pbl__value *x = &e->g->values[v];
         if (!e->bound[v] || (!to_device && x->kind != PBL_VALUE_PARAM && x->kind != PBL_VALUE_STATE))
             continue;
-        size_t n = pbl__meta_bytes(&x->meta);
+        size_t n = pbl__meta_bytes(&e->vmeta[v]); /* inputs: the current batch's prefix */
         pbl_status s = to_device ? e->be->upload(e->bctx, e->ptr[v], e->bound[v], n)
                                  : e->be->download(e->bctx, e->bound[v], e->ptr[v], n);
         if (s != PBL_OK)
@@ -757,7 +927,8 @@ PBL__API pbl_status pbl_exec_stats_get(const pbl_exec *e, pbl_exec_stats *out)
                              .unshared_bytes = e->st.unshared_bytes,
                              .lower_bound = e->st.lower_bound, .records = e->st.live.n_records,
                              .inplace = e->st.live.n_inplace, .strategy = e->st.strategy,
-                             .streams = e->n_streams, .waits = e->sync.n_waits };
+                             .streams = e->n_streams, .waits = e->sync.n_waits,
+                             .batch = e->batch, .planned_batch = e->max_batch };
     if (e->dtr) {
         pbl__dtr_stats ds;
         pbl__dtr_stats_get(e->dtr, &ds);

@@ -247,4 +247,5 @@ const pbl__op pbl__op_batch_norm_update = {
     .mutates = update_mutates, .n_mutates = 3,
     .cost = update_cost,
     .cpu = pbl__cpu_batch_norm_update,
+    .batch_attr = 1 + 2, /* set_size */
 };

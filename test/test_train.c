@@ -718,6 +718,264 @@ static void test_lr_schedules(void **state)
     assert_true(isnan(pbl_lr_schedule_at(NULL, 0)));
 }
 
+/* ---- partial batches (pbl_exec_set_batch) ------------------------------------------------ */
+
+enum { PB_MAX = 128, PB_SMALL = 37, PB_D = 24, PB_H = 32, PB_C = 5, PB_VARS = 32 };
+
+/* Variables shared by name: the reference executors (one planned per batch size) read and
+ * write the same parameter and state buffers, so together they train one model. */
+typedef struct pb_vars {
+    int32_t n;
+    char    name[PB_VARS][64];
+    float  *data[PB_VARS];
+    size_t  bytes[PB_VARS];
+} pb_vars;
+
+typedef struct pb_net {
+    pbl_graph *g;
+    pbl_exec  *e;
+    pbl_value  x, y, loss, logits, grads[6];
+} pb_net;
+
+static float *pb_var(pb_vars *vs, const char *name, size_t bytes)
+{
+    for (int32_t i = 0; i < vs->n; i++)
+        if (!strcmp(vs->name[i], name)) {
+            assert_int_equal(vs->bytes[i], bytes);
+            return vs->data[i];
+        }
+    assert_true(vs->n < PB_VARS);
+    snprintf(vs->name[vs->n], sizeof vs->name[0], "%s", name);
+    vs->bytes[vs->n] = bytes;
+    vs->data[vs->n] = calloc(1, bytes);
+    assert_non_null(vs->data[vs->n]);
+    rng_state = 100 + (uint64_t)vs->n; /* parameters seeded by order of first use */
+    for (size_t i = 0; i < bytes / sizeof(float); i++)
+        vs->data[vs->n][i] = strstr(name, "running") || strstr(name, "count") || strstr(name, "/") ? 0.0f
+                                                                                             : (2.0f * uniform() - 1.0f) * 0.3f;
+    return vs->data[vs->n++];
+}
+
+static void pb_vars_free(pb_vars *vs)
+{
+    for (int32_t i = 0; i < vs->n; i++)
+        free(vs->data[i]);
+}
+
+/* fc -> batch_norm (running statistics) -> tanh -> fc -> relu -> fc -> softmax cross-entropy,
+ * Adam, at batch `batch`; every parameter and state variable bound to vs by name; the
+ * gradients are graph outputs so they can be read after a run. */
+static void pb_build(pb_net *n, int64_t batch, pb_vars *vs)
+{
+    memset(n, 0, sizeof *n);
+    assert_int_equal(pbl_graph_create(&n->g, NULL), PBL_OK);
+    pbl_graph *g = n->g;
+    n->x = pbl_input(g, "x", PBL_SHAPE(batch, PB_D));
+    n->y = pbl_label(g, "y", PBL_I32, PBL_SHAPE(batch));
+    pbl_value w1 = pbl_param(g, "w1", PBL_SHAPE(PB_H, PB_D)), b1 = pbl_param(g, "b1", PBL_SHAPE(PB_H));
+    pbl_value w2 = pbl_param(g, "w2", PBL_SHAPE(PB_H, PB_H)), b2 = pbl_param(g, "b2", PBL_SHAPE(PB_H));
+    pbl_value w3 = pbl_param(g, "w3", PBL_SHAPE(PB_C, PB_H)), b3 = pbl_param(g, "b3", PBL_SHAPE(PB_C));
+    pbl_value gamma = pbl_param(g, "gamma", PBL_SHAPE(PB_H)), beta = pbl_param(g, "beta", PBL_SHAPE(PB_H));
+    pbl_value training;
+    assert_int_equal(pbl_graph_add_scalar(g, "training", 1.0, &training), PBL_OK);
+    pbl_value h = pbl_fully_connected(g, n->x, w1, b1);
+    h = pbl_tanh(g, pbl_batch_norm_switched(g, "bn", h, gamma, beta, training, 0.1, 1e-5));
+    h = pbl_relu(g, pbl_fully_connected(g, h, w2, b2));
+    n->logits = pbl_fully_connected(g, h, w3, b3);
+    n->loss = pbl_softmax_cross_entropy(g, n->logits, n->y);
+    assert_int_equal(pbl_graph_build_status(g), PBL_OK);
+    assert_int_equal(pbl_graph_set_output(g, "loss", n->loss), PBL_OK);
+    assert_int_equal(pbl_graph_set_output(g, "logits", n->logits), PBL_OK);
+    pbl_value ps[] = { w1, b1, w2, b2, w3, gamma };
+    assert_int_equal(pbl_graph_gradient(g, n->loss, ps, 6, n->grads), PBL_OK);
+    for (int i = 0; i < 6; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "grad%d", i);
+        assert_int_equal(pbl_graph_set_output(g, name, n->grads[i]), PBL_OK);
+    }
+    pbl_optimizer_options o = pbl_optimizer_options_default(PBL_OPTIM_ADAM);
+    o.lr = 1e-2;
+    assert_int_equal(pbl_graph_add_optimizer(g, &o, ps, n->grads, 6), PBL_OK);
+    (void)b3; /* b3 is not trained: its gradient is not asked for */
+    pbl_exec_options xo = pbl_exec_options_default();
+    xo.blas_threads = 1; /* the bits compared are the planner's and kernels', not OpenBLAS's threads' */
+    char err[256];
+    pbl_status cs = pbl_exec_create(&n->e, g, &xo, err, sizeof err);
+    if (cs != PBL_OK)
+        print_error("exec_create: %s\n", err);
+    assert_int_equal(cs, PBL_OK);
+    for (pbl_value v = 0; v < pbl_graph_value_count(g); v++) {
+        pbl_value_info vi;
+        assert_int_equal(pbl_graph_value_info(g, v, &vi), PBL_OK);
+        if (vi.kind != PBL_VALUE_PARAM && vi.kind != PBL_VALUE_STATE)
+            continue;
+        size_t bytes = (size_t)pbl_shape_numel(&vi.shape) * pbl_dtype_size(vi.dtype);
+        assert_int_equal(pbl_exec_bind(n->e, v, pb_var(vs, vi.name, bytes), bytes), PBL_OK);
+    }
+}
+
+static void pb_free(pb_net *n)
+{
+    pbl_exec_destroy(n->e);
+    pbl_graph_destroy(n->g);
+}
+
+/* Runs one step of the first `rows` rows of (x, y) and reads the loss, logits and gradients. */
+static void pb_step(pb_net *n, const float *x, const int32_t *y, int64_t rows, float *loss, float *logits,
+                    float *grads, size_t grad_floats)
+{
+    assert_int_equal(pbl_exec_write(n->e, n->x, x, (size_t)rows * PB_D * sizeof *x), PBL_OK);
+    assert_int_equal(pbl_exec_write(n->e, n->y, y, (size_t)rows * sizeof *y), PBL_OK);
+    pbl_status s = pbl_exec_run(n->e);
+    if (s != PBL_OK)
+        print_error("run: %s\n", pbl_exec_errmsg(n->e));
+    assert_int_equal(s, PBL_OK);
+    assert_int_equal(pbl_exec_read(n->e, n->loss, loss, sizeof *loss), PBL_OK);
+    assert_int_equal(pbl_exec_read(n->e, n->logits, logits, (size_t)rows * PB_C * sizeof *logits), PBL_OK);
+    size_t at = 0;
+    for (int i = 0; i < 6; i++) {
+        pbl_value_info vi;
+        assert_int_equal(pbl_graph_value_info(n->g, n->grads[i], &vi), PBL_OK);
+        size_t k = (size_t)pbl_shape_numel(&vi.shape);
+        assert_true(at + k <= grad_floats);
+        assert_int_equal(pbl_exec_read(n->e, n->grads[i], grads + at, k * sizeof *grads), PBL_OK);
+        at += k;
+    }
+}
+
+/* A batch of 37 through an executor planned for 128 trains exactly as executors planned for
+ * 37 (and 128 for the full batches around it): the same loss, logits, gradients, updated
+ * parameters and batch-norm running statistics, bit for bit, step after step (the sums run in
+ * the same order over the same rows, BLAS single-threaded on both sides). */
+static void test_partial_batch_matches_planned(void **state)
+{
+    (void)state;
+    pb_vars va = { 0 }, vr = { 0 };
+    pb_net a, r_max, r_small;
+    pb_build(&a, PB_MAX, &va);
+    pb_build(&r_max, PB_MAX, &vr);
+    pb_build(&r_small, PB_SMALL, &vr);
+    pbl_exec_stats st;
+    assert_int_equal(pbl_exec_stats_get(a.e, &st), PBL_OK);
+    assert_int_equal(st.planned_batch, PB_MAX);
+    assert_int_equal(st.batch, PB_MAX);
+    uint64_t arena = st.arena_bytes;
+
+    static float x[PB_MAX * PB_D];
+    static int32_t y[PB_MAX];
+    static float la[PB_MAX * PB_C], lr[PB_MAX * PB_C], ga[4096], gr[4096];
+    const int64_t rows[] = { PB_MAX, PB_SMALL, PB_SMALL, PB_MAX, 1, PB_SMALL };
+    for (int step = 0; step < 6; step++) {
+        rng_state = 1000 + (uint64_t)step;
+        for (int i = 0; i < PB_MAX; i++) {
+            y[i] = (int32_t)(uniform() * PB_C);
+            for (int j = 0; j < PB_D; j++)
+                x[i * PB_D + j] = uniform() - 0.5f + (j % PB_C == y[i] ? 1.0f : 0.0f);
+        }
+        int64_t n = rows[step];
+        assert_int_equal(pbl_exec_set_batch(a.e, n), PBL_OK);
+        pb_net *ref = n == PB_MAX ? &r_max : &r_small;
+        if (n == 1) { /* a batch of 1: its reference executor is planned for 1 */
+            pb_build(&r_small, 1, &vr);
+            ref = &r_small;
+        }
+        float loss_a, loss_r;
+        memset(ga, 0, sizeof ga);
+        memset(gr, 0, sizeof gr);
+        pb_step(&a, x, y, n, &loss_a, la, ga, 4096);
+        pb_step(ref, x, y, n, &loss_r, lr, gr, 4096);
+        assert_memory_equal(&loss_a, &loss_r, sizeof loss_a);
+        assert_memory_equal(la, lr, (size_t)n * PB_C * sizeof *la);
+        assert_memory_equal(ga, gr, sizeof ga);
+        assert_int_equal(va.n, vr.n);
+        for (int32_t i = 0; i < va.n; i++) {
+            assert_string_equal(va.name[i], vr.name[i]);
+            if (memcmp(va.data[i], vr.data[i], va.bytes[i]))
+                print_error("step %d (batch %lld): '%s' differs\n", step, (long long)n, va.name[i]);
+            assert_memory_equal(va.data[i], vr.data[i], va.bytes[i]);
+        }
+        if (n == 1) {
+            pb_free(&r_small);
+            pb_build(&r_small, PB_SMALL, &vr);
+        }
+    }
+    assert_int_equal(pbl_exec_stats_get(a.e, &st), PBL_OK);
+    assert_int_equal(st.batch, PB_SMALL);
+    assert_int_equal(st.arena_bytes, arena); /* the same arena: nothing re-planned */
+    pb_free(&a);
+    pb_free(&r_max);
+    pb_free(&r_small);
+    pb_vars_free(&va);
+    pb_vars_free(&vr);
+}
+
+/* Batches outside [1, planned] and graphs whose batch cannot vary are statuses with a message;
+ * a refused call leaves the batch as it was. */
+static void test_partial_batch_errors(void **state)
+{
+    (void)state;
+    pb_vars vs = { 0 };
+    pb_net n;
+    pb_build(&n, PB_MAX, &vs);
+    assert_int_equal(pbl_exec_set_batch(n.e, PB_SMALL), PBL_OK);
+    assert_int_equal(pbl_exec_set_batch(n.e, PB_MAX + 1), PBL_ERR_INVALID_ARG);
+    assert_non_null(strstr(pbl_exec_errmsg(n.e), "planned for batch 128"));
+    assert_int_equal(pbl_exec_set_batch(n.e, 0), PBL_ERR_INVALID_ARG);
+    assert_int_equal(pbl_exec_set_batch(n.e, -5), PBL_ERR_INVALID_ARG);
+    assert_int_equal(pbl_exec_set_batch(NULL, 3), PBL_ERR_INVALID_ARG);
+    pbl_exec_stats st;
+    assert_int_equal(pbl_exec_stats_get(n.e, &st), PBL_OK);
+    assert_int_equal(st.batch, PB_SMALL);
+    /* at 37, writes and reads take 37 rows; a bind still takes the planned size */
+    static float x[PB_MAX * PB_D];
+    assert_int_equal(pbl_exec_write(n.e, n.x, x, sizeof x), PBL_ERR_INVALID_ARG);
+    assert_non_null(strstr(pbl_exec_errmsg(n.e), "at the current batch"));
+    assert_int_equal(pbl_exec_write(n.e, n.x, x, (size_t)PB_SMALL * PB_D * sizeof *x), PBL_OK);
+    assert_int_equal(pbl_exec_bind(n.e, n.x, x, (size_t)PB_SMALL * PB_D * sizeof *x), PBL_ERR_INVALID_ARG);
+    assert_int_equal(pbl_exec_bind(n.e, n.x, x, sizeof x), PBL_OK);
+    pb_free(&n);
+    pb_vars_free(&vs);
+
+    /* a reshape to a fixed batch does not follow it: refused, naming the node */
+    pbl_graph *g;
+    pbl_exec *e;
+    char err[256];
+    assert_int_equal(pbl_graph_create(&g, NULL), PBL_OK);
+    pbl_value x2 = pbl_input(g, "x", PBL_SHAPE(8, 6));
+    pbl_value r = pbl_reshape(g, x2, PBL_SHAPE(8, 2, 3));
+    assert_int_equal(pbl_graph_set_output(g, "r", pbl_relu(g, r)), PBL_OK);
+    assert_int_equal(pbl_graph_build_status(g), PBL_OK);
+    assert_int_equal(pbl_exec_create(&e, g, NULL, err, sizeof err), PBL_OK);
+    assert_int_equal(pbl_exec_set_batch(e, 4), PBL_ERR_UNSUPPORTED);
+    assert_non_null(strstr(pbl_exec_errmsg(e), "reshape"));
+    assert_int_equal(pbl_exec_stats_get(e, &st), PBL_OK);
+    assert_int_equal(st.batch, 8);
+    assert_int_equal(pbl_exec_set_batch(e, 8), PBL_OK);
+    pbl_exec_destroy(e);
+    /* dynamic storage runs only its planned batch */
+    pbl_exec_options o = pbl_exec_options_default();
+    o.storage = PBL_STORAGE_DYNAMIC;
+    assert_int_equal(pbl_exec_create(&e, g, &o, err, sizeof err), PBL_OK);
+    assert_int_equal(pbl_exec_set_batch(e, 4), PBL_ERR_UNSUPPORTED);
+    assert_int_equal(pbl_exec_set_batch(e, 8), PBL_OK);
+    pbl_exec_destroy(e);
+    pbl_graph_destroy(g);
+
+    /* inputs with different first dimensions: no batch to vary */
+    assert_int_equal(pbl_graph_create(&g, NULL), PBL_OK);
+    pbl_value a = pbl_input(g, "a", PBL_SHAPE(4, 3)), b = pbl_input(g, "b", PBL_SHAPE(5, 3));
+    pbl_value ab = pbl_matmul(g, a, b, 0, 1);
+    assert_int_equal(pbl_graph_set_output(g, "ab", ab), PBL_OK);
+    assert_int_equal(pbl_graph_build_status(g), PBL_OK);
+    assert_int_equal(pbl_exec_create(&e, g, NULL, err, sizeof err), PBL_OK);
+    assert_int_equal(pbl_exec_stats_get(e, &st), PBL_OK);
+    assert_int_equal(st.planned_batch, 0);
+    assert_int_equal(pbl_exec_set_batch(e, 2), PBL_ERR_UNSUPPORTED);
+    assert_non_null(strstr(pbl_exec_errmsg(e), "do not share a batch"));
+    pbl_exec_destroy(e);
+    pbl_graph_destroy(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -733,6 +991,8 @@ int main(void)
         cmocka_unit_test(test_clip_grad_norm),
         cmocka_unit_test(test_scalars_json_round_trip),
         cmocka_unit_test(test_lr_schedules),
+        cmocka_unit_test(test_partial_batch_matches_planned),
+        cmocka_unit_test(test_partial_batch_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

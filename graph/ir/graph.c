@@ -218,10 +218,16 @@ static pbl_status fill_attrs(pbl_graph *g, const pbl__op *op, const char *who, c
 
 pbl_status pbl__graph_infer_node(const pbl_graph *g, const pbl__node *n, pbl__meta *out, char *err, size_t errlen)
 {
+    return pbl__graph_infer_node_with(g, n, NULL, out, err, errlen);
+}
+
+pbl_status pbl__graph_infer_node_with(const pbl_graph *g, const pbl__node *n, const pbl__meta *metas, pbl__meta *out,
+                                      char *err, size_t errlen)
+{
     const pbl__op *op = pbl__op_get(n->op);
     pbl__meta in[PBL__MAX_IN];
     for (int32_t i = 0; i < n->n_in; i++)
-        in[i] = g->values[n->in[i]].meta;
+        in[i] = metas ? metas[n->in[i]] : g->values[n->in[i]].meta;
     char detail[384] = "";
     pbl__infer_ctx c = { .in = in, .n_in = n->n_in, .attr = n->attr, .out = out,
                          .err = detail, .errlen = sizeof detail };

@@ -82,6 +82,10 @@ pbl_status pbl__graph_rename_value(pbl_graph *g, pbl_value v, const char *name);
  * on failure, goes to err (errlen bytes; err may be NULL) and names the node, the op and the
  * shapes involved. Reads g only. */
 pbl_status pbl__graph_infer_node(const pbl_graph *g, const pbl__node *n, pbl__meta *out, char *err, size_t errlen);
+/* The same with the inputs' metas taken from metas[value id] instead of g (NULL: g's): the
+ * executor re-infers shapes for a smaller batch (pbl_exec_set_batch) without touching g. */
+pbl_status pbl__graph_infer_node_with(const pbl_graph *g, const pbl__node *n, const pbl__meta *metas, pbl__meta *out,
+                                      char *err, size_t errlen);
 
 /* pbl_graph_validate's checks on a graph that is only read: scratch memory comes from m and
  * the message, on failure, goes to err (errlen bytes; err may be NULL), so nothing is written

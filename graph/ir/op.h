@@ -136,6 +136,11 @@ typedef struct pbl__op {
      * needs once per stream, at create, through its accounted allocator, so kernels never
      * allocate. NULL: none. */
     size_t              (*cpu_scratch)(const pbl__kargs *a);
+    /* 1 + the index of an INT attribute that counts samples of the planned batch times a
+     * constant (batch_norm_update's set_size, N·S): pbl_exec_set_batch(e, n) hands the kernel
+     * that attribute scaled by n / planned batch, as the inputs it was derived from are not
+     * the node's. 0: none (every other op reads its sizes from its metas). */
+    int32_t               batch_attr;
 } pbl__op;
 
 /* Helpers shared by shape rules. */

@@ -208,6 +208,28 @@ pbl_status pbl_exec_read(pbl_exec *e, pbl_value v, void *data, size_t bytes);
 pbl_status pbl_exec_set_scalar(pbl_exec *e, const char *name, double value);
 pbl_status pbl_exec_get_scalar(pbl_exec *e, const char *name, double *value);
 
+/* Partial batches. An executor is planned for the batch its graph was built with: the first
+ * dimension shared by every input and label it reads (x: [128, 784], labels: [128] -> 128).
+ * pbl_exec_set_batch(e, n) runs the following runs on the first n samples instead, for any
+ * 1 <= n <= that planned batch, in the same arena with the same plan: every input and label
+ * becomes [n, ...], every other value takes the shape the ops' shape rules give it at n
+ * (activations [n, ...]; weights, their gradients and the loss keep theirs), and each fits in
+ * the bytes planned for it, so the planned offsets stay valid. Kernels read their shapes at
+ * run time: a mean over the batch (softmax_cross_entropy, mse_loss, batch_norm) is over the n
+ * real rows and its gradient is scaled by 1/n, so a run at n gives what an executor planned
+ * for n gives (the same bits where BLAS's thread count is the same: test_train).
+ *   After set_batch, pbl_exec_write and pbl_exec_read of batch-carrying values take the bytes
+ * at n (write x's first n rows); pbl_exec_bind still takes a buffer of the planned size (runs
+ * read and write its first n rows). The batch stays until set again; set it back to the
+ * planned batch for full batches. A CUDA graph capture is redone at the next run.
+ *   PBL_ERR_INVALID_ARG: n < 1 or n above the planned batch (the executor keeps its batch).
+ * PBL_ERR_UNSUPPORTED: the inputs and labels do not share a first dimension (or there are
+ * none), dynamic storage (it runs only its planned batch), or a shape rule that does not
+ * follow the batch, e.g. a reshape to a fixed [128, 784] (the message names the node).
+ * pbl_exec_stats.batch / .planned_batch report both. Cost: shape inference over the schedule
+ * (microseconds); nothing is allocated but a temporary per-value table. */
+pbl_status pbl_exec_set_batch(pbl_exec *e, int64_t n);
+
 /* Runs the schedule once. Every input and label must have been bound or written, every
  * parameter too (PBL_ERR_UNBOUND otherwise). Increments the run counter (dropout masks
  * and the like depend on it). */
@@ -245,6 +267,9 @@ typedef struct pbl_exec_stats {
                                    to the largest dynamic_peak of any run */
     int32_t  streams;        /* streams the schedule runs on */
     int32_t  waits;          /* cross-stream event waits per run */
+    int64_t  batch;          /* the batch runs use now (pbl_exec_set_batch) */
+    int64_t  planned_batch;  /* the batch the executor was planned for; 0: its inputs share
+                                no first dimension, so the batch cannot vary */
 } pbl_exec_stats;
 
 /* Writes the storage plan: one line per record (offset, bytes, live steps, the values in it),
