@@ -603,7 +603,9 @@ static void progress_clear(void)
 static int train(net *t, const dataset *d, const options *o, int progress)
 {
     const int64_t batch = t->batch;
-    const int64_t n_batches = d->n / batch; /* the last partial batch is dropped */
+    /* every example counts: the last batch of an epoch may be partial, and runs with its real
+     * count through the same executor (pbl_exec_set_batch), its loss the mean over its rows */
+    const int64_t n_batches = (d->n + batch - 1) / batch;
     int64_t *order = malloc((size_t)d->n * sizeof *order);
     float *x = malloc((size_t)batch * N_PIXELS * sizeof *x);
     int32_t *y = malloc((size_t)batch * sizeof *y);
@@ -629,11 +631,13 @@ static int train(net *t, const dataset *d, const options *o, int progress)
         const double start = now_seconds();
         double loss_sum = 0;
         for (int64_t b = 0; b < n_batches; b++) {
-            gather(d, order + b * batch, batch, x, y);
+            const int64_t rows = d->n - b * batch < batch ? d->n - b * batch : batch;
+            gather(d, order + b * batch, rows, x, y);
             float loss;
             if ((uses_schedule(o) && pbl_exec_set_scalar(t->e, "lr", pbl_lr_schedule_at(&sched, step++)) != PBL_OK) ||
-                pbl_exec_write(t->e, t->x, x, (size_t)batch * N_PIXELS * sizeof *x) != PBL_OK ||
-                pbl_exec_write(t->e, t->y, y, (size_t)batch * sizeof *y) != PBL_OK ||
+                pbl_exec_set_batch(t->e, rows) != PBL_OK ||
+                pbl_exec_write(t->e, t->x, x, (size_t)rows * N_PIXELS * sizeof *x) != PBL_OK ||
+                pbl_exec_write(t->e, t->y, y, (size_t)rows * sizeof *y) != PBL_OK ||
                 pbl_exec_run(t->e) != PBL_OK ||
                 pbl_exec_read(t->e, t->loss, &loss, sizeof loss) != PBL_OK) {
                 if (progress)
@@ -641,16 +645,16 @@ static int train(net *t, const dataset *d, const options *o, int progress)
                 complain("epoch %ld, batch %" PRId64 ": %s", epoch, b + 1, pbl_exec_errmsg(t->e));
                 goto free_buffers;
             }
-            loss_sum += loss;
+            loss_sum += (double)loss * (double)rows; /* the epoch's loss: the mean over its examples */
             if (progress && (b % 16 == 0 || b + 1 == n_batches))
-                progress_draw(epoch, o->epochs, b + 1, n_batches, loss_sum / (double)(b + 1));
+                progress_draw(epoch, o->epochs, b + 1, n_batches, loss_sum / (double)(b * batch + rows));
         }
         const double secs = now_seconds() - start;
         if (progress)
             progress_clear();
-        printf("epoch %ld/%ld  loss %.4f  %.0f samples/s\n", epoch, o->epochs,
-               loss_sum / (double)n_batches,
-               secs > 0 ? (double)(n_batches * batch) / secs : 0.0);
+        printf("epoch %ld/%ld  loss %.4f  %" PRId64 " steps, %" PRId64 " examples  %.0f samples/s\n", epoch, o->epochs,
+               loss_sum / (double)d->n, n_batches, d->n,
+               secs > 0 ? (double)d->n / secs : 0.0);
         fflush(stdout);
     }
     rc = 0;
@@ -662,18 +666,18 @@ free_buffers:
     return rc;
 }
 
-/* Runs the samples [first, first + n->batch) through an evaluation net; adds the number
- * whose highest logit is the true class to *correct. */
-static int evaluate_chunk(net *n, const dataset *d, int64_t first, float *x, int64_t *correct)
+/* Runs the samples [first, first + batch) (batch <= n->batch) through an evaluation net;
+ * adds the number whose highest logit is the true class to *correct. */
+static int evaluate_chunk(net *n, const dataset *d, int64_t first, int64_t batch, float *x, int64_t *correct)
 {
-    const int64_t batch = n->batch;
     float logits[EVAL_BATCH * N_CLASSES];
     for (int64_t i = 0; i < batch; i++) {
         const uint8_t *img = d->images.data + (size_t)(first + i) * N_PIXELS;
         for (int p = 0; p < N_PIXELS; p++)
             x[i * N_PIXELS + p] = (float)img[p] * (1.0f / 255.0f);
     }
-    if (pbl_exec_write(n->e, n->x, x, (size_t)batch * N_PIXELS * sizeof *x) != PBL_OK ||
+    if (pbl_exec_set_batch(n->e, batch) != PBL_OK ||
+        pbl_exec_write(n->e, n->x, x, (size_t)batch * N_PIXELS * sizeof *x) != PBL_OK ||
         pbl_exec_run(n->e) != PBL_OK ||
         pbl_exec_read(n->e, n->logits, logits, (size_t)batch * N_CLASSES * sizeof(float)) !=
             PBL_OK) {
@@ -719,7 +723,7 @@ int main(int argc, char **argv)
     }
 
     if (uses_schedule(&o) && o.epochs > 0) {
-        int64_t per_epoch = train_set.n / o.batch;
+        int64_t per_epoch = (train_set.n + o.batch - 1) / o.batch;
         pbl_lr_schedule sched = schedule_of(&o, o.epochs * per_epoch, per_epoch);
         char why[160];
         if (pbl_lr_schedule_check(&sched, why, sizeof why) != PBL_OK) {
@@ -733,14 +737,11 @@ int main(int argc, char **argv)
     if (model_init(&m, &o) != 0)
         goto free_model;
 
-    /* Evaluation runs in chunks of EVAL_BATCH, plus one smaller net for the remainder, so
+    /* Evaluation runs in chunks of EVAL_BATCH, the last one partial (pbl_exec_set_batch), so
      * every test image counts exactly once whatever the test set's size. */
     const int64_t eval_batch = test_set.n < EVAL_BATCH ? test_set.n : EVAL_BATCH;
-    const int64_t eval_rest = test_set.n % eval_batch;
-    net train_net = { 0 }, eval_net = { 0 }, rest_net = { 0 };
-    if (net_create(&train_net, &m, &o, o.batch, 1) != 0 ||
-        net_create(&eval_net, &m, &o, eval_batch, 0) != 0 ||
-        (eval_rest > 0 && net_create(&rest_net, &m, &o, eval_rest, 0) != 0))
+    net train_net = { 0 }, eval_net = { 0 };
+    if (net_create(&train_net, &m, &o, o.batch, 1) != 0 || net_create(&eval_net, &m, &o, eval_batch, 0) != 0)
         goto free_nets;
     /* --save's folder is writable (and the name no directory) before the epochs, not after
      * them: the trained model would otherwise be lost */
@@ -788,19 +789,17 @@ int main(int argc, char **argv)
         complain("out of memory for an evaluation batch");
         goto free_nets;
     }
-    int64_t correct = 0, first = 0;
-    for (; first + eval_batch <= test_set.n; first += eval_batch)
-        if (evaluate_chunk(&eval_net, &test_set, first, x, &correct) != 0)
+    int64_t correct = 0;
+    for (int64_t first = 0; first < test_set.n; first += eval_batch)
+        if (evaluate_chunk(&eval_net, &test_set, first, test_set.n - first < eval_batch ? test_set.n - first : eval_batch,
+                           x, &correct) != 0)
             goto free_x;
-    if (eval_rest > 0 && evaluate_chunk(&rest_net, &test_set, first, x, &correct) != 0)
-        goto free_x;
     printf("test accuracy: %.4f\n", (double)correct / (double)test_set.n);
     rc = 0;
 
 free_x:
     free(x);
 free_nets:
-    net_destroy(&rest_net);
     net_destroy(&eval_net);
     net_destroy(&train_net);
 free_model:

@@ -240,6 +240,12 @@ expect_ok "cosine schedule with warm-up, AdamW and clipping" "${small[@]}" --epo
     --warmup 2 --weight-decay 0.01 --clip 1
 expect_ok "step schedule" "${small[@]}" --epochs 1 --lr-schedule step
 expect_ok "warm-up alone (a constant rate after it)" "${small[@]}" --epochs 1 --warmup 3
+# every training example is used: 256 images at batch 100 are 3 steps, the last of 56 run
+# through the same executor (pbl_exec_set_batch), not 2 steps with 56 images dropped
+expect_ok "a partial last batch" --data "$good" --hidden 16 --batch 100 --epochs 2
+[ "$(grep -c '^epoch [12]/2  loss [0-9.]*  3 steps, 256 examples  ' "$tmp/out")" -eq 2 ] ||
+    fail "a partial last batch: no 'epoch N/2  loss X  3 steps, 256 examples' lines"
+pass "--batch 100 on 256 images: every epoch 3 steps over all 256 examples"
 
 # ---- checkpoints ----------------------------------------------------------------------------
 
