@@ -547,9 +547,14 @@ typedef struct mlp {
 } mlp;
 
 /* fused: the graph trained is pbl_graph_fuse's copy (dense and backward groups; this MLP has
- * no element-wise chain to fuse), so the fused ops run inside a training step. */
-static int mlp_train(pbl_backend_kind backend, int streams, int graph, int bind, int fused, float *losses,
-                     float *params, int64_t *n_params)
+ * no element-wise chain to fuse), so the fused ops run inside a training step.
+ * partial: the steps run batches of partial_rows[step] rows of the planned B
+ * (pbl_exec_set_batch), so the kernels take the real batch and a CUDA graph is captured again
+ * when it changes. */
+static const int64_t partial_rows[STEPS] = { B, 13, 13, 1, B, 20 };
+
+static int mlp_train(pbl_backend_kind backend, int streams, int graph, int bind, int fused, int partial,
+                     float *losses, float *params, int64_t *n_params)
 {
     mlp m = { 0 };
     int ok = 0;
@@ -622,7 +627,10 @@ static int mlp_train(pbl_backend_kind backend, int streams, int graph, int bind,
             xs[j] = rng_uniform(&seed, -1, 1);
         for (int j = 0; j < B; j++)
             ys[j] = (int32_t)(rng_next(&seed) % C);
-        if (pbl_exec_write(m.e, m.x, xs, sizeof xs) != PBL_OK || pbl_exec_write(m.e, m.y, ys, sizeof ys) != PBL_OK ||
+        int64_t rows = partial ? partial_rows[step] : B;
+        if (pbl_exec_set_batch(m.e, rows) != PBL_OK ||
+            pbl_exec_write(m.e, m.x, xs, (size_t)rows * D * sizeof *xs) != PBL_OK ||
+            pbl_exec_write(m.e, m.y, ys, (size_t)rows * sizeof *ys) != PBL_OK ||
             pbl_exec_run(m.e) != PBL_OK || pbl_exec_read(m.e, m.loss, &losses[step], sizeof(float)) != PBL_OK) {
             fprintf(stderr, "mlp step %d: %s\n", step, pbl_exec_errmsg(m.e));
             goto done;
@@ -641,16 +649,17 @@ done:
     return ok;
 }
 
-static void compare_mlp(int streams, int graph, int bind, int fused)
+static void compare_mlp(int streams, int graph, int bind, int fused, int partial)
 {
     enum { NP = H * D + H + H * H + H + C * H + C };
     static float pw[NP], pg[NP];
     float lw[STEPS], lg[STEPS];
     int64_t nw = 0, ng = 0;
     char what[80];
-    snprintf(what, sizeof what, "mlp streams %d graph %d bind %d fused %d", streams, graph, bind, fused);
-    int ok = mlp_train(PBL_BACKEND_CPU, 1, 0, 0, 0, lw, pw, &nw) &&
-             mlp_train(other, streams, graph, bind, fused, lg, pg, &ng);
+    snprintf(what, sizeof what, "mlp streams %d graph %d bind %d fused %d partial %d", streams, graph, bind, fused,
+             partial);
+    int ok = mlp_train(PBL_BACKEND_CPU, 1, 0, 0, 0, partial, lw, pw, &nw) &&
+             mlp_train(other, streams, graph, bind, fused, partial, lg, pg, &ng);
     CHECK(ok && nw == NP && ng == NP, "%s did not train", what);
     if (!ok)
         return;
@@ -813,10 +822,12 @@ int main(int argc, char **argv)
     bad_ids(1);
     for (int streams = 1; streams <= 2; streams++)
         for (int graph = 0; graph <= 1; graph++)
-            compare_mlp(streams, graph, 0, 0);
-    compare_mlp(2, 1, 1, 0);
+            compare_mlp(streams, graph, 0, 0, 0);
+    compare_mlp(2, 1, 1, 0, 0);
     for (int graph = 0; graph <= 1; graph++)
-        compare_mlp(2, graph, 0, 1);
+        compare_mlp(2, graph, 0, 1, 0);
+    for (int graph = 0; graph <= 1; graph++) /* partial batches (pbl_exec_set_batch), captured or not */
+        compare_mlp(2, graph, 1, 1, 1);
     for (int streams = 1; streams <= 2; streams++)
         for (int graph = 0; graph <= 1; graph++)
             compare_cnn(streams, graph);
