@@ -14,7 +14,7 @@
  * executor and to the evaluation executors, so evaluation always sees the latest weights.
  *
  * Output: one line about the model, one summary line per epoch on stdout (plus a progress bar
- * on stderr when it is a terminal), and last `test accuracy: 0.8873`. Errors are one line
+ * on stderr when it is a terminal), and last `test accuracy: 0.8864`. Errors are one line
  * `train_mlp: <message>` on stderr; exit status 2 for a bad command line, 1 for anything
  * else that went wrong. The command line follows tools/args/args.h, as the pebble tool's:
  * --flag VALUE or --flag=VALUE, --help and --version on stdout with exit status 0.
