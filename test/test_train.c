@@ -961,6 +961,22 @@ static void test_partial_batch_errors(void **state)
     pbl_exec_destroy(e);
     pbl_graph_destroy(g);
 
+    /* a loss through pbl_mean: its gradient's broadcast_to and 1/count scale hold the planned
+     * batch as attributes, so a smaller batch would be wrong: refused, not run */
+    assert_int_equal(pbl_graph_create(&g, NULL), PBL_OK);
+    pbl_value xm = pbl_input(g, "x", PBL_SHAPE(8, 3)), wm = pbl_param(g, "w", PBL_SHAPE(3));
+    pbl_value lm = pbl_mean(g, pbl_mul(g, xm, wm), NULL, 0, 0);
+    assert_int_equal(pbl_graph_set_output(g, "loss", lm), PBL_OK);
+    pbl_value gm;
+    assert_int_equal(pbl_graph_gradient(g, lm, &wm, 1, &gm), PBL_OK);
+    assert_int_equal(pbl_graph_set_output(g, "dw", gm), PBL_OK);
+    assert_int_equal(pbl_graph_build_status(g), PBL_OK);
+    assert_int_equal(pbl_exec_create(&e, g, NULL, err, sizeof err), PBL_OK);
+    assert_int_equal(pbl_exec_set_batch(e, 5), PBL_ERR_UNSUPPORTED);
+    assert_int_equal(pbl_exec_set_batch(e, 8), PBL_OK);
+    pbl_exec_destroy(e);
+    pbl_graph_destroy(g);
+
     /* inputs with different first dimensions: no batch to vary */
     assert_int_equal(pbl_graph_create(&g, NULL), PBL_OK);
     pbl_value a = pbl_input(g, "a", PBL_SHAPE(4, 3)), b = pbl_input(g, "b", PBL_SHAPE(5, 3));

@@ -225,7 +225,9 @@ pbl_status pbl_exec_get_scalar(pbl_exec *e, const char *name, double *value);
  *   PBL_ERR_INVALID_ARG: n < 1 or n above the planned batch (the executor keeps its batch).
  * PBL_ERR_UNSUPPORTED: the inputs and labels do not share a first dimension (or there are
  * none), dynamic storage (it runs only its planned batch), or a shape rule that does not
- * follow the batch, e.g. a reshape to a fixed [128, 784] (the message names the node).
+ * follow the batch, e.g. a reshape to a fixed [128, 784], or the gradient of a pbl_mean over
+ * the batch (its broadcast_to and 1/count scale hold the planned batch; softmax_cross_entropy
+ * and mse_loss follow it) — the message names the node.
  * pbl_exec_stats.batch / .planned_batch report both. Cost: shape inference over the schedule
  * (microseconds); nothing is allocated but a temporary per-value table. */
 pbl_status pbl_exec_set_batch(pbl_exec *e, int64_t n);
