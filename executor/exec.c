@@ -132,15 +132,15 @@ PBL__API void pbl_exec_destroy(pbl_exec *e)
     pbl__stream_sync_free(&e->sync, &e->mem);
     pbl__mem_free(&e->mem, e->kernel_err, (size_t)(e->n_streams ? e->n_streams : 1) * KERR);
     pbl__mem_free(&e->mem, e->scratch, (size_t)e->n_streams * e->scratch_bytes);
+    for (int32_t i = 0; e->batch_attrs && i < e->n_steps; i++)
+        if (e->batch_attrs[i])
+            pbl__mem_free(&e->mem, e->batch_attrs[i], (size_t)e->steps[i].op->n_attrs * sizeof **e->batch_attrs);
+    pbl__mem_free(&e->mem, e->batch_attrs, (size_t)(e->n_steps ? e->n_steps : 1) * sizeof *e->batch_attrs);
     pbl__mem_free(&e->mem, e->steps, (size_t)(e->n_steps ? e->n_steps : 1) * sizeof *e->steps);
     pbl__mem_free(&e->mem, e->io_pool, (e->n_io ? e->n_io : 1) * sizeof *e->io_pool);
     pbl__mem_free(&e->mem, e->meta_pool, (e->n_io ? e->n_io : 1) * sizeof *e->meta_pool);
     pbl__mem_free(&e->mem, e->ptr, NV(e) * sizeof *e->ptr);
     pbl__mem_free(&e->mem, e->vmeta, NV(e) * sizeof *e->vmeta);
-    for (int32_t i = 0; e->batch_attrs && i < e->n_steps; i++)
-        if (e->batch_attrs[i])
-            pbl__mem_free(&e->mem, e->batch_attrs[i], (size_t)e->steps[i].op->n_attrs * sizeof **e->batch_attrs);
-    pbl__mem_free(&e->mem, e->batch_attrs, (size_t)(e->n_steps ? e->n_steps : 1) * sizeof *e->batch_attrs);
     pbl__mem_free(&e->mem, e->bound, NV(e) * sizeof *e->bound);
     pbl__mem_free(&e->mem, e->has_data, NV(e));
     pbl__mem_free(&e->mem, e->inputs_read, NV(e) * sizeof *e->inputs_read);
@@ -383,8 +383,6 @@ static pbl_status create_steps(pbl_exec *e, const pbl_exec_options *o, int32_t n
     return s;
 }
 
-/* pbl_exec_create, with every node's stream given (stream_of_node, n_streams) or, when
- * stream_of_node is NULL, o->streams streams coloured by pbl_graph_streams. */
 /* The batch the executor was planned for: the first dimension shared by every input and
  * label the schedule reads, or 0 (with why, when given) when there is none to vary. */
 static int64_t planned_batch(const pbl_exec *e, char *why, size_t whylen)
@@ -417,6 +415,8 @@ static int64_t planned_batch(const pbl_exec *e, char *why, size_t whylen)
     return b;
 }
 
+/* pbl_exec_create, with every node's stream given (stream_of_node, n_streams) or, when
+ * stream_of_node is NULL, o->streams streams coloured by pbl_graph_streams. */
 static pbl_status create(pbl_exec **out, const pbl_graph *g, const pbl_exec_options *opt, int32_t n_streams,
                          const int32_t *stream_of_node, char *errmsg, size_t errlen)
 {
