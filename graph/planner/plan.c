@@ -319,6 +319,8 @@ static pbl_status plan_best(const pbl__plan_in *in0, pbl_assignment *out, char *
     pbl_assignment best = { 0 };
     int have = 0, done = 0;
     pbl_status last_error = PBL_OK;
+    const char *ran[PBL_PLAN_MAX_STEPS]; /* finished, weighed into `best`: see pbl__plan_in.ran */
+    int32_t n_ran = 0;
     for (int32_t k = 0; k < n_order && k < PBL_PLAN_MAX_STEPS; k++) {
         pbl_plan_step *step = &rep->step[rep->n_steps++];
         *step = (pbl_plan_step){ .strategy = order[k], .outcome = PBL_PLAN_NOT_RUN, .arena = -1 };
@@ -333,6 +335,8 @@ static pbl_status plan_best(const pbl__plan_in *in0, pbl_assignment *out, char *
         int32_t cut = 0;
         sub.cut_off = &cut;
         sub.incumbent = have ? best.offset : NULL;
+        sub.ran = have ? ran : NULL;
+        sub.n_ran = have ? n_ran : 0;
         if (fallback)
             sub.deadline = 0;
         double s0 = pbl__plan_now();
@@ -364,6 +368,8 @@ static pbl_status plan_best(const pbl__plan_in *in0, pbl_assignment *out, char *
         }
         step->outcome = cut ? PBL_PLAN_CUT_OFF : PBL_PLAN_FINISHED;
         step->arena = a.arena;
+        if (!cut)
+            ran[n_ran++] = order[k];
         if (!have || a.arena < best.arena) {
             pbl_assignment_free(&best);
             best = a;

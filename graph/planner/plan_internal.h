@@ -29,6 +29,10 @@ typedef struct pbl__plan_in {
                                           deadline but still returns a (partial-effort) result */
     const int64_t          *incumbent; /* may be NULL: offsets of the best verified packing so
                                           far, which exact starts from */
+    const char *const      *ran;       /* [n_ran] strategies whose finished result `best` has
+                                          already weighed into the incumbent (exact need not run
+                                          them again); NULL / 0 outside `best` */
+    int32_t                 n_ran;
     /* Where a strategy that declines or fails says why (pbl__errf; may be NULL / 0): the
      * dispatcher prefixes "strategy 'NAME': " and falls back to the status's words. */
     char                   *why;

@@ -105,6 +105,20 @@ static int is_cheap(const char *name)
     return 0;
 }
 
+/* Whether `best` has already weighed name's finished result into in->incumbent (which exact
+ * starts from), so that running it again could not lower the incumbent: on large instances
+ * that rerun costs as much as the strategy itself (offset_greedy_by_size: a fifth of the
+ * budget at 20k records). */
+static int already_weighed(const pbl__plan_in *in, const char *name)
+{
+    if (!in->incumbent)
+        return 0;
+    for (int32_t i = 0; i < in->n_ran; i++)
+        if (strcmp(in->ran[i], name) == 0)
+            return 1;
+    return 0;
+}
+
 static pbl_status offer_others(const pbl__plan_in *in, incumbent *best)
 {
     pbl__plan_in o = *in; /* `best`'s deadline included */
@@ -115,7 +129,7 @@ static pbl_status offer_others(const pbl__plan_in *in, incumbent *best)
         const char *name = pbl_plan_strategy_name(i);
         if (!name || strcmp(name, "exact") == 0 || strcmp(name, "best") == 0)
             continue;
-        if (in->n > OTHERS_MAX_N && !is_cheap(name))
+        if ((in->n > OTHERS_MAX_N && !is_cheap(name)) || already_weighed(in, name))
             continue;
         /* past the deadline the O(n log n) ones still run (they check no clock), so that exact
          * cut off early is still never worse than they are, unless `best` gave an incumbent
@@ -252,6 +266,14 @@ pbl_status pbl__plan_exact(const pbl__plan_in *in, pbl_assignment *out)
             }
             r = PBL__EXACT_ABORTED;
         }
+        /* the window step, searching at the lower bound as when minimising (so that a
+         * capacity at the arena exact gives without one is met), stopping within cap */
+        memcpy(trial, best.offset, bytes);
+        if (pbl__exact_window(in->r, n, align, lb, cap, budget.deadline, al, trial) < 0) {
+            s = PBL_ERR_NOMEM;
+            goto done;
+        }
+        offer(in, &best, trial);
         for (int pass = 0; pass < 2 && r == PBL__EXACT_ABORTED && best.arena > cap; pass++) {
             if (e)
                 r = decide(e, cap, &budget, pass == 0 ? 0.5 : 1.0, -1, trial);
@@ -285,6 +307,17 @@ pbl_status pbl__plan_exact(const pbl__plan_in *in, pbl_assignment *out)
     if (best.arena > proven) {
         if ((s = offer_others(in, &best)) != PBL_OK)
             goto done;
+    }
+    /* the search on windows around the peak step, the greedy for the rest (exact_window.c):
+     * where the greedy packings leave holes under the peak, which the local moves (at the
+     * top) cannot reach; cheap (node budgets per window), so before them */
+    if (best.arena > proven) {
+        memcpy(trial, best.offset, bytes);
+        if (pbl__exact_window(in->r, n, align, lb, proven, budget.deadline, al, trial) < 0) {
+            s = PBL_ERR_NOMEM;
+            goto done;
+        }
+        offer(in, &best, trial);
     }
     /* local improvement around the arena's top (exact_local.c): cheap, and the only way down
      * when the instance is too large to search (e == NULL); before the search so that the
