@@ -78,8 +78,8 @@ static int32_t peak_step(const window *w)
 
 /* Places every record not fixed around the fixed ones, largest first, each in the smallest gap
  * that holds it over its lifetime (else above everything), into w->trial. Returns the arena,
- * or -1 when out of memory. */
-static int64_t complete(window *w)
+ * 0 when deadline (0: none) passed first, or -1 when out of memory. */
+static int64_t complete(window *w, double deadline)
 {
     pbl__spacetime taken;
     pbl__span *found = NULL, *tmp = NULL;
@@ -99,6 +99,10 @@ static int64_t complete(window *w)
     }
     qsort(w->by_size, (size_t)nb, sizeof *w->by_size, pbl__key2_cmp);
     for (int32_t s = 0; s < nb; s++) {
+        if ((s & 255) == 0 && deadline > 0 && pbl__exact_now() > deadline) {
+            arena = 0;
+            goto done;
+        }
         int32_t i = w->by_size[s].idx, n_found = 0, run[PBL__SPACETIME_MAX_RUNS], n_runs;
         int64_t size = w->r[i].size;
         if (pbl__spacetime_query(&taken, w->step[2 * i], w->step[2 * i + 1], &found, &found_cap, &n_found, run,
@@ -173,7 +177,7 @@ static int64_t try_window(window *w, int32_t a, int32_t b, int64_t target, doubl
         w->fixed[w->in[j]] = 1;
         w->trial[w->in[j]] = w->sub_off[j];
     }
-    return complete(w);
+    return complete(w, deadline);
 }
 
 int64_t pbl__exact_window(const pbl_usage_record *r, int32_t n, int64_t align, int64_t target, int64_t stop,
