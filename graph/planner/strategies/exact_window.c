@@ -78,8 +78,10 @@ static int32_t peak_step(const window *w)
 
 /* Places every record not fixed around the fixed ones, largest first, each in the smallest gap
  * that holds it over its lifetime (else above everything), into w->trial. Returns the arena,
- * 0 when deadline (0: none) passed first, or -1 when out of memory. */
-static int64_t complete(window *w, double deadline)
+ * 0 when deadline (0: none) passed first or a record reached `above` (the completion can no
+ * longer beat the packing in hand: stopping there halves the cost of the windows that fail),
+ * or -1 when out of memory. */
+static int64_t complete(window *w, int64_t above, double deadline)
 {
     pbl__spacetime taken;
     pbl__span *found = NULL, *tmp = NULL;
@@ -129,6 +131,10 @@ static int64_t complete(window *w, double deadline)
                 end = found[k].end;
         }
         w->trial[i] = best >= 0 ? best : end;
+        if (w->trial[i] + size >= above) {
+            arena = 0;
+            goto done;
+        }
         if (pbl__spacetime_add(&taken, w->step[2 * i], w->step[2 * i + 1], w->trial[i],
                                pbl__align_up(w->trial[i] + size, w->align)) != PBL_OK)
             goto done;
@@ -146,8 +152,8 @@ done:
 
 /* The search on the records overlapping steps [a, b), then the completion. Returns the
  * completed arena (in w->trial), 0 when the search found no packing within target (or the
- * window cannot be searched), -1 when out of memory. */
-static int64_t try_window(window *w, int32_t a, int32_t b, int64_t target, double deadline)
+ * window cannot be searched) or the completion reached `above`, -1 when out of memory. */
+static int64_t try_window(window *w, int32_t a, int32_t b, int64_t target, int64_t above, double deadline)
 {
     int64_t t0 = w->times[a], t1 = w->times[b];
     int32_t ns = 0;
@@ -177,7 +183,7 @@ static int64_t try_window(window *w, int32_t a, int32_t b, int64_t target, doubl
         w->fixed[w->in[j]] = 1;
         w->trial[w->in[j]] = w->sub_off[j];
     }
-    return complete(w, deadline);
+    return complete(w, above, deadline);
 }
 
 int64_t pbl__exact_window(const pbl_usage_record *r, int32_t n, int64_t align, int64_t target, int64_t stop,
@@ -228,7 +234,7 @@ int64_t pbl__exact_window(const pbl_usage_record *r, int32_t n, int64_t align, i
          * packing and the search has nothing to choose; the window must reach beyond it */
         if (k != last_k && b - a > 1) {
             last_k = k;
-            int64_t got = try_window(&w, a, b, target, deadline);
+            int64_t got = try_window(&w, a, b, target, arena, deadline);
             if (got < 0) {
                 arena = -1;
                 goto done;
