@@ -505,7 +505,8 @@ static void test_local_never_worse_and_bound(void **state)
  * bytes each, [0, 2) and [3, 5)) sit in the slot at 4 before and after the peak, which leaves
  * that slot empty at step 2 and Y above it: arena 8. Six fillers far away in time keep the
  * window below half the records. The search on the window packs X, Y, Z within 6, and W goes
- * under Y once X has ended: the lower bound, 6, verified. */
+ * under Y once X has ended: the lower bound, 6, verified. Then with an alignment that the
+ * target ignores. */
 static void test_window_closes_the_hole_at_the_peak(void **state)
 {
     (void)state;
@@ -523,6 +524,19 @@ static void test_window_closes_the_hole_at_the_peak(void **state)
     assert_int_equal(arena, 6);
     pbl_assignment b = { .offset = o, .n_records = N, .arena = 6 };
     assert_int_equal(pbl_plan_verify(r, N, &b, 1, 0, NULL, 0), PBL_OK);
+
+    /* the same shape with 3-byte records at alignment 4: the peak of live bytes (6, the target
+     * given) cannot be met — the lower of X and Y is padded to 4 — so the window searches at
+     * its own bound, 7 (X at 0, Y at 4; Z at 4 before Y, W at 0 after X): from arena 11 */
+    pbl_usage_record q[N];
+    memcpy(q, r, sizeof q);
+    for (int32_t i = 0; i < 4; i++)
+        q[i].size = 3;
+    int64_t p[N] = { 0, 8, 4, 4 };
+    assert_int_equal(pbl_records_lower_bound(q, N), 6);
+    assert_int_equal(pbl__exact_window(q, N, 4, 6, 7, 0, NULL, p), 7);
+    pbl_assignment c = { .offset = p, .n_records = N, .arena = 7 };
+    assert_int_equal(pbl_plan_verify(q, N, &c, 4, 0, NULL, 0), PBL_OK);
 }
 
 /* On seeded random instances the window step never makes its incumbent worse (a greedy

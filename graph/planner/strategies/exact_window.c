@@ -172,8 +172,15 @@ static int64_t try_window(window *w, int32_t a, int32_t b, int64_t target, int64
         return -1;
     if (s != PBL_OK)
         return 0;
+    /* with an alignment the window's own bound (its records padded in the stack at the peak)
+     * can be above target; it binds the whole instance too (the window is a relaxation) */
+    int64_t cap = pbl__exact_lower_bound(e) > target ? pbl__exact_lower_bound(e) : target;
+    if (cap >= above) {
+        pbl__exact_destroy(e);
+        return 0;
+    }
     pbl__exact_budget b_ = { .nodes_left = WINDOW_NODES(ns), .deadline = deadline };
-    pbl__exact_result res = pbl__exact_decide(e, target, &b_, w->sub_off);
+    pbl__exact_result res = pbl__exact_decide(e, cap, &b_, w->sub_off);
     pbl__exact_destroy(e);
     if (res == PBL__EXACT_NOMEM)
         return -1;
