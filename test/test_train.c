@@ -876,6 +876,7 @@ static void test_partial_batch_matches_planned(void **state)
         assert_int_equal(pbl_exec_set_batch(a.e, n), PBL_OK);
         pb_net *ref = n == PB_MAX ? &r_max : &r_small;
         if (n == 1) { /* a batch of 1: its reference executor is planned for 1 */
+            pb_free(&r_small);
             pb_build(&r_small, 1, &vr);
             ref = &r_small;
         }
