@@ -1,20 +1,24 @@
 /*
  * train_mlp — trains a multi-layer perceptron on Fashion-MNIST with pebble, in plain C.
  *
- *     train_mlp [--hidden 256,128] [--epochs 10] [--batch 128] [--lr 0.001] [--seed 1]
- *               [--lr-schedule none|step|cosine] [--warmup N] [--weight-decay X] [--clip X]
+ *     train_mlp [--hidden 256,128] [--epochs 10] [--batch 128] [--lr 0.002] [--seed 1]
+ *               [--lr-schedule cosine|step|none] [--warmup 500] [--weight-decay 0.01] [--clip 1]
+ *               [--dropout P] [--val N] [--plot FILE.svg]
  *               [--data DIR] [--save FILE] [--load FILE] [--threads T] [--plan]
  *     train_mlp --help | --version
  *
- * The whole training step — forward, explicit backward nodes, Adam update — is one graph run.
- * With a schedule (--lr-schedule, --warmup) the learning rate is a runtime scalar "lr" that
- * this program sets before every step (pebble/autodiff.h pbl_lr_schedule_at, pbl_exec_set_scalar); without
- * one it is a constant of the update nodes, as before.
+ * The whole training step — forward, explicit backward nodes, clipping, AdamW update — is one
+ * graph run. With a schedule (--lr-schedule, --warmup; cosine after 500 steps' warm-up by
+ * default) the learning rate is a runtime scalar "lr" that this program sets before every
+ * step (pebble/autodiff.h pbl_lr_schedule_at, pbl_exec_set_scalar); with `--lr-schedule none
+ * --warmup 0` it is a constant of the update nodes. The last --val training images (a twelfth
+ * by default) are held out to validate each epoch, and --save keeps the best epoch's model.
  * Parameters live in this program's own float arrays, bound zero-copy to the training
  * executor and to the evaluation executors, so evaluation always sees the latest weights.
  *
- * Output: one line about the model, one summary line per epoch on stdout (plus a progress bar
- * on stderr when it is a terminal), and last `test accuracy: 0.8864`. Errors are one line
+ * Output: one line about the model, one summary line per epoch on stdout (training loss and
+ * accuracy, validation loss and accuracy, the epoch's training time and samples/s; plus a
+ * progress bar on stderr when it is a terminal), and last `test accuracy: 0.8924`. Errors are one line
  * `train_mlp: <message>` on stderr; exit status 2 for a bad command line, 1 for anything
  * else that went wrong. The command line follows tools/args/args.h, as the pebble tool's:
  * --flag VALUE or --flag=VALUE, --help and --version on stdout with exit status 0.
@@ -37,6 +41,8 @@
 
 #include "args.h" /* tools/args: the command-line convention the pebble tool shares */
 #include "idx.h"
+#include "out_file.h"
+#include "plot_svg.h"
 
 #define N_PIXELS     784 /* 28 x 28, what the first layer expects */
 #define N_CLASSES    10
@@ -44,6 +50,7 @@
 #define MAX_LAYERS   (MAX_HIDDEN + 1)
 #define EVAL_BATCH   1000
 #define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
+#define DEFAULT_WARMUP 500 /* steps; see --help */
 
 enum { EXIT_USAGE = 2 };
 
@@ -67,15 +74,22 @@ static void print_usage(FILE *f)
             "  --hidden LIST   hidden layer widths, comma-separated (default 256,128)\n"
             "  --epochs N      passes over the training set (default 10; 0: only evaluate)\n"
             "  --batch B       training batch size (default 128)\n"
-            "  --lr X          Adam learning rate (default 0.001)\n"
-            "  --lr-schedule S none (default), step (x0.5 every 3 epochs) or cosine (to 0 at the\n"
-            "                  last step); both after the warm-up\n"
-            "  --warmup N      linear learning-rate warm-up over the first N steps (default 0)\n"
-            "  --weight-decay X  AdamW: decoupled weight decay X (default 0: Adam)\n"
-            "  --clip X        clip the gradients to global norm X (default 0: no clipping)\n"
+            "  --lr X          peak learning rate (default 0.002)\n"
+            "  --lr-schedule S cosine (default: to 0 at the last step), step (x0.5 every 3 epochs)\n"
+            "                  or none; each after the warm-up\n"
+            "  --warmup N      linear learning-rate warm-up over the first N steps (default 500,\n"
+            "                  or a quarter of the run's steps when that is fewer)\n"
+            "  --weight-decay X  AdamW's decoupled weight decay (default 0.01; 0: Adam)\n"
+            "  --clip X        clip the gradients to global norm X (default 1; 0: no clipping)\n"
+            "  --dropout P     dropout with probability P after each hidden layer (default 0)\n"
+            "  --val N         hold out the last N training images for validation (default: a\n"
+            "                  twelfth, 5000 of Fashion-MNIST's 60000; 0: none)\n"
+            "  --plot FILE     after training, draw loss and accuracy per epoch as an SVG picture,\n"
+            "                  and save the training graph beside it (FILE.json, for pebble viz)\n"
             "  --seed S        seed for initialisation and shuffling (default 1)\n"
             "  --data DIR      Fashion-MNIST IDX .gz files (default " DEFAULT_DATA ")\n"
-            "  --save FILE     after training, save parameters and optimizer state\n"
+            "  --save FILE     save parameters and optimizer state: at each epoch that improves\n"
+            "                  the validation accuracy (without validation, after training)\n"
             "  --load FILE     before training, load a checkpoint saved with --save\n"
             "  --threads T     BLAS threads (default 0: the BLAS library's own choice)\n"
             "  --plan          print the training step's memory plan before training\n"
@@ -96,9 +110,12 @@ typedef struct options {
     long        batch;
     double      lr;
     int         schedule; /* -1: none, else a pbl_lr_schedule_kind */
-    long        warmup;
+    long        warmup; /* -1: the default, DEFAULT_WARMUP or a quarter of the run */
     double      weight_decay;
     double      clip;
+    double      dropout;
+    long        val; /* -1: the default, a twelfth of the training set */
+    const char *plot;
     uint64_t    seed;
     const char *data;
     const char *save;
@@ -145,9 +162,10 @@ static int parse_hidden(const char *s, options *o)
 static const args_flag flags[] = { { "--hidden", 1 }, { "--epochs", 1 }, { "--batch", 1 }, { "--lr", 1 },
                                    { "--seed", 1 },   { "--data", 1 },   { "--save", 1 },  { "--load", 1 },
                                    { "--threads", 1 }, { "--plan", 0 },  { "--lr-schedule", 1 },
-                                   { "--warmup", 1 }, { "--weight-decay", 1 }, { "--clip", 1 } };
+                                   { "--warmup", 1 }, { "--weight-decay", 1 }, { "--clip", 1 },
+                                   { "--dropout", 1 }, { "--val", 1 }, { "--plot", 1 } };
 enum { F_HIDDEN, F_EPOCHS, F_BATCH, F_LR, F_SEED, F_DATA, F_SAVE, F_LOAD, F_THREADS, F_PLAN, F_SCHEDULE, F_WARMUP,
-       F_WEIGHT_DECAY, F_CLIP, N_FLAGS };
+       F_WEIGHT_DECAY, F_CLIP, F_DROPOUT, F_VAL, F_PLOT, N_FLAGS };
 
 /* One argument (tools/args calls this for each): 0 to go on, else EXIT_USAGE after a message. */
 static int take_arg(void *ctx, int which, const char *val)
@@ -203,6 +221,12 @@ static int take_arg(void *ctx, int which, const char *val)
     case F_CLIP:
         bad = args_double("train_mlp", flag, val, 0, 1e6, &o->clip);
         break;
+    case F_DROPOUT:
+        bad = args_double("train_mlp", flag, val, 0, 0.95, &o->dropout);
+        break;
+    case F_VAL:
+        bad = parse_long(flag, val, 0, 1L << 30, &o->val);
+        break;
     case F_SEED: {
         char *end;
         errno = 0;
@@ -217,7 +241,7 @@ static int take_arg(void *ctx, int which, const char *val)
         o->seed = v;
         break;
     }
-    default: /* --data, --save, --load: names */
+    default: /* --data, --save, --load, --plot: names */
         if (val[0] == '\0') {
             complain("%s needs a non-empty value", flag);
             bad = -1;
@@ -226,11 +250,12 @@ static int take_arg(void *ctx, int which, const char *val)
              * rather than taken as a file named "-" */
             complain("%s -: %s", flag,
                      which == F_DATA ? "the data set is a directory of files, not standard input"
-                     : which == F_SAVE ? "standard output carries the training report; give a file name"
-                                       : "a checkpoint is read from a file (its size is checked first), not standard input");
+                     : which == F_SAVE || which == F_PLOT
+                         ? "standard output carries the training report; give a file name"
+                         : "a checkpoint is read from a file (its size is checked first), not standard input");
             bad = -1;
         } else {
-            *(which == F_DATA ? &o->data : which == F_SAVE ? &o->save : &o->load) = val;
+            *(which == F_DATA ? &o->data : which == F_SAVE ? &o->save : which == F_PLOT ? &o->plot : &o->load) = val;
         }
         break;
     }
@@ -241,7 +266,8 @@ static int take_arg(void *ctx, int which, const char *val)
 static int parse_args(int argc, char **argv, options *o)
 {
     *o = (options){ .hidden = { 256, 128 }, .n_hidden = 2, .epochs = 10, .batch = 128,
-                    .lr = 1e-3, .schedule = -1, .seed = 1, .data = DEFAULT_DATA };
+                    .lr = 2e-3, .schedule = PBL_LR_COSINE, .warmup = -1,
+                    .weight_decay = 0.01, .clip = 1, .val = -1, .seed = 1, .data = DEFAULT_DATA };
     args_spec spec = { "train_mlp", NULL, pbl_version(), flags, N_FLAGS, take_arg, print_usage };
     return args_parse(&spec, argc, argv, o);
 }
@@ -320,11 +346,53 @@ static int same_file(const char *a, const char *b)
     return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
+/* --plot FILE.svg's companion, the training graph: FILE.json (FILE.svg.json without ".svg").
+ * 0, or -1 when the name does not fit `size`; *stem gets the length of FILE. */
+static int plot_json_name(const char *plot, char *json, size_t size, size_t *stem)
+{
+    size_t len = strlen(plot);
+    if (len > 4 && strcmp(plot + len - 4, ".svg") == 0)
+        len -= 4;
+    if (len + 6 > size)
+        return -1;
+    memcpy(json, plot, len);
+    strcpy(json + len, ".json");
+    *stem = len;
+    return 0;
+}
+
 /* --save must not name a file this run reads: the data set's files or the --load checkpoint
  * (a save replaces the file whole, so an input named as the output would be lost). 0, or
  * EXIT_USAGE after a message; checked before anything is loaded. */
 static int check_save_is_no_input(const options *o)
 {
+    if (o->plot) { /* the same for --plot, and its graph must not replace the checkpoint */
+        char json[4096];
+        size_t stem;
+        if (plot_json_name(o->plot, json, sizeof json, &stem) != 0) {
+            complain("--plot %s: the name is too long to put the graph beside it", o->plot);
+            return EXIT_USAGE;
+        }
+        const char *other[] = { o->save, o->load };
+        for (int i = 0; i < 2; i++)
+            if (other[i] && (strcmp(other[i], json) == 0 || same_file(other[i], json))) {
+                complain("--plot %s: its training graph %s would be written over the %s checkpoint", o->plot, json,
+                         i == 0 ? "--save" : "--load");
+                return EXIT_USAGE;
+            }
+        for (size_t i = 0; i < sizeof dataset_files / sizeof dataset_files[0]; i++) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/%s", o->data, dataset_files[i]);
+            if (same_file(o->plot, path)) {
+                complain("--plot %s: that is the data set's file %s; it would be overwritten", o->plot, path);
+                return EXIT_USAGE;
+            }
+        }
+        if (o->load && same_file(o->plot, o->load)) {
+            complain("--plot %s: that is the checkpoint --load reads", o->plot);
+            return EXIT_USAGE;
+        }
+    }
     if (!o->save)
         return 0;
     for (size_t i = 0; i < sizeof dataset_files / sizeof dataset_files[0]; i++) {
@@ -334,6 +402,10 @@ static int check_save_is_no_input(const options *o)
             complain("--save %s: that is the data set's file %s; it would be overwritten", o->save, path);
             return EXIT_USAGE;
         }
+    }
+    if (o->plot && (strcmp(o->save, o->plot) == 0 || same_file(o->save, o->plot))) {
+        complain("--save %s: --plot names the same file", o->save);
+        return EXIT_USAGE;
     }
     if (o->load && same_file(o->save, o->load)) {
         complain("--save %s: that is the checkpoint --load reads; save under another name (and rename it"
@@ -505,6 +577,9 @@ static int net_create(net *n, const model *m, const options *o, int64_t batch, i
         h = pbl_fully_connected(g, h, params[2 * l], params[2 * l + 1]);
         if (l + 1 < m->n_layers)
             h = pbl_relu(g, h);
+        /* dropout only in the training step: evaluation nets are graphs of their own */
+        if (l + 1 < m->n_layers && training && o->dropout > 0)
+            h = pbl_dropout(g, h, o->dropout, o->seed * 16 + (uint64_t)l, NULL);
     }
     n->logits = h;
     if (training) {
@@ -600,103 +675,225 @@ static void progress_clear(void)
     fprintf(stderr, "\r%70s\r", "");
 }
 
-static int train(net *t, const dataset *d, const options *o, int progress)
+/* The run's shuffling, its schedule and its step count, carried from one epoch to the next. */
+typedef struct trainer {
+    net            *t;
+    const dataset  *d;
+    const options  *o;
+    int64_t         n_train; /* samples [0, n_train) train; the rest validate */
+    int64_t         n_batches;
+    int64_t        *order;
+    float          *x, *logits;
+    int32_t        *y;
+    rng             r;
+    pbl_lr_schedule sched;
+    int64_t         step;
+    int             progress;
+} trainer;
+
+static void trainer_free(trainer *tr)
 {
-    const int64_t batch = t->batch;
-    /* every example counts: the last batch of an epoch may be partial, and runs with its real
-     * count through the same executor (pbl_exec_set_batch), its loss the mean over its rows */
-    const int64_t n_batches = (d->n + batch - 1) / batch;
-    int64_t *order = malloc((size_t)d->n * sizeof *order);
-    float *x = malloc((size_t)batch * N_PIXELS * sizeof *x);
-    int32_t *y = malloc((size_t)batch * sizeof *y);
-    int rc = -1;
-    if (!order || !x || !y) {
-        complain("out of memory for a training batch");
-        goto free_buffers;
-    }
-    rng r;
-    rng_seed(&r, o->seed, 2);
-    for (int64_t i = 0; i < d->n; i++)
-        order[i] = i;
-    const pbl_lr_schedule sched = schedule_of(o, o->epochs * n_batches, n_batches);
-    int64_t step = 0;
-
-    for (long epoch = 1; epoch <= o->epochs; epoch++) {
-        for (int64_t i = d->n - 1; i > 0; i--) { /* Fisher-Yates */
-            int64_t j = (int64_t)rng_below(&r, (uint64_t)i + 1);
-            int64_t tmp = order[i];
-            order[i] = order[j];
-            order[j] = tmp;
-        }
-        const double start = now_seconds();
-        double loss_sum = 0;
-        for (int64_t b = 0; b < n_batches; b++) {
-            const int64_t rows = d->n - b * batch < batch ? d->n - b * batch : batch;
-            gather(d, order + b * batch, rows, x, y);
-            float loss;
-            if ((uses_schedule(o) && pbl_exec_set_scalar(t->e, "lr", pbl_lr_schedule_at(&sched, step++)) != PBL_OK) ||
-                pbl_exec_set_batch(t->e, rows) != PBL_OK ||
-                pbl_exec_write(t->e, t->x, x, (size_t)rows * N_PIXELS * sizeof *x) != PBL_OK ||
-                pbl_exec_write(t->e, t->y, y, (size_t)rows * sizeof *y) != PBL_OK ||
-                pbl_exec_run(t->e) != PBL_OK ||
-                pbl_exec_read(t->e, t->loss, &loss, sizeof loss) != PBL_OK) {
-                if (progress)
-                    progress_clear();
-                complain("epoch %ld, batch %" PRId64 ": %s", epoch, b + 1, pbl_exec_errmsg(t->e));
-                goto free_buffers;
-            }
-            loss_sum += (double)loss * (double)rows; /* the epoch's loss: the mean over its examples */
-            if (progress && (b % 16 == 0 || b + 1 == n_batches))
-                progress_draw(epoch, o->epochs, b + 1, n_batches, loss_sum / (double)(b * batch + rows));
-        }
-        const double secs = now_seconds() - start;
-        if (progress)
-            progress_clear();
-        printf("epoch %ld/%ld  loss %.4f  %" PRId64 " steps, %" PRId64 " examples  %.0f samples/s\n", epoch, o->epochs,
-               loss_sum / (double)d->n, n_batches, d->n,
-               secs > 0 ? (double)d->n / secs : 0.0);
-        fflush(stdout);
-    }
-    rc = 0;
-
-free_buffers:
-    free(y);
-    free(x);
-    free(order);
-    return rc;
+    free(tr->logits);
+    free(tr->y);
+    free(tr->x);
+    free(tr->order);
 }
 
-/* Runs the samples [first, first + batch) (batch <= n->batch) through an evaluation net;
- * adds the number whose highest logit is the true class to *correct. */
-static int evaluate_chunk(net *n, const dataset *d, int64_t first, int64_t batch, float *x, int64_t *correct)
+static int trainer_init(trainer *tr, net *t, const dataset *d, const options *o, int64_t n_train, int progress)
 {
-    float logits[EVAL_BATCH * N_CLASSES];
-    for (int64_t i = 0; i < batch; i++) {
-        const uint8_t *img = d->images.data + (size_t)(first + i) * N_PIXELS;
-        for (int p = 0; p < N_PIXELS; p++)
-            x[i * N_PIXELS + p] = (float)img[p] * (1.0f / 255.0f);
-    }
-    if (pbl_exec_set_batch(n->e, batch) != PBL_OK ||
-        pbl_exec_write(n->e, n->x, x, (size_t)batch * N_PIXELS * sizeof *x) != PBL_OK ||
-        pbl_exec_run(n->e) != PBL_OK ||
-        pbl_exec_read(n->e, n->logits, logits, (size_t)batch * N_CLASSES * sizeof(float)) !=
-            PBL_OK) {
-        complain("evaluating samples %" PRId64 "..%" PRId64 ": %s", first, first + batch - 1,
-                 pbl_exec_errmsg(n->e));
+    *tr = (trainer){ .t = t, .d = d, .o = o, .n_train = n_train, .progress = progress };
+    /* every example counts: the last batch of an epoch may be partial, and runs with its real
+     * count through the same executor (pbl_exec_set_batch), its loss the mean over its rows */
+    tr->n_batches = (n_train + t->batch - 1) / t->batch;
+    tr->order = malloc((size_t)(n_train > 0 ? n_train : 1) * sizeof *tr->order);
+    tr->x = malloc((size_t)t->batch * N_PIXELS * sizeof *tr->x);
+    tr->y = malloc((size_t)t->batch * sizeof *tr->y);
+    tr->logits = malloc((size_t)t->batch * N_CLASSES * sizeof *tr->logits);
+    if (!tr->order || !tr->x || !tr->y || !tr->logits) {
+        complain("out of memory for a training batch");
+        trainer_free(tr);
         return -1;
     }
-    for (int64_t i = 0; i < batch; i++) {
+    rng_seed(&tr->r, o->seed, 2);
+    for (int64_t i = 0; i < n_train; i++)
+        tr->order[i] = i;
+    tr->sched = schedule_of(o, o->epochs * tr->n_batches, tr->n_batches);
+    return 0;
+}
+
+/* How many rows of logits [n, N_CLASSES] have their highest logit at the label. */
+static int64_t count_correct(const float *logits, const int32_t *y, int64_t n)
+{
+    int64_t correct = 0;
+    for (int64_t i = 0; i < n; i++) {
         const float *row = logits + i * N_CLASSES;
         int best = 0;
         for (int c = 1; c < N_CLASSES; c++)
             if (row[c] > row[best])
                 best = c;
-        *correct += best == d->labels.data[first + i];
+        correct += best == y[i];
     }
+    return correct;
+}
+
+/* One pass over the training samples: their mean batch loss and the share of them the
+ * training step classified right (with the weights of the moment, as they change). */
+static int train_epoch(trainer *tr, long epoch, epoch_stats *st)
+{
+    net *t = tr->t;
+    const options *o = tr->o;
+    const int64_t batch = t->batch;
+    for (int64_t i = tr->n_train - 1; i > 0; i--) { /* Fisher-Yates */
+        int64_t j = (int64_t)rng_below(&tr->r, (uint64_t)i + 1);
+        int64_t tmp = tr->order[i];
+        tr->order[i] = tr->order[j];
+        tr->order[j] = tmp;
+    }
+    const double start = now_seconds();
+    double loss_sum = 0;
+    int64_t correct = 0;
+    for (int64_t b = 0; b < tr->n_batches; b++) {
+        const int64_t rows = tr->n_train - b * batch < batch ? tr->n_train - b * batch : batch;
+        gather(tr->d, tr->order + b * batch, rows, tr->x, tr->y);
+        float loss;
+        if ((uses_schedule(o) && pbl_exec_set_scalar(t->e, "lr", pbl_lr_schedule_at(&tr->sched, tr->step++)) != PBL_OK) ||
+            pbl_exec_set_batch(t->e, rows) != PBL_OK ||
+            pbl_exec_write(t->e, t->x, tr->x, (size_t)rows * N_PIXELS * sizeof *tr->x) != PBL_OK ||
+            pbl_exec_write(t->e, t->y, tr->y, (size_t)rows * sizeof *tr->y) != PBL_OK ||
+            pbl_exec_run(t->e) != PBL_OK || pbl_exec_read(t->e, t->loss, &loss, sizeof loss) != PBL_OK ||
+            pbl_exec_read(t->e, t->logits, tr->logits, (size_t)rows * N_CLASSES * sizeof(float)) != PBL_OK) {
+            if (tr->progress)
+                progress_clear();
+            complain("epoch %ld, batch %" PRId64 ": %s", epoch, b + 1, pbl_exec_errmsg(t->e));
+            return -1;
+        }
+        loss_sum += (double)loss * (double)rows; /* the epoch's loss: the mean over its examples */
+        correct += count_correct(tr->logits, tr->y, rows);
+        if (tr->progress && (b % 16 == 0 || b + 1 == tr->n_batches))
+            progress_draw(epoch, o->epochs, b + 1, tr->n_batches, loss_sum / (double)(b * batch + rows));
+    }
+    st->secs = now_seconds() - start;
+    if (tr->progress)
+        progress_clear();
+    st->train_loss = loss_sum / (double)tr->n_train;
+    st->train_acc = (double)correct / (double)tr->n_train;
+    st->samples_per_s = st->secs > 0 ? (double)tr->n_train / st->secs : 0.0;
+    return 0;
+}
+
+/* The evaluation net (forward only), planned for `batch` (EVAL_BATCH, or the larger of the
+ * validation and test sets when both are smaller) and made when first needed; smaller
+ * chunks run in it after pbl_exec_set_batch. */
+typedef struct evaluator {
+    const model   *m;
+    const options *o;
+    int64_t        batch;
+    net            net;
+    int            made;
+    float         *x;
+    float          logits[EVAL_BATCH * N_CLASSES];
+    int32_t        y[EVAL_BATCH];
+} evaluator;
+
+static void evaluator_free(evaluator *ev)
+{
+    if (ev->made)
+        net_destroy(&ev->net);
+    free(ev->x);
+    ev->x = NULL;
+    ev->made = 0;
+}
+
+/* Mean cross-entropy and accuracy of the current weights on samples [first, first + count). */
+static int evaluate(evaluator *ev, const dataset *d, int64_t first, int64_t count, double *loss, double *acc)
+{
+    if (!ev->x && !(ev->x = malloc((size_t)ev->batch * N_PIXELS * sizeof *ev->x))) {
+        complain("out of memory for an evaluation batch");
+        return -1;
+    }
+    if (!ev->made) {
+        if (net_create(&ev->net, ev->m, ev->o, ev->batch, 0) != 0)
+            return -1;
+        ev->made = 1;
+    }
+    net *n = &ev->net;
+    double loss_sum = 0;
+    int64_t correct = 0;
+    for (int64_t done = 0; done < count;) {
+        const int64_t batch = count - done < ev->batch ? count - done : ev->batch;
+        const int64_t at = first + done;
+        for (int64_t i = 0; i < batch; i++) {
+            const uint8_t *img = d->images.data + (size_t)(at + i) * N_PIXELS;
+            for (int p = 0; p < N_PIXELS; p++)
+                ev->x[i * N_PIXELS + p] = (float)img[p] * (1.0f / 255.0f);
+            ev->y[i] = d->labels.data[at + i];
+        }
+        if (pbl_exec_set_batch(n->e, batch) != PBL_OK ||
+            pbl_exec_write(n->e, n->x, ev->x, (size_t)batch * N_PIXELS * sizeof *ev->x) != PBL_OK ||
+            pbl_exec_run(n->e) != PBL_OK ||
+            pbl_exec_read(n->e, n->logits, ev->logits, (size_t)batch * N_CLASSES * sizeof(float)) != PBL_OK) {
+            complain("evaluating samples %" PRId64 "..%" PRId64 ": %s", at, at + batch - 1, pbl_exec_errmsg(n->e));
+            return -1;
+        }
+        for (int64_t i = 0; i < batch; i++) { /* cross-entropy: log-sum-exp minus the label's logit */
+            const float *row = ev->logits + i * N_CLASSES;
+            double top = row[0], sum = 0;
+            for (int c = 1; c < N_CLASSES; c++)
+                top = row[c] > top ? row[c] : top;
+            for (int c = 0; c < N_CLASSES; c++)
+                sum += exp((double)row[c] - top);
+            loss_sum += top + log(sum) - (double)row[ev->y[i]];
+        }
+        correct += count_correct(ev->logits, ev->y, batch);
+        done += batch;
+    }
+    *loss = count > 0 ? loss_sum / (double)count : 0;
+    *acc = count > 0 ? (double)correct / (double)count : 0;
     return 0;
 }
 
 /* ---- main ------------------------------------------------------------------------------ */
+
+/* Signals: the library's temporaries (--save) and this program's (--plot) are removed. */
+static int cleanup_on_signal(void)
+{
+    return pbl_cleanup_temporaries() + out_file_cleanup();
+}
+
+/* The model's name, "784-256-128-10". */
+static void model_shape(const model *m, char *shape, size_t size)
+{
+    int used = snprintf(shape, size, "%d", N_PIXELS);
+    for (int l = 0; l < m->n_layers && used < (int)size; l++)
+        used += snprintf(shape + used, size - (size_t)used, "-%" PRId64, m->out[l]);
+}
+
+/* --plot: the curves as FILE, and the training graph beside it as FILE's stem + ".json" for
+ * `pebble viz`, whose page shows the step's memory plan. */
+static int write_plot(const options *o, const net *train_net, const char *shape, const epoch_stats *hist, long n,
+                      int64_t n_val)
+{
+    char title[256], err[512];
+    snprintf(title, sizeof title, "train_mlp %s, batch %ld, seed %" PRIu64 "%s", shape, o->batch, o->seed,
+             n_val > 0 ? "" : " (no validation split)");
+    if (plot_svg_write(o->plot, title, hist, (int)n, n_val > 0, err, sizeof err) != 0) {
+        complain("%s", err);
+        return -1;
+    }
+    char json[4096];
+    size_t len;
+    if (plot_json_name(o->plot, json, sizeof json, &len) != 0) { /* not reached: checked first */
+        complain("--plot %s: the name is too long to put the graph beside it", o->plot);
+        return -1;
+    }
+    if (pbl_graph_save_json(train_net->g, json, err, sizeof err) != PBL_OK) {
+        complain("%s", err);
+        return -1;
+    }
+    printf("plot: %s; memory view of the training step: pebble viz %s --html %.*s.html\n", o->plot, json, (int)len,
+           o->plot);
+    return 0;
+}
 
 int main(int argc, char **argv)
 {
@@ -706,8 +903,8 @@ int main(int argc, char **argv)
         return rc;
     if ((rc = check_save_is_no_input(&o)) != 0)
         return rc;
-    /* an interrupted --save leaves no temporary file (pebble/status.h) */
-    args_on_signals(pbl_cleanup_temporaries);
+    /* an interrupted --save or --plot leaves no temporary file (pebble/status.h) */
+    args_on_signals(cleanup_on_signal);
 
     rc = 1;
     dataset train_set, test_set;
@@ -715,15 +912,28 @@ int main(int argc, char **argv)
         return rc;
     if (load_dataset(&test_set, o.data, dataset_files[2], dataset_files[3]) != 0)
         goto free_train_set;
-    if (o.epochs > 0 && o.batch > train_set.n) {
-        complain("--batch: %ld is larger than the training set (%" PRId64 " images)", o.batch,
-                 train_set.n);
+    /* the validation split: the last n_val training images, the same for every seed */
+    const int64_t n_val = o.val >= 0 ? o.val : train_set.n / 12;
+    if (n_val >= train_set.n) {
+        complain("--val: %ld leaves no training images (the training set has %" PRId64 ")", o.val, train_set.n);
+        rc = EXIT_USAGE;
+        goto free_test_set;
+    }
+    const int64_t n_train = train_set.n - n_val;
+    if (o.epochs > 0 && o.batch > n_train) {
+        complain("--batch: %ld is larger than the training set (%" PRId64 " images%s)", o.batch, n_train,
+                 n_val > 0 ? " after the validation split" : "");
         rc = EXIT_USAGE;
         goto free_test_set;
     }
 
+    /* the default warm-up: 500 steps, or a quarter of a shorter run (so any run can have one) */
+    if (o.warmup < 0) {
+        const int64_t quarter = o.epochs * ((n_train + o.batch - 1) / o.batch) / 4;
+        o.warmup = quarter < DEFAULT_WARMUP ? (long)quarter : DEFAULT_WARMUP;
+    }
     if (uses_schedule(&o) && o.epochs > 0) {
-        int64_t per_epoch = (train_set.n + o.batch - 1) / o.batch;
+        int64_t per_epoch = (n_train + o.batch - 1) / o.batch;
         pbl_lr_schedule sched = schedule_of(&o, o.epochs * per_epoch, per_epoch);
         char why[160];
         if (pbl_lr_schedule_check(&sched, why, sizeof why) != PBL_OK) {
@@ -734,32 +944,38 @@ int main(int argc, char **argv)
     }
 
     model m;
+    /* one evaluation net for the validation split and the test set, the last chunk of each partial */
+    const int64_t eval_n = n_val > test_set.n ? n_val : test_set.n;
+    evaluator ev = { .m = &m, .o = &o, .batch = eval_n < EVAL_BATCH ? eval_n : EVAL_BATCH };
+    trainer tr = { 0 };
+    epoch_stats *hist = NULL;
+    net train_net = { 0 };
     if (model_init(&m, &o) != 0)
         goto free_model;
-
-    /* Evaluation runs in chunks of EVAL_BATCH, the last one partial (pbl_exec_set_batch), so
-     * every test image counts exactly once whatever the test set's size. */
-    const int64_t eval_batch = test_set.n < EVAL_BATCH ? test_set.n : EVAL_BATCH;
-    net train_net = { 0 }, eval_net = { 0 };
-    if (net_create(&train_net, &m, &o, o.batch, 1) != 0 || net_create(&eval_net, &m, &o, eval_batch, 0) != 0)
+    if (net_create(&train_net, &m, &o, o.batch, 1) != 0)
         goto free_nets;
-    /* --save's folder is writable (and the name no directory) before the epochs, not after
-     * them: the trained model would otherwise be lost */
+    /* --save's and --plot's folders are writable (and the names no directories) before the
+     * epochs, not after them: the trained model would otherwise be lost */
     if (o.save && pbl_exec_save_check(train_net.e, o.save) != PBL_OK) {
         complain("%s", pbl_exec_errmsg(train_net.e));
+        goto free_nets;
+    }
+    char err[512];
+    if (o.plot && out_file_check(o.plot, err, sizeof err) != 0) {
+        complain("%s", err);
         goto free_nets;
     }
 
     pbl_exec_stats st;
     char shape[128];
-    int used = snprintf(shape, sizeof shape, "%d", N_PIXELS);
-    for (int l = 0; l < m.n_layers && used < (int)sizeof shape; l++)
-        used += snprintf(shape + used, sizeof shape - (size_t)used, "-%" PRId64, m.out[l]);
+    model_shape(&m, shape, sizeof shape);
     if (pbl_exec_stats_get(train_net.e, &st) != PBL_OK) {
         complain("reading executor statistics: %s", pbl_exec_errmsg(train_net.e));
         goto free_nets;
     }
-    printf("model %s  %" PRId64 " parameters  batch %ld\n", shape, graph_param_count(train_net.g), o.batch);
+    printf("model %s  %" PRId64 " parameters  batch %ld  train %" PRId64 "  validation %" PRId64 "  test %" PRId64
+           "\n",
+           shape, graph_param_count(train_net.g), o.batch, n_train, n_val, test_set.n);
     if (o.show_plan) {
         printf("memory plan of one training step (%d nodes):\n", st.nodes);
         pbl_exec_dump_plan(train_net.e, stdout);
@@ -777,30 +993,67 @@ int main(int argc, char **argv)
         complain("%s", pbl_exec_errmsg(train_net.e));
         goto free_nets;
     }
-    if (train(&train_net, &train_set, &o, isatty(fileno(stderr))) != 0)
-        goto free_nets;
-    if (o.save && pbl_exec_save(train_net.e, o.save) != PBL_OK) {
-        complain("%s", pbl_exec_errmsg(train_net.e));
-        goto free_nets;
+    if (o.epochs > 0) {
+        if (trainer_init(&tr, &train_net, &train_set, &o, n_train, isatty(fileno(stderr))) != 0)
+            goto free_nets;
+        if (!(hist = calloc((size_t)o.epochs, sizeof *hist))) {
+            complain("out of memory for %ld epochs' statistics", o.epochs);
+            goto free_nets;
+        }
     }
+    /* with validation, --save keeps the best epoch's model; without, the last one */
+    long best_epoch = 0;
+    double best_acc = -1;
+    for (long epoch = 1; epoch <= o.epochs; epoch++) {
+        epoch_stats *es = &hist[epoch - 1];
+        if (train_epoch(&tr, epoch, es) != 0)
+            goto free_nets;
+        printf("epoch %ld/%ld  loss %.4f  acc %.4f", epoch, o.epochs, es->train_loss, es->train_acc);
+        if (n_val > 0) {
+            if (evaluate(&ev, &train_set, n_train, n_val, &es->val_loss, &es->val_acc) != 0)
+                goto free_nets;
+            printf("  val loss %.4f  val acc %.4f", es->val_loss, es->val_acc);
+        }
+        printf("  %" PRId64 " steps, %" PRId64 " examples  %.1f s  %.0f samples/s", tr.n_batches, n_train, es->secs,
+               es->samples_per_s);
+        if (n_val > 0 && es->val_acc > best_acc) {
+            best_acc = es->val_acc;
+            best_epoch = epoch;
+            if (o.save) {
+                if (pbl_exec_save(train_net.e, o.save) != PBL_OK) {
+                    printf("\n");
+                    fflush(stdout);
+                    complain("%s", pbl_exec_errmsg(train_net.e));
+                    goto free_nets;
+                }
+                printf("  saved (best val acc)");
+            }
+        }
+        printf("\n");
+        fflush(stdout);
+    }
+    if (o.save && best_epoch == 0) {
+        if (pbl_exec_save(train_net.e, o.save) != PBL_OK) {
+            complain("%s", pbl_exec_errmsg(train_net.e));
+            goto free_nets;
+        }
+    } else if (best_epoch > 0) {
+        printf("best validation accuracy %.4f at epoch %ld%s%s\n", best_acc, best_epoch,
+               o.save ? ": its model is saved in " : "", o.save ? o.save : "");
+    }
+    if (o.plot && write_plot(&o, &train_net, shape, hist, o.epochs, n_val) != 0)
+        goto free_nets;
 
-    float *x = malloc((size_t)eval_batch * N_PIXELS * sizeof *x);
-    if (!x) {
-        complain("out of memory for an evaluation batch");
+    double test_loss, test_acc;
+    if (evaluate(&ev, &test_set, 0, test_set.n, &test_loss, &test_acc) != 0)
         goto free_nets;
-    }
-    int64_t correct = 0;
-    for (int64_t first = 0; first < test_set.n; first += eval_batch)
-        if (evaluate_chunk(&eval_net, &test_set, first, test_set.n - first < eval_batch ? test_set.n - first : eval_batch,
-                           x, &correct) != 0)
-            goto free_x;
-    printf("test accuracy: %.4f\n", (double)correct / (double)test_set.n);
+    printf("test accuracy: %.4f\n", test_acc);
     rc = 0;
 
-free_x:
-    free(x);
 free_nets:
-    net_destroy(&eval_net);
+    free(hist);
+    trainer_free(&tr);
+    evaluator_free(&ev);
     net_destroy(&train_net);
 free_model:
     model_free(&m);

@@ -72,7 +72,10 @@ idx "$tmp/train-images-idx3-ubyte.gz" 2051 256 784
 idx "$tmp/train-labels-idx1-ubyte.gz" 2049 256 1
 idx "$tmp/t10k-images-idx3-ubyte.gz" 2051 16 784
 idx "$tmp/t10k-labels-idx1-ubyte.gz" 2049 16 1
-"$train" --data "$tmp" --epochs 0 --plan >"$tmp/out" 2>&1 || fail "train_mlp --epochs 0 --plan"
+# zoo:mlp_train is train_mlp's model with plain Adam at a constant rate (train_mlp's default
+# adds the clipping nodes and AdamW's runtime lr), so those flags make the two graphs one
+"$train" --data "$tmp" --epochs 0 --plan --lr 0.001 --lr-schedule none --warmup 0 --weight-decay 0 --clip 0 \
+    >"$tmp/out" 2>&1 || fail "train_mlp --epochs 0 --plan"
 line=$(grep '^memory:' "$tmp/out")
 dump=$(grep '^arena ' "$tmp/out")
 [[ $line == *", naive $naive ("*", unshared $unshared ("* ]] ||

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Whole-program check: the demo MLP reaches its accuracy. Trains 784-256-128-10 with Adam for
-# 10 epochs on Fashion-MNIST (seed 1) and requires test accuracy >= 0.88 (a 2-layer MLP
-# reaches 0.88-0.89). Skips (exit 77) when the Debian dataset is not installed.
+# Whole-program check: the demo MLP reaches its accuracy. Trains 784-256-128-10 with the
+# default flags (AdamW, cosine schedule after a warm-up, clipping; 5000 images held out for
+# validation) for 10 epochs on Fashion-MNIST (seed 1) and requires test accuracy >= 0.89
+# (measured 0.8924, 0.8925, 0.8912 on seeds 1-3: docs/training.md). Skips (exit 77) when the
+# Debian dataset is not installed.
 set -u
 bin=$1
 data=${2:-/usr/share/datasets/fashion-mnist}
@@ -13,9 +15,9 @@ out=$("$bin" --epochs 10 --data "$data" 2>/dev/null) || { echo "train_mlp failed
 echo "$out" | tail -3
 acc=$(echo "$out" | sed -n 's/^test accuracy: \([0-9.]*\)$/\1/p' | tail -1)
 [ -n "$acc" ] || { echo "no 'test accuracy:' line"; exit 1; }
-if awk -v a="$acc" 'BEGIN { exit !(a >= 0.88) }'; then
-  echo "test accuracy $acc >= 0.88: 1 passed, 0 failed"
+if awk -v a="$acc" 'BEGIN { exit !(a >= 0.89) }'; then
+  echo "test accuracy $acc >= 0.89: 1 passed, 0 failed"
 else
-  echo "test accuracy $acc < 0.88: 0 passed, 1 failed"
+  echo "test accuracy $acc < 0.89: 0 passed, 1 failed"
   exit 1
 fi

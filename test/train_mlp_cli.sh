@@ -161,7 +161,7 @@ expect_error 2 "--version takes no value" "--version=1" --version=1
 expect_error 2 "--batch: ' 12' is not an integer" "--batch ' 12' (a leading blank)" --batch " 12"
 expect_error 2 "--hidden: '' is not a comma-separated" "--hidden= (empty)" --hidden=
 expect_error 2 "unexpected argument '-x'" "-x after --" -- -x
-for flag in --data --save --load; do
+for flag in --data --save --load --plot; do
     expect_error 2 "$flag -: " "$flag - (no standard stream fits)" --data "$good" --epochs 0 "$flag" -
     [ ! -e ./- ] && [ ! -e "$tmp/-" ] || fail "$flag -: a file named '-' was created"
 done
@@ -235,17 +235,89 @@ expect_error 2 "out of range" "--warmup -1" --warmup -1
 expect_error 2 "out of range" "--weight-decay 2" --weight-decay 2
 expect_error 2 "not a number" "--clip abc" --clip abc
 expect_error 2 "total_steps \\(4\\) must be greater than warmup_steps \\(9\\)" \
-    "cosine with a warm-up longer than the run (256 images / 64 = 4 steps)" "${small[@]}" --epochs 1 --lr-schedule cosine --warmup 9
+    "cosine with a warm-up longer than the run (256 images / 64 = 4 steps)" "${small[@]}" --val 0 --epochs 1 --lr-schedule cosine --warmup 9
 expect_ok "cosine schedule with warm-up, AdamW and clipping" "${small[@]}" --epochs 2 --lr-schedule cosine \
     --warmup 2 --weight-decay 0.01 --clip 1
 expect_ok "step schedule" "${small[@]}" --epochs 1 --lr-schedule step
-expect_ok "warm-up alone (a constant rate after it)" "${small[@]}" --epochs 1 --warmup 3
+expect_ok "warm-up alone (a constant rate after it)" "${small[@]}" --epochs 1 --lr-schedule none --warmup 3
 # every training example is used: 256 images at batch 100 are 3 steps, the last of 56 run
 # through the same executor (pbl_exec_set_batch), not 2 steps with 56 images dropped
-expect_ok "a partial last batch" --data "$good" --hidden 16 --batch 100 --epochs 2
-[ "$(grep -c '^epoch [12]/2  loss [0-9.]*  3 steps, 256 examples  ' "$tmp/out")" -eq 2 ] ||
+expect_ok "a partial last batch" --data "$good" --hidden 16 --batch 100 --epochs 2 --val 0
+[ "$(grep -c '^epoch [12]/2  loss [0-9.]*  acc [0-9.]*  3 steps, 256 examples  ' "$tmp/out")" -eq 2 ] ||
     fail "a partial last batch: no 'epoch N/2  loss X  3 steps, 256 examples' lines"
 pass "--batch 100 on 256 images: every epoch 3 steps over all 256 examples"
+
+# ---- validation split, per-epoch report, --plot, best checkpoint -----------------------------
+
+expect_error 2 "--val: 256 leaves no training images" "--val as large as the training set" "${small[@]}" --val 256
+expect_error 2 "out of range" "--val -1" --val -1
+expect_error 2 "out of range" "--dropout 1" --dropout 1
+expect_error 2 "larger than the training set \(200 images after the validation split\)" \
+    "--batch over what the validation split leaves" --data "$good" --val 56 --batch 201
+expect_error 2 "--save .*: --plot names the same file" "--plot and --save one name" "${small[@]}" --save "$tmp/same" --plot "$tmp/same"
+expect_error 2 "--plot .*/c.svg: its training graph .*/c.json would be written over the --save checkpoint" \
+    "--plot c.svg with --save c.json" "${small[@]}" --save "$tmp/c.json" --plot "$tmp/c.svg"
+expect_error 1 "$tmp/nodir/c.svg: No such file" "--plot into a missing folder" "${small[@]}" --epochs 1 --plot "$tmp/nodir/c.svg"
+grep -q '^epoch' "$tmp/out" && fail "--plot into a missing folder: it trained before failing"
+pass "--plot into a missing folder fails before the first epoch"
+
+expect_ok "default validation split" "${small[@]}" --epochs 1
+grep -Eq '^model .* train 235  validation 21  test 100$' "$tmp/out" ||
+    fail "default --val: not a twelfth of 256 images (21) held out"
+grep -Eq '^epoch 1/1  loss [0-9.]+  acc [0-9.]+  val loss [0-9.]+  val acc [0-9.]+  4 steps, 235 examples  [0-9.]+ s  [0-9]+ samples/s$' "$tmp/out" ||
+    fail "default --val: the epoch line lacks loss, acc, val loss, val acc, time or samples/s"
+pass "default --val: 21 of 256 images held out; $(grep '^epoch' "$tmp/out")"
+
+expect_ok "--val 0" "${small[@]}" --epochs 1 --val 0
+grep -Eq '^model .* train 256  validation 0  test 100$' "$tmp/out" && ! grep -q 'val acc' "$tmp/out" ||
+    fail "--val 0: not every image trains, or a validation figure is printed"
+pass "--val 0: all 256 images train, no validation figures"
+
+svg=$tmp/curve.svg
+best=$tmp/best.bin
+# (Adam at a constant rate 0.01, batch 16: the validation accuracy rises and falls back in these
+# 8 epochs here; a constant rate so that a shorter run trains its first epochs the same)
+curve=(--data "$good" --hidden 16 --batch 16 --lr 0.01 --lr-schedule none --warmup 0 --weight-decay 0 --clip 0
+       --val 56 --dropout 0.1)
+expect_ok "--plot and --save with validation" "${curve[@]}" --epochs 8 --plot "$svg" --save "$best"
+cp "$tmp/out" "$tmp/plot.out"
+[ "$(grep -c '^epoch [1-8]/8 .* val acc ' "$tmp/out")" -eq 8 ] || fail "--plot run: not 8 epoch lines with val acc"
+[ -s "$svg" ] || fail "--plot: no picture at $svg"
+if command -v python3 >/dev/null; then
+    python3 -c 'import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); sys.exit(r.tag != "{http://www.w3.org/2000/svg}svg")' "$svg" ||
+        fail "--plot: $svg is not a well-formed SVG document"
+elif command -v xmllint >/dev/null; then
+    xmllint --noout "$svg" || fail "--plot: $svg is not well-formed XML"
+else
+    echo "# neither python3 nor xmllint: the SVG's well-formedness is not checked"
+fi
+for word in '>training<' '>validation<' '>epoch<' '>Loss<' '>Accuracy<' 'loss (mean cross-entropy, nats)' 'accuracy (fraction of images right)'; do
+    grep -qF "$word" "$svg" || fail "--plot: the picture has no '$word' (legend, axis or panel title)"
+done
+[ "$(grep -c '<polyline' "$svg")" -eq 4 ] || fail "--plot: not 4 curves (training and validation, loss and accuracy)"
+[ -s "$tmp/curve.json" ] && grep -q "^plot: $svg; memory view of the training step: pebble viz $tmp/curve.json --html $tmp/curve.html$" "$tmp/out" ||
+    fail "--plot: no training graph beside the picture, or no 'pebble viz' line"
+if [ -n "$pebble" ]; then
+    "$pebble" viz "$tmp/curve.json" --html "$tmp/curve.html" >/dev/null 2>&1 && grep -q '<html' "$tmp/curve.html" ||
+        fail "pebble viz on train_mlp's graph: no page"
+fi
+pass "--plot: well-formed SVG with two panels, 4 curves, legend and axis labels; the 'pebble viz' line's graph makes a page"
+
+# --save at the epochs that improve validation accuracy, and only at those; the last of them is
+# the one reported, and the checkpoint is that epoch's model: the same seed trained for
+# exactly that many epochs (a constant rate, so the first epochs are the same) saves the same bytes
+awk '/^epoch / { for (i = 1; i <= NF; i++) if ($i == "val" && $(i + 1) == "acc") a = $(i + 2) + 0;
+                 saved = / saved \(best val acc\)$/; split($2, e, "/");
+                 if (saved != (a > best)) { print "epoch " e[1] ": val acc " a ", best before " best ", saved " saved; bad = 1 }
+                 if (saved) { best = a; last = e[1] } }
+     END { if (bad || !last) exit 1; print last }' best=-1 "$tmp/plot.out" >"$tmp/best_epoch" ||
+    { cat "$tmp/best_epoch"; fail "--save: a save at an epoch that did not improve validation accuracy, or none at one that did"; }
+k=$(cat "$tmp/best_epoch")
+grep -q "^best validation accuracy [0-9.]* at epoch $k: its model is saved in $best$" "$tmp/plot.out" ||
+    fail "--save: the report does not name epoch $k, the last improving one"
+expect_ok "train only to the best epoch" "${curve[@]}" --epochs "$k" --save "$tmp/best_k.bin"
+cmp -s "$best" "$tmp/best_k.bin" || fail "--save: the checkpoint is not the model of epoch $k"
+pass "--save kept epoch $k of 8, saved at epochs $(grep -n 'saved (best val acc)$' "$tmp/plot.out" | sed 's/^.*epoch \([0-9]*\)\/.*/\1/' | tr '\n' ' ')and no other (val acc: $(grep -o 'val acc [0-9.]*' "$tmp/plot.out" | cut -d' ' -f3 | tr '\n' ' ')); the same bytes as a run stopped at epoch $k"
 
 # ---- checkpoints ----------------------------------------------------------------------------
 
