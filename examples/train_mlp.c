@@ -17,8 +17,8 @@
  * executor and to the evaluation executors, so evaluation always sees the latest weights.
  *
  * Output: one line about the model, one summary line per epoch on stdout (training loss and
- * accuracy, validation loss and accuracy, the epoch's training time and samples/s; plus a
- * progress bar on stderr when it is a terminal), and last `test accuracy: 0.8924`. Errors are one line
+ * accuracy, validation loss and accuracy, steps, examples, the epoch's training time and samples/s; plus a
+ * progress bar on stderr when it is a terminal), and last `test accuracy: 0.8919`. Errors are one line
  * `train_mlp: <message>` on stderr; exit status 2 for a bad command line, 1 for anything
  * else that went wrong. The command line follows tools/args/args.h, as the pebble tool's:
  * --flag VALUE or --flag=VALUE, --help and --version on stdout with exit status 0.
@@ -346,8 +346,8 @@ static int same_file(const char *a, const char *b)
     return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
-/* --plot FILE.svg's companion, the training graph: FILE.json (FILE.svg.json without ".svg").
- * 0, or -1 when the name does not fit `size`; *stem gets the length of FILE. */
+/* --plot's companion, the training graph: NAME.json for --plot NAME.svg (PLOT.json for a name
+ * without ".svg"). 0, or -1 when it does not fit `size`; *stem gets the length of NAME. */
 static int plot_json_name(const char *plot, char *json, size_t size, size_t *stem)
 {
     size_t len = strlen(plot);
