@@ -183,3 +183,47 @@ void pbl__spacetime_merge_runs(pbl__span *a, pbl__span *tmp, int32_t n, int32_t 
     if (from != a)
         memcpy(a, from, (size_t)n * sizeof *a);
 }
+
+pbl_status pbl__spacetime_taken(const pbl__spacetime *t, int32_t a, int32_t b, pbl__spacetime_scan *s,
+                                const pbl__span **out, int32_t *n)
+{
+    int32_t run[PBL__SPACETIME_MAX_RUNS], n_runs;
+    *n = 0;
+    if (pbl__spacetime_query(t, a, b, &s->v, &s->cap, n, run, &n_runs) != PBL_OK)
+        return PBL_ERR_NOMEM;
+    if (*n > s->tmp_cap) {
+        pbl__plan_free(t->allocator, s->tmp, (size_t)s->tmp_cap * sizeof *s->tmp);
+        s->tmp_cap = s->cap;
+        s->tmp = pbl__plan_alloc(t->allocator, (size_t)s->tmp_cap * sizeof *s->tmp);
+        if (!s->tmp) {
+            s->tmp_cap = 0;
+            return PBL_ERR_NOMEM;
+        }
+    }
+    pbl__spacetime_merge_runs(s->v, s->tmp, *n, run, n_runs);
+    *out = s->v;
+    return PBL_OK;
+}
+
+void pbl__spacetime_scan_free(pbl__spacetime_scan *s, const pbl_allocator *al)
+{
+    pbl__plan_free(al, s->v, (size_t)s->cap * sizeof *s->v);
+    pbl__plan_free(al, s->tmp, (size_t)s->tmp_cap * sizeof *s->tmp);
+    *s = (pbl__spacetime_scan){ 0 };
+}
+
+int64_t pbl__spans_smallest_gap(const pbl__span *taken, int32_t n, int64_t size)
+{
+    /* the gaps between the taken intervals are free over the whole lifetime */
+    int64_t end = 0, best = -1, best_gap = INT64_MAX;
+    for (int32_t k = 0; k < n; k++) {
+        int64_t off = taken[k].offset;
+        if (off >= end && off - end >= size && off - end < best_gap) {
+            best_gap = off - end;
+            best = end;
+        }
+        if (taken[k].end > end)
+            end = taken[k].end;
+    }
+    return best >= 0 ? best : end;
+}

@@ -65,4 +65,19 @@ pbl_status pbl__spacetime_query(const pbl__spacetime *t, int32_t a, int32_t b, p
  * holds n. */
 void       pbl__spacetime_merge_runs(pbl__span *a, pbl__span *tmp, int32_t n, int32_t *run, int32_t n_runs);
 
+/* A caller's buffers for pbl__spacetime_taken, grown from the index's allocator and kept
+ * between calls; zero-initialise, release with pbl__spacetime_scan_free. */
+typedef struct pbl__spacetime_scan {
+    pbl__span *v, *tmp;
+    int32_t    cap, tmp_cap;
+} pbl__spacetime_scan;
+/* The bytes taken at some step of [a, b), by offset (intervals may overlap): query, then
+ * merge of the runs. *out points into s, valid until its next use. PBL_OK or PBL_ERR_NOMEM. */
+pbl_status pbl__spacetime_taken(const pbl__spacetime *t, int32_t a, int32_t b, pbl__spacetime_scan *s,
+                                const pbl__span **out, int32_t *n);
+void       pbl__spacetime_scan_free(pbl__spacetime_scan *s, const pbl_allocator *al);
+/* Offset greedy's choice among taken[0, n) (by offset): the start of the smallest gap that
+ * holds `size` (the lowest such), else the end of the highest taken byte. */
+int64_t    pbl__spans_smallest_gap(const pbl__span *taken, int32_t n, int64_t size);
+
 #endif

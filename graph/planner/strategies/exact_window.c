@@ -84,8 +84,7 @@ static int32_t peak_step(const window *w)
 static int64_t complete(window *w, int64_t above, double deadline)
 {
     pbl__spacetime taken;
-    pbl__span *found = NULL, *tmp = NULL;
-    int32_t found_cap = 0, tmp_cap = 0;
+    pbl__spacetime_scan scan = { 0 };
     int64_t arena = -1;
     if (pbl__spacetime_init(&taken, w->m - 1, w->al) != PBL_OK)
         return -1;
@@ -105,32 +104,12 @@ static int64_t complete(window *w, int64_t above, double deadline)
             arena = 0;
             goto done;
         }
-        int32_t i = w->by_size[s].idx, n_found = 0, run[PBL__SPACETIME_MAX_RUNS], n_runs;
+        int32_t i = w->by_size[s].idx, n_taken;
         int64_t size = w->r[i].size;
-        if (pbl__spacetime_query(&taken, w->step[2 * i], w->step[2 * i + 1], &found, &found_cap, &n_found, run,
-                                 &n_runs) != PBL_OK)
+        const pbl__span *taken_now;
+        if (pbl__spacetime_taken(&taken, w->step[2 * i], w->step[2 * i + 1], &scan, &taken_now, &n_taken) != PBL_OK)
             goto done;
-        if (n_found > tmp_cap) {
-            pbl__plan_free(w->al, tmp, (size_t)tmp_cap * sizeof *tmp);
-            tmp_cap = found_cap;
-            tmp = pbl__plan_alloc(w->al, (size_t)tmp_cap * sizeof *tmp);
-            if (!tmp) {
-                tmp_cap = 0;
-                goto done;
-            }
-        }
-        pbl__spacetime_merge_runs(found, tmp, n_found, run, n_runs);
-        int64_t end = 0, best = -1, best_gap = INT64_MAX;
-        for (int32_t k = 0; k < n_found; k++) {
-            int64_t off = found[k].offset;
-            if (off >= end && off - end >= size && off - end < best_gap) {
-                best_gap = off - end;
-                best = end;
-            }
-            if (found[k].end > end)
-                end = found[k].end;
-        }
-        w->trial[i] = best >= 0 ? best : end;
+        w->trial[i] = pbl__spans_smallest_gap(taken_now, n_taken, size);
         if (w->trial[i] + size >= above) {
             arena = 0;
             goto done;
@@ -145,8 +124,7 @@ static int64_t complete(window *w, int64_t above, double deadline)
             arena = w->trial[i] + w->r[i].size;
 done:
     pbl__spacetime_free(&taken);
-    pbl__plan_free(w->al, found, (size_t)found_cap * sizeof *found);
-    pbl__plan_free(w->al, tmp, (size_t)tmp_cap * sizeof *tmp);
+    pbl__spacetime_scan_free(&scan, w->al);
     return arena;
 }
 

@@ -56,8 +56,7 @@ typedef struct heap {
     chunk   *found;      /* [n] the start order: the live chunks by offset */
     int64_t *found_last; /* [n] the start order: `last` of each live chunk */
     pbl__spacetime taken; /* the other orders: bytes taken over time */
-    chunk   *taken_found, *tmp; /* a query's intervals, and the sort's other buffer (grown) */
-    int32_t  taken_cap, tmp_cap;
+    pbl__spacetime_scan scan;   /* a query's buffers (grown) */
 } heap;
 
 /* The offset for a record of `size` bytes among the chunks live with it, sorted by offset:
@@ -95,20 +94,11 @@ static int64_t place_by_index(heap *h, const pbl__key4 *order, int64_t align, co
             return -1;
         int32_t i = h->at_pos[order[o].idx];
         const pbl_usage_record *ri = &h->r[i];
-        int32_t n_found = 0, a = h->step[2 * i], b = h->step[2 * i + 1], run[PBL__SPACETIME_MAX_RUNS], n_runs;
-        if (pbl__spacetime_query(&h->taken, a, b, &h->taken_found, &h->taken_cap, &n_found, run, &n_runs) != PBL_OK)
+        int32_t n_found, a = h->step[2 * i], b = h->step[2 * i + 1];
+        const chunk *found;
+        if (pbl__spacetime_taken(&h->taken, a, b, &h->scan, &found, &n_found) != PBL_OK)
             return -2;
-        if (n_found > h->tmp_cap) {
-            pbl__plan_free(h->al, h->tmp, (size_t)h->tmp_cap * sizeof *h->tmp);
-            h->tmp_cap = h->taken_cap;
-            h->tmp = pbl__plan_alloc(h->al, (size_t)h->tmp_cap * sizeof *h->tmp);
-            if (!h->tmp) {
-                h->tmp_cap = 0;
-                return -2;
-            }
-        }
-        pbl__spacetime_merge_runs(h->taken_found, h->tmp, n_found, run, n_runs);
-        int64_t at = best_fit(h->taken_found, n_found, ri->size, heap_size, align);
+        int64_t at = best_fit(found, n_found, ri->size, heap_size, align);
         h->offset[i] = at;
         if (at + ri->size > heap_size)
             heap_size = at + ri->size;
@@ -229,8 +219,7 @@ pbl_status pbl__plan_best_fit_heap(const pbl__plan_in *in, pbl_assignment *out)
         }
     }
     pbl__spacetime_free(&h.taken);
-    pbl__plan_free(al, h.taken_found, (size_t)h.taken_cap * sizeof *h.taken_found);
-    pbl__plan_free(al, h.tmp, (size_t)h.tmp_cap * sizeof *h.tmp);
+    pbl__spacetime_scan_free(&h.scan, al);
     pbl__plan_free(al, block, bytes);
     if (st != PBL_OK)
         return st;

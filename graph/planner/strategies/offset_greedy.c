@@ -56,8 +56,7 @@ pbl_status pbl__plan_offset_greedy_by_size(const pbl__plan_in *in, pbl_assignmen
         step[2 * i + 1] = pbl__search_i64(times, m, r[i].last, 0);
     }
     pbl__spacetime taken;
-    pbl__span *found = NULL, *tmp = NULL;
-    int32_t found_cap = 0, tmp_cap = 0;
+    pbl__spacetime_scan scan = { 0 };
     pbl_status st = pbl__spacetime_init(&taken, m - 1, al);
     for (int32_t s = 0; st == PBL_OK && s < n; s++) {
         if ((s & 63) == 0 && pbl__plan_expired(in)) {
@@ -66,41 +65,18 @@ pbl_status pbl__plan_offset_greedy_by_size(const pbl__plan_in *in, pbl_assignmen
         }
         int32_t i = by_size[s].idx;
         int64_t size = r[i].size;
-        /* the bytes taken at some step of this record's lifetime, as merged intervals */
-        int32_t n_found = 0, run[PBL__SPACETIME_MAX_RUNS], n_runs;
-        st = pbl__spacetime_query(&taken, step[2 * i], step[2 * i + 1], &found, &found_cap, &n_found, run, &n_runs);
+        /* the bytes taken at some step of this record's lifetime */
+        const pbl__span *taken_now;
+        int32_t n_taken;
+        st = pbl__spacetime_taken(&taken, step[2 * i], step[2 * i + 1], &scan, &taken_now, &n_taken);
         if (st != PBL_OK)
             break;
-        if (n_found > tmp_cap) {
-            pbl__plan_free(al, tmp, (size_t)tmp_cap * sizeof *tmp);
-            tmp_cap = found_cap;
-            tmp = pbl__plan_alloc(al, (size_t)tmp_cap * sizeof *tmp);
-            if (!tmp) {
-                tmp_cap = 0;
-                st = PBL_ERR_NOMEM;
-                break;
-            }
-        }
-        pbl__spacetime_merge_runs(found, tmp, n_found, run, n_runs);
-
-        /* found: the taken intervals, by offset; the gaps between them are free all along */
-        int64_t end = 0, best = -1, best_gap = INT64_MAX;
-        for (int32_t k = 0; k < n_found; k++) {
-            int64_t off = found[k].offset;
-            if (off >= end && off - end >= size && off - end < best_gap) {
-                best_gap = off - end;
-                best = end;
-            }
-            if (found[k].end > end)
-                end = found[k].end;
-        }
-        out->offset[i] = best >= 0 ? best : end;
+        out->offset[i] = pbl__spans_smallest_gap(taken_now, n_taken, size);
         st = pbl__spacetime_add(&taken, step[2 * i], step[2 * i + 1], out->offset[i],
                                 pbl__align_up(out->offset[i] + size, align));
     }
     pbl__spacetime_free(&taken);
-    pbl__plan_free(al, found, (size_t)found_cap * sizeof *found);
-    pbl__plan_free(al, tmp, (size_t)tmp_cap * sizeof *tmp);
+    pbl__spacetime_scan_free(&scan, al);
     pbl__plan_free(al, block, bytes);
     return st;
 }
