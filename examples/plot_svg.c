@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "out_file.h"
+#include "pebble/status.h"
 
 /* A growing text buffer; `failed` once an allocation failed (the rest is then dropped). */
 typedef struct text {
@@ -192,7 +192,7 @@ int plot_svg_write(const char *path, const char *title, const epoch_stats *st, i
     if (t.failed)
         snprintf(err, errlen, "%s: out of memory for the picture", path);
     else
-        rc = out_file_write(path, t.p, t.len, err, errlen);
+        rc = pbl_file_write(path, t.p, t.len, err, errlen) == PBL_OK ? 0 : -1;
     free(t.p);
     return rc;
 }

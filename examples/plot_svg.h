@@ -15,7 +15,7 @@ typedef struct epoch_stats {
     double secs, samples_per_s;   /* the epoch's training time */
 } epoch_stats;
 
-/* Draws epochs 1..n of `st` to `path` (written whole or not at all, out_file.h); with
+/* Draws epochs 1..n of `st` to `path` (written whole or not at all, pbl_file_write); with
  * has_val 0 only the training curves. 0, or -1 with a message in err. */
 int plot_svg_write(const char *path, const char *title, const epoch_stats *st, int n, int has_val, char *err,
                    size_t errlen);

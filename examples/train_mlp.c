@@ -41,7 +41,6 @@
 
 #include "args.h" /* tools/args: the command-line convention the pebble tool shares */
 #include "idx.h"
-#include "out_file.h"
 #include "plot_svg.h"
 
 #define N_PIXELS     784 /* 28 x 28, what the first layer expects */
@@ -854,10 +853,10 @@ static int evaluate(evaluator *ev, const dataset *d, int64_t first, int64_t coun
 
 /* ---- main ------------------------------------------------------------------------------ */
 
-/* Signals: the library's temporaries (--save) and this program's (--plot) are removed. */
+/* Signals: the temporaries of --save's and --plot's writes in progress are removed. */
 static int cleanup_on_signal(void)
 {
-    return pbl_cleanup_temporaries() + out_file_cleanup();
+    return pbl_cleanup_temporaries();
 }
 
 /* The model's name, "784-256-128-10". */
@@ -961,7 +960,7 @@ int main(int argc, char **argv)
         goto free_nets;
     }
     char err[512];
-    if (o.plot && out_file_check(o.plot, err, sizeof err) != 0) {
+    if (o.plot && pbl_file_check(o.plot, err, sizeof err) != PBL_OK) {
         complain("%s", err);
         goto free_nets;
     }

@@ -519,3 +519,21 @@ pbl_status pbl__file_out_check(const char *path, const pbl_allocator *a, char *e
         s = pbl__file_out_close(&o, 0, err, errlen);
     return s;
 }
+
+PBL__API pbl_status pbl_file_check(const char *path, char *err, size_t errlen)
+{
+    return pbl__file_out_check(path, NULL, err, errlen);
+}
+
+PBL__API pbl_status pbl_file_write(const char *path, const void *data, size_t n, char *err, size_t errlen)
+{
+    pbl__file_out o;
+    pbl_status s = pbl__file_out_open(&o, path, NULL, err, errlen);
+    if (s != PBL_OK)
+        return s;
+    int ok = n == 0 || fwrite(data, 1, n, o.f) == n;
+    s = pbl__file_out_close(&o, ok, err, errlen);
+    if (s == PBL_OK && !ok)
+        s = pbl__errf(err, errlen, PBL_ERR_IO, "%s: writing failed", path);
+    return s;
+}

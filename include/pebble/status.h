@@ -15,6 +15,8 @@
 #ifndef PEBBLE_STATUS_H
 #define PEBBLE_STATUS_H
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -67,6 +69,18 @@ const char *pbl_status_name(pbl_status s);
  * the process: a write it interrupts fails, and so does every write started after it. Temporaries left by a process killed with SIGKILL are removed by the next write to
  * the same file. */
 int pbl_cleanup_temporaries(void);
+
+/* Writes n bytes of data to path through the same whole-or-nothing writer: a temporary file
+ * beside it, synced and renamed over it (links followed, the mode kept, FIFOs and devices
+ * written in place, /dev/stdout through its descriptor); on failure the old file is untouched.
+ * For a program's own outputs (train_mlp's --plot). PBL_OK, PBL_ERR_IO or PBL_ERR_NOMEM with
+ * "PATH: reason" in err. Thread-safe. */
+pbl_status pbl_file_write(const char *path, const void *data, size_t n, char *err, size_t errlen);
+
+/* Whether pbl_file_write(path, ...) could succeed, without writing anything: for a long job
+ * to fail before its work rather than after. PBL_OK, or the status and message the write
+ * would give. Thread-safe. */
+pbl_status pbl_file_check(const char *path, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }
