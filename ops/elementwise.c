@@ -1,7 +1,7 @@
 /* add, sub, mul, div (b broadcast over a), scale, add_n, fill, copy. Kernels: ops/cpu/elementwise.c. */
 #include <stdio.h>
 
-#include "ops/cpu/broadcast.h"
+#include "ops/shared/broadcast.h"
 #include "ops/cpu/kernels.h"
 
 static const int8_t out0_over_in0[][2] = { { 0, 0 } };

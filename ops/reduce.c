@@ -2,7 +2,7 @@
  * broadcast shapes. Kernels: ops/cpu/reduce.c. */
 #include <stdio.h>
 
-#include "ops/cpu/broadcast.h"
+#include "ops/shared/broadcast.h"
 #include "ops/cpu/kernels.h"
 #include "ops/shared/reduce.h"
 

@@ -1,7 +1,7 @@
 /* CPU kernels: add, sub, mul, div with broadcasting; scale, add_n, fill, copy. */
 #include <string.h>
 
-#include "ops/cpu/broadcast.h"
+#include "ops/shared/broadcast.h"
 #include "ops/cpu/kernels.h"
 
 typedef enum { BIN_ADD, BIN_SUB, BIN_MUL, BIN_DIV } bin_kind;

@@ -1,7 +1,7 @@
 /* CPU kernels: reductions and broadcasts, all as walks of the big shape's rows (broadcast.h). */
 #include <string.h>
 
-#include "ops/cpu/broadcast.h"
+#include "ops/shared/broadcast.h"
 #include "ops/cpu/kernels.h"
 #include "ops/shared/reduce.h"
 

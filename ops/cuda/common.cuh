@@ -16,7 +16,7 @@
 #include "ops/shared/formulas.h"
 
 extern "C" {
-#include "ops/cpu/broadcast.h"
+#include "ops/shared/broadcast.h"
 }
 
 const char *pbl__cublas_status_str(cublasStatus_t st);
@@ -89,7 +89,7 @@ static inline unsigned pbl__blocks(int64_t n)
 #define PBL__OUT(a, k) ((float *)(a)->out[k])
 #define PBL__NUMEL(m)  pbl_shape_numel(&(m).shape)
 
-/* The broadcast walk of ops/cpu/broadcast.h by value, for kernels: big element i reads the
+/* The broadcast walk of ops/shared/broadcast.h by value, for kernels: big element i reads the
  * small operand at bcast_offset(b, i). */
 struct pbl__dbcast {
     int32_t ndim;

@@ -1,6 +1,6 @@
 /*
  * CUDA kernels: sum, mean, sum_to (reductions over the broadcast dims of a big shape onto a
- * small one, ops/cpu/broadcast.h) and broadcast_to.
+ * small one, ops/shared/broadcast.h) and broadcast_to.
  *
  * A reduction runs one thread per small element: its coordinates on the kept dims give a
  * base offset in the big tensor, and the thread adds the big elements over the reduced dims

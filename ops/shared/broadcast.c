@@ -1,4 +1,4 @@
-#include "ops/cpu/broadcast.h"
+#include "ops/shared/broadcast.h"
 
 int pbl__bcast_ok(const pbl_shape *big, const pbl_shape *small)
 {

@@ -4,8 +4,8 @@
  * with stride 1 (dim matches) or 0 (dim is 1), from an offset that depends on the row.
  * add/sub/mul, broadcast_to and sum_to all walk it the same way.
  */
-#ifndef PBL_CPU_BROADCAST_H
-#define PBL_CPU_BROADCAST_H
+#ifndef PBL_SHARED_BROADCAST_H
+#define PBL_SHARED_BROADCAST_H
 
 #include "pebble/graph.h"
 
