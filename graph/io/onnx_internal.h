@@ -128,14 +128,60 @@ typedef pbl_status (*pbl__onnx_convert_fn)(pbl__onnx_ctx *c);
 #define PBL__ONNX_OPSET_MIN 1
 #define PBL__ONNX_OPSET_MAX 22
 
-/* Whether pebble maps n's op (graph/io/onnx_ops.c). */
+/* One ONNX op pebble converts: its converter and the attributes it reads, and the few it may
+ * ignore because they cannot change the result at inference (consumed_inputs and broadcast,
+ * legacy hints from opsets before 7; Dropout's seed; BatchNormalization's momentum, used only in
+ * training; Conv's kernel_shape, which the weight's shape already says). Any other attribute is
+ * refused: pebble cannot know whether it changes what the node computes, and a model run with it
+ * silently ignored could be wrong. */
+typedef struct pbl__onnx_op {
+    const char          *name;
+    pbl__onnx_convert_fn fn;
+    const char          *attrs; /* space-separated names; NULL: the converter checks them */
+} pbl__onnx_op;
+
+/* A family's ops (one graph/io/onnx_ops*.c each); graph/io/onnx_ops.c lists the tables. */
+typedef struct pbl__onnx_op_table {
+    const pbl__onnx_op *ops;
+    size_t              n;
+} pbl__onnx_op_table;
+
+extern const pbl__onnx_op_table pbl__onnx_ops_core;   /* graph/io/onnx_ops.c */
+
+/* Whether pebble maps n's op (in any family's table). */
 int pbl__onnx_known_op(const Onnx__NodeProto *n);
 /* Converts c->node, a known op: refuses an attribute its op's entry does not list, then runs
  * the op's converter. */
 pbl_status pbl__onnx_convert(pbl__onnx_ctx *c);
 /* Whether d names ONNX's default domain ("" or "ai.onnx"). */
 int         pbl__onnx_default_domain(const char *d);
+
+/* ---- what the converters share (graph/io/onnx_node.c) ---------------------------------------- */
+
 /* Input i's name, or NULL when absent or empty (an omitted optional input). */
 const char *pbl__onnx_in_name(const Onnx__NodeProto *n, size_t i);
+/* The current node's inputs: the first lo present, at most hi in all, and an output. */
+pbl_status  pbl__onnx_need_inputs(pbl__onnx_ctx *c, size_t lo, size_t hi);
+/* Attribute `name` of n, or NULL. */
+const Onnx__AttributeProto *pbl__onnx_attr_find(const Onnx__NodeProto *n, const char *name);
+/* The current node's attribute `name` into *out, dflt when absent; a wrong type is an error. */
+pbl_status  pbl__onnx_attr_int(pbl__onnx_ctx *c, const char *name, int64_t dflt, int64_t *out);
+pbl_status  pbl__onnx_attr_float(pbl__onnx_ctx *c, const char *name, double dflt, double *out);
+/* An int attribute that is a flag: 0 or 1, anything else refused. */
+pbl_status  pbl__onnx_attr_bool(pbl__onnx_ctx *c, const char *name, int64_t dflt, int64_t *out);
+/* An ints attribute into buf (at most max); *n = -1 when absent. */
+pbl_status  pbl__onnx_attr_ints(pbl__onnx_ctx *c, const char *name, int64_t *buf, int32_t max, int32_t *n);
+/* auto_pad's value, one of NOTSET, VALID, SAME_UPPER, SAME_LOWER (dflt when absent). */
+pbl_status  pbl__onnx_attr_string_is(pbl__onnx_ctx *c, const char *name, const char *dflt, const char **out);
+/* numpy two-way broadcasting of a and b into out; 0 when they do not broadcast. */
+int         pbl__onnx_bcast_shape(const pbl_shape *a, const pbl_shape *b, pbl_shape *out);
+/* x as shape `want`: x itself when it has it, else one `op` node (broadcast_to, reshape). */
+pbl_status  pbl__onnx_to_shape(pbl__onnx_ctx *c, pbl_value x, pbl_shape want, const char *op, const char *suffix,
+                               pbl_value *out);
+/* out = a (op) b with ONNX's two-way broadcasting (pebble's binary ops broadcast b to a). */
+pbl_status  pbl__onnx_binary(pbl__onnx_ctx *c, const char *op, int commutative, pbl_value a, pbl_value b,
+                             const char *suffix, pbl_value *out);
+/* The converter of an op that is one pebble op over its one input, without attributes. */
+pbl_status  pbl__onnx_unary(pbl__onnx_ctx *c, const char *op);
 
 #endif

@@ -1,8 +1,9 @@
 /*
- * ONNX ops -> pebble ops: one converter per supported ONNX op, the table naming them, and the
- * helpers the converters share (attributes, broadcasting). A converter reads the current node
- * (c->node) through the loader's helpers in graph/io/onnx_internal.h, emits pebble nodes and
- * defines the node's outputs; reading the model itself is graph/io/onnx_load.c.
+ * ONNX ops -> pebble ops, the core family (arithmetic, products, activations, softmax, shapes,
+ * reductions, normalisation, convolution, pooling), the list of every family's table and the
+ * lookup through them. A converter reads the current node (c->node) through the helpers of
+ * graph/io/onnx_node.c, emits pebble nodes and defines the node's outputs; reading the model
+ * itself is graph/io/onnx_load.c.
  */
 #include <math.h>
 #include <stdio.h>
@@ -11,162 +12,15 @@
 #include "graph/io/onnx_internal.h"
 #include "pebble/builder.h"
 
-/* ---- attributes ------------------------------------------------------------------------------ */
+/* ---- converters: one per ONNX op of the core family ------------------------------------------------------------- */
 
-static const Onnx__AttributeProto *attr_find(const Onnx__NodeProto *n, const char *name)
-{
-    for (size_t i = 0; i < n->n_attribute; i++)
-        if (n->attribute[i] && n->attribute[i]->name && strcmp(n->attribute[i]->name, name) == 0)
-            return n->attribute[i];
-    return NULL;
-}
-
-static pbl_status attr_int(pbl__onnx_ctx *c, const char *name, int64_t dflt, int64_t *out)
-{
-    const Onnx__AttributeProto *a = attr_find(c->node, name);
-    *out = dflt;
-    if (!a)
-        return PBL_OK;
-    if (!a->has_i && a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT)
-        NODE_FAIL(c, PBL_ERR_FORMAT, "attribute %s is not an int", name);
-    *out = a->i;
-    return PBL_OK;
-}
-
-static pbl_status attr_float(pbl__onnx_ctx *c, const char *name, double dflt, double *out)
-{
-    const Onnx__AttributeProto *a = attr_find(c->node, name);
-    *out = dflt;
-    if (!a)
-        return PBL_OK;
-    if (!a->has_f && a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT)
-        NODE_FAIL(c, PBL_ERR_FORMAT, "attribute %s is not a float", name);
-    *out = a->f;
-    return PBL_OK;
-}
-
-/* An int attribute that is a flag: 0 or 1, anything else refused (transB=7 is a broken model,
- * not "true"). */
-static pbl_status attr_bool(pbl__onnx_ctx *c, const char *name, int64_t dflt, int64_t *out)
-{
-    pbl_status s = attr_int(c, name, dflt, out);
-    if (s == PBL_OK && *out != 0 && *out != 1)
-        NODE_FAIL(c, PBL_ERR_ATTR, "attribute %s is %lld; it must be 0 or 1", name, (long long)*out);
-    return s;
-}
-
-/* An ints attribute into buf (at most max); *n = -1 when absent. */
-static pbl_status attr_ints(pbl__onnx_ctx *c, const char *name, int64_t *buf, int32_t max, int32_t *n)
-{
-    const Onnx__AttributeProto *a = attr_find(c->node, name);
-    *n = -1;
-    if (!a)
-        return PBL_OK;
-    if (a->n_ints > (size_t)max)
-        NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "attribute %s lists %zu ints; pebble takes at most %d", name, a->n_ints, (int)max);
-    for (size_t i = 0; i < a->n_ints; i++)
-        buf[i] = a->ints[i];
-    *n = (int32_t)a->n_ints;
-    return PBL_OK;
-}
-
-static pbl_status attr_string_is(pbl__onnx_ctx *c, const char *name, const char *dflt, const char **out)
-{
-    const Onnx__AttributeProto *a = attr_find(c->node, name);
-    *out = dflt;
-    if (a && a->has_s) {
-        /* attribute strings are not NUL-terminated: compare against the known values only */
-        static const char *const known[] = { "NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER" };
-        for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
-            if (a->s.len == strlen(known[k]) && memcmp(a->s.data, known[k], a->s.len) == 0) {
-                *out = known[k];
-                return PBL_OK;
-            }
-        NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "attribute %s has a value pebble does not know", name);
-    }
-    return PBL_OK;
-}
-
-/* Input i's name, or NULL when absent or empty (an omitted optional input). */
-const char *pbl__onnx_in_name(const Onnx__NodeProto *n, size_t i)
-{
-    return i < n->n_input && n->input[i] && n->input[i][0] ? n->input[i] : NULL;
-}
-
-static pbl_status need_inputs(pbl__onnx_ctx *c, size_t lo, size_t hi)
-{
-    const Onnx__NodeProto *n = c->node;
-    for (size_t i = 0; i < lo; i++)
-        if (!pbl__onnx_in_name(n, i))
-            NODE_FAIL(c, PBL_ERR_FORMAT, "input %zu is required", i);
-    if (n->n_input > hi)
-        NODE_FAIL(c, PBL_ERR_FORMAT, "has %zu inputs, at most %zu expected", n->n_input, hi);
-    if (n->n_output < 1 || !n->output[0] || !n->output[0][0])
-        NODE_FAIL(c, PBL_ERR_FORMAT, "has no output%s", "");
-    return PBL_OK;
-}
-
-/* ---- shapes ---------------------------------------------------------------------------------- */
-
-/* numpy two-way broadcasting of a and b into out; 0 when they do not broadcast. */
-static int bcast_shape(const pbl_shape *a, const pbl_shape *b, pbl_shape *out)
-{
-    int32_t r = a->ndim > b->ndim ? a->ndim : b->ndim;
-    out->ndim = r;
-    for (int32_t i = 1; i <= r; i++) {
-        int64_t da = i <= a->ndim ? a->dim[a->ndim - i] : 1, db = i <= b->ndim ? b->dim[b->ndim - i] : 1;
-        if (da != db && da != 1 && db != 1)
-            return 0;
-        out->dim[r - i] = da == 1 ? db : da;
-    }
-    return 1;
-}
-
-static pbl_status to_shape(pbl__onnx_ctx *c, pbl_value x, pbl_shape want, const char *op, const char *suffix, pbl_value *out)
-{
-    pbl_shape have = pbl__onnx_shape_of(c, x);
-    if (pbl_shape_equal(&have, &want)) {
-        *out = x;
-        return PBL_OK;
-    }
-    pbl_attr at = PBL_ATTR_INTS("shape", want.dim, want.ndim);
-    return pbl__onnx_emit(c, op, &x, 1, &at, 1, suffix, out);
-}
-
-/* ---- converters: one per ONNX op ------------------------------------------------------------- */
-
-/* out = a (op) b with ONNX's two-way broadcasting; pebble's binary ops broadcast b to a. */
-static pbl_status binary(pbl__onnx_ctx *c, const char *op, int commutative, pbl_value a, pbl_value b, const char *suffix,
-                         pbl_value *out)
-{
-    pbl_shape sa = pbl__onnx_shape_of(c, a), sb = pbl__onnx_shape_of(c, b), so;
-    if (!bcast_shape(&sa, &sb, &so)) {
-        char ba[96], bb[96];
-        NODE_FAIL(c, PBL_ERR_SHAPE, "inputs %s and %s do not broadcast", pbl_shape_str(&sa, ba, sizeof ba),
-                  pbl_shape_str(&sb, bb, sizeof bb));
-    }
-    pbl_status s;
-    if (!pbl_shape_equal(&sa, &so)) {
-        if (commutative && pbl_shape_equal(&sb, &so)) {
-            pbl_value t = a;
-            a = b;
-            b = t;
-        } else {
-            char sfx[64];
-            snprintf(sfx, sizeof sfx, "%s%sbroadcast_a", suffix ? suffix : "", suffix ? "_" : "");
-            if ((s = to_shape(c, a, so, "broadcast_to", sfx, &a)) != PBL_OK)
-                return s;
-        }
-    }
-    return pbl__onnx_emit(c, op, (pbl_value[]){ a, b }, 2, NULL, 0, suffix, out);
-}
 
 static pbl_status cv_binary(pbl__onnx_ctx *c, const char *op, int commutative)
 {
     pbl_value a, b, y;
     pbl_status s;
-    if ((s = need_inputs(c, 2, 2)) != PBL_OK || (s = pbl__onnx_get(c, c->node->input[0], &a)) != PBL_OK ||
-        (s = pbl__onnx_get(c, c->node->input[1], &b)) != PBL_OK || (s = binary(c, op, commutative, a, b, NULL, &y)) != PBL_OK)
+    if ((s = pbl__onnx_need_inputs(c, 2, 2)) != PBL_OK || (s = pbl__onnx_get(c, c->node->input[0], &a)) != PBL_OK ||
+        (s = pbl__onnx_get(c, c->node->input[1], &b)) != PBL_OK || (s = pbl__onnx_binary(c, op, commutative, a, b, NULL, &y)) != PBL_OK)
         return s;
     return pbl__onnx_define(c, c->node->output[0], y);
 }
@@ -176,26 +30,17 @@ static pbl_status cv_sub(pbl__onnx_ctx *c) { return cv_binary(c, "sub", 0); }
 static pbl_status cv_mul(pbl__onnx_ctx *c) { return cv_binary(c, "mul", 1); }
 static pbl_status cv_div(pbl__onnx_ctx *c) { return cv_binary(c, "div", 0); }
 
-static pbl_status cv_unary(pbl__onnx_ctx *c, const char *op)
-{
-    pbl_value x, y;
-    pbl_status s;
-    if ((s = need_inputs(c, 1, 1)) != PBL_OK || (s = pbl__onnx_get(c, c->node->input[0], &x)) != PBL_OK ||
-        (s = pbl__onnx_emit(c, op, &x, 1, NULL, 0, NULL, &y)) != PBL_OK)
-        return s;
-    return pbl__onnx_define(c, c->node->output[0], y);
-}
 
-static pbl_status cv_relu(pbl__onnx_ctx *c) { return cv_unary(c, "relu"); }
-static pbl_status cv_sigmoid(pbl__onnx_ctx *c) { return cv_unary(c, "sigmoid"); }
-static pbl_status cv_tanh(pbl__onnx_ctx *c) { return cv_unary(c, "tanh"); }
+static pbl_status cv_relu(pbl__onnx_ctx *c) { return pbl__onnx_unary(c, "relu"); }
+static pbl_status cv_sigmoid(pbl__onnx_ctx *c) { return pbl__onnx_unary(c, "sigmoid"); }
+static pbl_status cv_tanh(pbl__onnx_ctx *c) { return pbl__onnx_unary(c, "tanh"); }
 
 /* Identity, and Dropout at inference: the output is the input's value (no node). */
 static pbl_status cv_identity(pbl__onnx_ctx *c)
 {
     pbl_value x;
     pbl_status s;
-    if ((s = need_inputs(c, 1, 1)) != PBL_OK || (s = pbl__onnx_get(c, c->node->input[0], &x)) != PBL_OK)
+    if ((s = pbl__onnx_need_inputs(c, 1, 1)) != PBL_OK || (s = pbl__onnx_get(c, c->node->input[0], &x)) != PBL_OK)
         return s;
     return pbl__onnx_define(c, c->node->output[0], x);
 }
@@ -205,12 +50,12 @@ static pbl_status cv_dropout(pbl__onnx_ctx *c)
     const Onnx__NodeProto *n = c->node;
     pbl_value x;
     pbl_status s;
-    if ((s = need_inputs(c, 1, 3)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &x)) != PBL_OK)
+    if ((s = pbl__onnx_need_inputs(c, 1, 3)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &x)) != PBL_OK)
         return s;
     int64_t is_test = 1;
     double ratio;
-    if ((s = attr_bool(c, "is_test", 1, &is_test)) != PBL_OK || /* opset < 7 */
-        (s = attr_float(c, "ratio", 0.5, &ratio)) != PBL_OK)     /* opset < 12; then an input */
+    if ((s = pbl__onnx_attr_bool(c, "is_test", 1, &is_test)) != PBL_OK || /* opset < 7 */
+        (s = pbl__onnx_attr_float(c, "ratio", 0.5, &ratio)) != PBL_OK)     /* opset < 12; then an input */
         return s;
     /* inference ignores the ratio, but one outside [0, 1) says the model is not what it claims */
     if (!(ratio >= 0 && ratio < 1))
@@ -276,9 +121,9 @@ static pbl_status cv_gemm(pbl__onnx_ctx *c)
     int64_t ta, tb;
     double alpha, beta;
     pbl_status s;
-    if ((s = need_inputs(c, 2, 3)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &a)) != PBL_OK ||
-        (s = attr_bool(c, "transA", 0, &ta)) != PBL_OK || (s = attr_bool(c, "transB", 0, &tb)) != PBL_OK ||
-        (s = attr_float(c, "alpha", 1.0, &alpha)) != PBL_OK || (s = attr_float(c, "beta", 1.0, &beta)) != PBL_OK)
+    if ((s = pbl__onnx_need_inputs(c, 2, 3)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &a)) != PBL_OK ||
+        (s = pbl__onnx_attr_bool(c, "transA", 0, &ta)) != PBL_OK || (s = pbl__onnx_attr_bool(c, "transB", 0, &tb)) != PBL_OK ||
+        (s = pbl__onnx_attr_float(c, "alpha", 1.0, &alpha)) != PBL_OK || (s = pbl__onnx_attr_float(c, "beta", 1.0, &beta)) != PBL_OK)
         return s;
     if (pbl__onnx_in_name(n, 2) && (s = pbl__onnx_get(c, n->input[2], &cc)) != PBL_OK)
         return s;
@@ -296,7 +141,7 @@ static pbl_status cv_gemm(pbl__onnx_ctx *c)
             if ((s = pack_weights(c, n->input[1], &in[1])) != PBL_OK)
                 return s;
             if (cc != PBL_NONE && sc.ndim == 2 &&
-                (s = to_shape(c, cc, pbl_shape_make(1, &N), "reshape", "bias", &in[2])) != PBL_OK)
+                (s = pbl__onnx_to_shape(c, cc, pbl_shape_make(1, &N), "reshape", "bias", &in[2])) != PBL_OK)
                 return s;
             if ((s = pbl__onnx_emit(c, "fully_connected_packed", in, cc != PBL_NONE ? 3 : 2, oa, 1, NULL, &y)) != PBL_OK)
                 return s;
@@ -316,7 +161,7 @@ static pbl_status cv_gemm(pbl__onnx_ctx *c)
     if (!ta && tb && alpha == 1.0 && (cc == PBL_NONE || (beta == 1.0 && c_is_row))) {
         /* x·wᵀ + b: pebble's fully_connected, one sgemm with the bias preloaded */
         pbl_value in[3] = { a, b, cc };
-        if (cc != PBL_NONE && sc.ndim == 2 && (s = to_shape(c, cc, pbl_shape_make(1, &N), "reshape", "bias", &in[2])) != PBL_OK)
+        if (cc != PBL_NONE && sc.ndim == 2 && (s = pbl__onnx_to_shape(c, cc, pbl_shape_make(1, &N), "reshape", "bias", &in[2])) != PBL_OK)
             return s;
         if ((s = pbl__onnx_emit(c, "fully_connected", in, cc != PBL_NONE ? 3 : 2, NULL, 0, NULL, &y)) != PBL_OK)
             return s;
@@ -337,7 +182,7 @@ static pbl_status cv_gemm(pbl__onnx_ctx *c)
             if ((s = pbl__onnx_emit(c, "scale", &cc, 1, sb_, 1, "beta", &cc)) != PBL_OK)
                 return s;
         }
-        if ((s = binary(c, "add", 1, y, cc, NULL, &y)) != PBL_OK)
+        if ((s = pbl__onnx_binary(c, "add", 1, y, cc, NULL, &y)) != PBL_OK)
             return s;
     }
     return pbl__onnx_define(c, n->output[0], y);
@@ -348,7 +193,7 @@ static pbl_status cv_matmul(pbl__onnx_ctx *c)
     const Onnx__NodeProto *n = c->node;
     pbl_value a, b, y;
     pbl_status s;
-    if ((s = need_inputs(c, 2, 2)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &a)) != PBL_OK ||
+    if ((s = pbl__onnx_need_inputs(c, 2, 2)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &a)) != PBL_OK ||
         (s = pbl__onnx_get(c, n->input[1], &b)) != PBL_OK)
         return s;
     pbl_shape sa = pbl__onnx_shape_of(c, a), sb = pbl__onnx_shape_of(c, b);
@@ -366,7 +211,7 @@ static pbl_status cv_matmul(pbl__onnx_ctx *c)
     pbl_shape ba_ = { .ndim = a2.ndim - 2 }, bb_ = { .ndim = b2.ndim - 2 }, batch;
     memcpy(ba_.dim, a2.dim, sizeof(int64_t) * (size_t)ba_.ndim);
     memcpy(bb_.dim, b2.dim, sizeof(int64_t) * (size_t)bb_.ndim);
-    if (K != K2 || !bcast_shape(&ba_, &bb_, &batch) || batch.ndim + 2 > PBL_MAX_DIMS)
+    if (K != K2 || !pbl__onnx_bcast_shape(&ba_, &bb_, &batch) || batch.ndim + 2 > PBL_MAX_DIMS)
         NODE_FAIL(c, PBL_ERR_SHAPE, "A is %s and B is %s; they do not multiply", pbl_shape_str(&sa, ba, sizeof ba),
                   pbl_shape_str(&sb, bb, sizeof bb));
     /* ONNX's output shape */
@@ -378,10 +223,10 @@ static pbl_status cv_matmul(pbl__onnx_ctx *c)
     if (b2.ndim == 2 && a2.ndim > 2) {
         /* [..., m, k]·[k, n]: one product over the flattened rows (no copies of B) */
         int64_t rows = pbl_shape_numel(&a2) / K;
-        if ((s = to_shape(c, a, pbl_shape_make(2, (int64_t[]){ rows, K }), "reshape", "rows", &a)) != PBL_OK ||
-            (s = to_shape(c, b, b2, "reshape", "b2", &b)) != PBL_OK ||
+        if ((s = pbl__onnx_to_shape(c, a, pbl_shape_make(2, (int64_t[]){ rows, K }), "reshape", "rows", &a)) != PBL_OK ||
+            (s = pbl__onnx_to_shape(c, b, b2, "reshape", "b2", &b)) != PBL_OK ||
             (s = pbl__onnx_emit(c, "matmul", (pbl_value[]){ a, b }, 2, NULL, 0, "matmul", &y)) != PBL_OK ||
-            (s = to_shape(c, y, so, "reshape", NULL, &y)) != PBL_OK)
+            (s = pbl__onnx_to_shape(c, y, so, "reshape", NULL, &y)) != PBL_OK)
             return s;
         return pbl__onnx_define(c, n->output[0], y);
     }
@@ -389,15 +234,15 @@ static pbl_status cv_matmul(pbl__onnx_ctx *c)
     ta.dim[ta.ndim++] = M, ta.dim[ta.ndim++] = K;
     tb.dim[tb.ndim++] = K, tb.dim[tb.ndim++] = Nn;
     /* a 1-D operand is reshaped first, then broadcast over the batch dims */
-    if ((s = to_shape(c, a, a2, "reshape", "a2", &a)) != PBL_OK || (s = to_shape(c, b, b2, "reshape", "b2", &b)) != PBL_OK ||
-        (s = to_shape(c, a, ta, "broadcast_to", "broadcast_a", &a)) != PBL_OK ||
-        (s = to_shape(c, b, tb, "broadcast_to", "broadcast_b", &b)) != PBL_OK)
+    if ((s = pbl__onnx_to_shape(c, a, a2, "reshape", "a2", &a)) != PBL_OK || (s = pbl__onnx_to_shape(c, b, b2, "reshape", "b2", &b)) != PBL_OK ||
+        (s = pbl__onnx_to_shape(c, a, ta, "broadcast_to", "broadcast_a", &a)) != PBL_OK ||
+        (s = pbl__onnx_to_shape(c, b, tb, "broadcast_to", "broadcast_b", &b)) != PBL_OK)
         return s;
     pbl_shape mo = batch;
     mo.dim[mo.ndim++] = M, mo.dim[mo.ndim++] = Nn;
     int same = pbl_shape_equal(&mo, &so);
     if ((s = pbl__onnx_emit(c, "matmul", (pbl_value[]){ a, b }, 2, NULL, 0, same ? NULL : "matmul", &y)) != PBL_OK ||
-        (s = to_shape(c, y, so, "reshape", NULL, &y)) != PBL_OK)
+        (s = pbl__onnx_to_shape(c, y, so, "reshape", NULL, &y)) != PBL_OK)
         return s;
     return pbl__onnx_define(c, n->output[0], y);
 }
@@ -413,8 +258,8 @@ static pbl_status cv_softmax_family(pbl__onnx_ctx *c, const char *op)
     pbl_status s;
     int64_t axis;
     int before13 = c->opset < 13;
-    if ((s = need_inputs(c, 1, 1)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &x)) != PBL_OK ||
-        (s = attr_int(c, "axis", before13 ? 1 : -1, &axis)) != PBL_OK)
+    if ((s = pbl__onnx_need_inputs(c, 1, 1)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &x)) != PBL_OK ||
+        (s = pbl__onnx_attr_int(c, "axis", before13 ? 1 : -1, &axis)) != PBL_OK)
         return s;
     pbl_shape sx = pbl__onnx_shape_of(c, x);
     int32_t r = sx.ndim;
@@ -428,7 +273,7 @@ static pbl_status cv_softmax_family(pbl__onnx_ctx *c, const char *op)
     } else if (before13) {
         pbl_attr fa[] = { PBL_ATTR_INT("axis", axis) };
         if ((s = pbl__onnx_emit(c, "flatten", &x, 1, fa, 1, "2d", &y)) != PBL_OK || (s = pbl__onnx_emit(c, op, &y, 1, NULL, 0, "op", &y)) != PBL_OK ||
-            (s = to_shape(c, y, sx, "reshape", NULL, &y)) != PBL_OK)
+            (s = pbl__onnx_to_shape(c, y, sx, "reshape", NULL, &y)) != PBL_OK)
             return s;
     } else {
         int64_t perm[PBL_MAX_DIMS];
@@ -452,8 +297,8 @@ static pbl_status cv_flatten(pbl__onnx_ctx *c)
     pbl_value x, y;
     int64_t axis;
     pbl_status s;
-    if ((s = need_inputs(c, 1, 1)) != PBL_OK || (s = pbl__onnx_get(c, c->node->input[0], &x)) != PBL_OK ||
-        (s = attr_int(c, "axis", 1, &axis)) != PBL_OK)
+    if ((s = pbl__onnx_need_inputs(c, 1, 1)) != PBL_OK || (s = pbl__onnx_get(c, c->node->input[0], &x)) != PBL_OK ||
+        (s = pbl__onnx_attr_int(c, "axis", 1, &axis)) != PBL_OK)
         return s;
     int32_t r = pbl__onnx_shape_of(c, x).ndim;
     if (axis < -r || axis > r)
@@ -475,9 +320,9 @@ static pbl_status cv_reshape(pbl__onnx_ctx *c)
     int32_t n_attr;
     const int64_t *dims;
     int64_t nd;
-    if ((s = need_inputs(c, 1, 2)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &x)) != PBL_OK ||
-        (s = attr_bool(c, "allowzero", 0, &allowzero)) != PBL_OK ||
-        (s = attr_ints(c, "shape", attr_shape, PBL_MAX_DIMS, &n_attr)) != PBL_OK)
+    if ((s = pbl__onnx_need_inputs(c, 1, 2)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &x)) != PBL_OK ||
+        (s = pbl__onnx_attr_bool(c, "allowzero", 0, &allowzero)) != PBL_OK ||
+        (s = pbl__onnx_attr_ints(c, "shape", attr_shape, PBL_MAX_DIMS, &n_attr)) != PBL_OK)
         return s;
     if (pbl__onnx_in_name(n, 1)) {
         if ((s = pbl__onnx_get_ints(c, n->input[1], &dims, &nd)) != PBL_OK)
@@ -516,8 +361,8 @@ static pbl_status cv_transpose(pbl__onnx_ctx *c)
     int64_t perm[PBL_MAX_INTS];
     int32_t np;
     pbl_status s;
-    if ((s = need_inputs(c, 1, 1)) != PBL_OK || (s = pbl__onnx_get(c, c->node->input[0], &x)) != PBL_OK ||
-        (s = attr_ints(c, "perm", perm, PBL_MAX_INTS, &np)) != PBL_OK)
+    if ((s = pbl__onnx_need_inputs(c, 1, 1)) != PBL_OK || (s = pbl__onnx_get(c, c->node->input[0], &x)) != PBL_OK ||
+        (s = pbl__onnx_attr_ints(c, "perm", perm, PBL_MAX_INTS, &np)) != PBL_OK)
         return s;
     pbl_attr pa[] = { PBL_ATTR_INTS("perm", perm, np < 0 ? 0 : np) };
     if ((s = pbl__onnx_emit(c, "transpose", &x, 1, pa, 1, NULL, &y)) != PBL_OK)
@@ -534,9 +379,9 @@ static pbl_status cv_reduce(pbl__onnx_ctx *c, const char *op)
     int64_t keep, noop, axes[PBL_MAX_INTS];
     int32_t na;
     pbl_status s;
-    if ((s = need_inputs(c, 1, 2)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &x)) != PBL_OK ||
-        (s = attr_bool(c, "keepdims", 1, &keep)) != PBL_OK || (s = attr_bool(c, "noop_with_empty_axes", 0, &noop)) != PBL_OK ||
-        (s = attr_ints(c, "axes", axes, PBL_MAX_INTS, &na)) != PBL_OK)
+    if ((s = pbl__onnx_need_inputs(c, 1, 2)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &x)) != PBL_OK ||
+        (s = pbl__onnx_attr_bool(c, "keepdims", 1, &keep)) != PBL_OK || (s = pbl__onnx_attr_bool(c, "noop_with_empty_axes", 0, &noop)) != PBL_OK ||
+        (s = pbl__onnx_attr_ints(c, "axes", axes, PBL_MAX_INTS, &na)) != PBL_OK)
         return s;
     if (na < 0)
         na = 0;
@@ -570,7 +415,7 @@ static pbl_status cv_concat(pbl__onnx_ctx *c)
     pbl_value in[CONCAT_MAX], y;
     int64_t axis;
     pbl_status s;
-    if ((s = need_inputs(c, 1, CONCAT_MAX)) != PBL_OK || (s = attr_int(c, "axis", INT64_MIN, &axis)) != PBL_OK)
+    if ((s = pbl__onnx_need_inputs(c, 1, CONCAT_MAX)) != PBL_OK || (s = pbl__onnx_attr_int(c, "axis", INT64_MIN, &axis)) != PBL_OK)
         return s;
     if (axis == INT64_MIN)
         NODE_FAIL(c, PBL_ERR_FORMAT, "attribute axis is required%s", "");
@@ -647,11 +492,11 @@ static pbl_status cv_batch_norm(pbl__onnx_ctx *c)
     double eps;
     int64_t training;
     pbl_status s;
-    if ((s = need_inputs(c, 5, 5)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &x)) != PBL_OK ||
-        (s = attr_float(c, "epsilon", 1e-5, &eps)) != PBL_OK || (s = attr_bool(c, "training_mode", 0, &training)) != PBL_OK)
+    if ((s = pbl__onnx_need_inputs(c, 5, 5)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &x)) != PBL_OK ||
+        (s = pbl__onnx_attr_float(c, "epsilon", 1e-5, &eps)) != PBL_OK || (s = pbl__onnx_attr_bool(c, "training_mode", 0, &training)) != PBL_OK)
         return s;
     int64_t spatial; /* opsets < 9: 0 means statistics per element, not per channel */
-    if ((s = attr_bool(c, "spatial", 1, &spatial)) != PBL_OK)
+    if ((s = pbl__onnx_attr_bool(c, "spatial", 1, &spatial)) != PBL_OK)
         return s;
     if (!spatial)
         NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "spatial 0 (statistics per element) is not supported%s", "");
@@ -722,8 +567,8 @@ static pbl_status window_attrs(pbl__onnx_ctx *c, const pbl_shape *sx, const int6
     int32_t ns, np, nd;
     pbl_status s;
     const char *auto_pad;
-    if ((s = attr_ints(c, "strides", stride, 2, &ns)) != PBL_OK || (s = attr_ints(c, "pads", pads, 4, &np)) != PBL_OK ||
-        (s = attr_ints(c, "dilations", dil, 2, &nd)) != PBL_OK || (s = attr_string_is(c, "auto_pad", "NOTSET", &auto_pad)) != PBL_OK)
+    if ((s = pbl__onnx_attr_ints(c, "strides", stride, 2, &ns)) != PBL_OK || (s = pbl__onnx_attr_ints(c, "pads", pads, 4, &np)) != PBL_OK ||
+        (s = pbl__onnx_attr_ints(c, "dilations", dil, 2, &nd)) != PBL_OK || (s = pbl__onnx_attr_string_is(c, "auto_pad", "NOTSET", &auto_pad)) != PBL_OK)
         return s;
     if (ns < 0)
         ns = 2, stride[0] = stride[1] = 1;
@@ -762,8 +607,8 @@ static pbl_status cv_conv(pbl__onnx_ctx *c)
     int64_t groups, stride[2], pads[4], dil[2];
     pbl_attr at[4];
     pbl_status s;
-    if ((s = need_inputs(c, 2, 3)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &in[0])) != PBL_OK ||
-        (s = pbl__onnx_get(c, n->input[1], &in[1])) != PBL_OK || (s = attr_int(c, "group", 1, &groups)) != PBL_OK)
+    if ((s = pbl__onnx_need_inputs(c, 2, 3)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &in[0])) != PBL_OK ||
+        (s = pbl__onnx_get(c, n->input[1], &in[1])) != PBL_OK || (s = pbl__onnx_attr_int(c, "group", 1, &groups)) != PBL_OK)
         return s;
     int32_t k = 2;
     if (pbl__onnx_in_name(n, 2) && (s = pbl__onnx_get(c, n->input[2], &in[k++])) != PBL_OK)
@@ -788,10 +633,10 @@ static pbl_status cv_pool(pbl__onnx_ctx *c, const char *op)
     int32_t nk;
     pbl_attr at[4];
     pbl_status s;
-    if ((s = need_inputs(c, 1, 1)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &x)) != PBL_OK ||
-        (s = attr_ints(c, "kernel_shape", kernel, 2, &nk)) != PBL_OK || (s = attr_bool(c, "ceil_mode", 0, &ceil_mode)) != PBL_OK ||
-        (s = attr_int(c, "storage_order", 0, &storage)) != PBL_OK ||
-        (s = attr_bool(c, "count_include_pad", 0, &count_pad)) != PBL_OK)
+    if ((s = pbl__onnx_need_inputs(c, 1, 1)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &x)) != PBL_OK ||
+        (s = pbl__onnx_attr_ints(c, "kernel_shape", kernel, 2, &nk)) != PBL_OK || (s = pbl__onnx_attr_bool(c, "ceil_mode", 0, &ceil_mode)) != PBL_OK ||
+        (s = pbl__onnx_attr_int(c, "storage_order", 0, &storage)) != PBL_OK ||
+        (s = pbl__onnx_attr_bool(c, "count_include_pad", 0, &count_pad)) != PBL_OK)
         return s;
     if (nk != 2)
         NODE_FAIL(c, nk < 0 ? PBL_ERR_FORMAT : PBL_ERR_UNSUPPORTED, "kernel_shape must list 2 ints (2-D pooling)%s", "");
@@ -814,24 +659,14 @@ static pbl_status cv_pool(pbl__onnx_ctx *c, const char *op)
 
 static pbl_status cv_max_pool(pbl__onnx_ctx *c) { return cv_pool(c, "max_pool2d"); }
 static pbl_status cv_avg_pool(pbl__onnx_ctx *c) { return cv_pool(c, "avg_pool2d"); }
-static pbl_status cv_global_avg_pool(pbl__onnx_ctx *c) { return cv_unary(c, "global_avg_pool"); }
+static pbl_status cv_global_avg_pool(pbl__onnx_ctx *c) { return pbl__onnx_unary(c, "global_avg_pool"); }
 
-/* Each op with the attributes pebble knows for it, over every opset it accepts: the ones its
- * converter reads, and the few it may ignore because they cannot change the result at inference
- * (consumed_inputs and broadcast, legacy hints from opsets before 7; Dropout's seed;
- * BatchNormalization's momentum, used only in training; Conv's kernel_shape, which the weight's
- * shape already says). Any other attribute is refused: pebble cannot know whether it changes
- * what the node computes, and a model run with it silently ignored could be wrong. Constant's
- * attributes (one value, in one of several forms) are checked by its converter. */
-typedef struct onnx_op {
-    const char *name;
-    pbl__onnx_convert_fn fn;
-    const char *attrs; /* space-separated names; NULL: the converter checks */
-} onnx_op;
-
+/* The core family's ops with the attributes pebble knows for each, over every opset it accepts
+ * (what is listed and why: pbl__onnx_op). Constant's attributes (one value, in one of several
+ * forms) are checked by its converter. */
 #define BINARY_ATTRS "consumed_inputs broadcast"
 #define WINDOW_ATTRS "strides pads dilations auto_pad"
-static const onnx_op onnx_ops[] = {
+static const pbl__onnx_op core_ops[] = {
     { "Add", cv_add, BINARY_ATTRS }, { "Sub", cv_sub, BINARY_ATTRS }, { "Mul", cv_mul, BINARY_ATTRS },
     { "Div", cv_div, BINARY_ATTRS },
     { "Gemm", cv_gemm, "transA transB alpha beta broadcast" }, { "MatMul", cv_matmul, "" },
@@ -851,13 +686,21 @@ static const onnx_op onnx_ops[] = {
     { "GlobalAveragePool", cv_global_avg_pool, "" },
 };
 
-static const onnx_op *find_op(const Onnx__NodeProto *n)
+const pbl__onnx_op_table pbl__onnx_ops_core = { core_ops, sizeof core_ops / sizeof core_ops[0] };
+
+/* Every family's table; an op is looked up in each in turn (names are unique across them). */
+static const pbl__onnx_op_table *const op_tables[] = {
+    &pbl__onnx_ops_core,
+};
+
+static const pbl__onnx_op *find_op(const Onnx__NodeProto *n)
 {
     if (!n->op_type || !pbl__onnx_default_domain(n->domain))
         return NULL;
-    for (size_t i = 0; i < sizeof onnx_ops / sizeof onnx_ops[0]; i++)
-        if (strcmp(onnx_ops[i].name, n->op_type) == 0)
-            return &onnx_ops[i];
+    for (size_t t = 0; t < sizeof op_tables / sizeof op_tables[0]; t++)
+        for (size_t i = 0; i < op_tables[t]->n; i++)
+            if (strcmp(op_tables[t]->ops[i].name, n->op_type) == 0)
+                return &op_tables[t]->ops[i];
     return NULL;
 }
 
@@ -877,7 +720,7 @@ static int listed(const char *list, const char *name)
 
 pbl_status pbl__onnx_convert(pbl__onnx_ctx *c)
 {
-    const onnx_op *op = find_op(c->node);
+    const pbl__onnx_op *op = find_op(c->node);
     for (size_t i = 0; op->attrs && i < c->node->n_attribute; i++) {
         const Onnx__AttributeProto *a = c->node->attribute[i];
         const char *name = a && a->name ? a->name : "";
