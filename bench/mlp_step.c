@@ -9,12 +9,18 @@
  *     logits = fully_connected(h2, w3, b3)           128 -> 10
  *     loss = softmax_cross_entropy(logits, y)
  *     pbl_graph_gradient(loss, {w1, b1, w2, b2, w3, b3})
- *     pbl_graph_add_optimizer(adam, lr 1e-3)
+ *     pbl_graph_add_optimizer(...)  as --recipe says:
+ *       train_mlp (the default): what examples/train_mlp trains with by default — AdamW
+ *                 (weight decay 0.01), gradients clipped to global norm 1, and the learning
+ *                 rate a runtime scalar "lr" set before every step from a cosine schedule
+ *                 with 500 linear warm-up steps (peak 0.002) over 10 epochs of 430 steps
+ *       adam:     plain Adam, lr 1e-3 as a constant (the recipe of earlier measurements)
  *
  * and times
- *   (a) pbl_exec_run of the whole step (forward, backward, Adam). Each step first writes a
- *       fresh batch (cycling through a pre-generated pool) with pbl_exec_write; the write is
- *       timed separately and is NOT part of the step time.
+ *   (a) pbl_exec_run of the whole step (forward, backward, clipping, update), with the
+ *       pbl_exec_set_scalar of the step's learning rate when the recipe has one. Each step
+ *       first writes a fresh batch (cycling through a pre-generated pool) with pbl_exec_write;
+ *       the write is timed separately and is NOT part of the step time.
  *   (b) the same cblas_sgemm calls alone: the list of products is derived from the graph
  *       (every fully_connected and matmul node, forward and backward, in node order) and run
  *       on buffers of the same sizes.
@@ -23,7 +29,8 @@
  * interleaved) and the median repetition is reported.
  *
  *     mlp_step [--batch 128] [--hidden 256,128] [--threads 1] [--streams 0] [--warmup 10]
- *              [--iters N] [--reps 5] [--format table|json] [--list] [--step-only]
+ *              [--iters N] [--reps 5] [--recipe train_mlp|adam] [--format table|json]
+ *              [--list] [--step-only]
  *
  * --streams goes into pbl_exec_options.streams (0: the backend's default, one stream on the
  * CPU). With several streams the executor runs BLAS single-threaded (pebble/exec.h), so the
@@ -47,6 +54,13 @@
 #define POOL        4    /* distinct input batches cycled through */
 #define TARGET_REP_S 0.5 /* default --iters aims at this much step time per repetition */
 
+/* The train_mlp recipe (examples/train_mlp.c's defaults); bench/mlp_torch.py has the same. */
+#define RECIPE_LR           0.002
+#define RECIPE_WEIGHT_DECAY 0.01
+#define RECIPE_CLIP         1.0
+#define RECIPE_WARMUP       500
+#define RECIPE_STEPS        4300 /* 10 epochs of 430 steps of 128 (55,000 examples) */
+
 typedef struct options {
     int64_t batch;
     int64_t hidden[MAX_HIDDEN];
@@ -59,6 +73,7 @@ typedef struct options {
     int     json;
     int     list;
     int     step_only; /* skip the sgemm-alone loop (for profiling the step) */
+    int     plain_adam; /* --recipe adam; 0: train_mlp */
 } options;
 
 /* One matrix product as cblas_sgemm sees it (row-major): C[M,N] = op(A)·op(B). */
@@ -131,7 +146,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: mlp_step [--batch B] [--hidden H1,H2,...] [--threads T] [--streams S]\n"
             "                [--warmup N] [--iters N] [--reps R] [--format table|json] [--list]\n"
-            "                [--step-only]\n"
+            "                [--recipe train_mlp|adam] [--step-only]\n"
             "  --batch    batch size (default 128)\n"
             "  --hidden   hidden layer widths (default 256,128); input 784, output 10\n"
             "  --threads  BLAS threads for pebble (pbl_exec_options.threads) and for the\n"
@@ -141,6 +156,9 @@ static void usage(FILE *f)
             "  --warmup   untimed steps before timing (default 10)\n"
             "  --iters    steps per timed repetition (default: about %.1f s of steps)\n"
             "  --reps     timed repetitions; the median is reported (default 5)\n"
+            "  --recipe   train_mlp (default): AdamW (weight decay 0.01), clipping to global\n"
+            "             norm 1, a runtime lr set every step (cosine, 500 warm-up steps);\n"
+            "             adam: plain Adam, lr 1e-3, no clipping\n"
             "  --format   table (default) or json (one object)\n"
             "  --list     also print the graph's matrix products, each timed alone\n"
             "             (to stderr with --format json)\n"
@@ -232,6 +250,15 @@ static int parse_args(int argc, char **argv, options *o)
             if (parse_int(a, val, 1, 1000, &v))
                 return -1;
             o->reps = (int)v;
+        } else if (!strcmp(a, "--recipe")) {
+            if (!strcmp(val, "adam"))
+                o->plain_adam = 1;
+            else if (!strcmp(val, "train_mlp"))
+                o->plain_adam = 0;
+            else {
+                fprintf(stderr, "mlp_step: --recipe: train_mlp or adam, got '%s'\n", val);
+                return -1;
+            }
         } else if (!strcmp(a, "--format")) {
             if (!strcmp(val, "json"))
                 o->json = 1;
@@ -315,8 +342,14 @@ static int build_model(model *m, const options *o, rng *r)
             fprintf(stderr, "mlp_step: parameter %d has no gradient\n", i);
             return -1;
         }
-    pbl_optimizer_options opt = pbl_optimizer_options_default(PBL_OPTIM_ADAM);
+    pbl_optimizer_options opt = pbl_optimizer_options_default(o->plain_adam ? PBL_OPTIM_ADAM : PBL_OPTIM_ADAMW);
     opt.lr = 1e-3;
+    if (!o->plain_adam) {
+        opt.lr = RECIPE_LR;
+        opt.weight_decay = RECIPE_WEIGHT_DECAY;
+        opt.clip_norm = RECIPE_CLIP;
+        opt.lr_scalar = "lr";
+    }
     if ((s = pbl_graph_add_optimizer(m->g, &opt, m->params, grads, m->n_params)) != PBL_OK)
         return fail_graph(m, "pbl_graph_add_optimizer", s);
     return 0;
@@ -488,6 +521,8 @@ typedef struct step_ctx {
     const model *m;
     batch_pool *pool;
     int         next;
+    const pbl_lr_schedule *sched; /* NULL: no runtime learning rate */
+    int64_t     step;             /* the schedule's step, counted over every run */
 } step_ctx;
 
 /* Runs `iters` steps; returns the seconds spent in pbl_exec_run and adds the seconds spent
@@ -503,6 +538,8 @@ static double run_steps(step_ctx *c, int iters, double *write_s)
         if (s == PBL_OK)
             s = pbl_exec_write(c->e, c->m->y, c->pool->y[p], c->pool->y_bytes);
         double t1 = now_s();
+        if (s == PBL_OK && c->sched) /* part of the step, as in a training loop */
+            s = pbl_exec_set_scalar(c->e, "lr", pbl_lr_schedule_at(c->sched, c->step++ % RECIPE_STEPS));
         if (s == PBL_OK)
             s = pbl_exec_run(c->e);
         double t2 = now_s();
@@ -599,7 +636,10 @@ int main(int argc, char **argv)
         goto out;
     gemm_alloc(gemms, n_gemms, &r);
 
-    step_ctx ctx = { .e = e, .m = &m, .pool = &pool };
+    pbl_lr_schedule sched = pbl_lr_schedule_default(PBL_LR_COSINE, RECIPE_LR);
+    sched.warmup_steps = RECIPE_WARMUP;
+    sched.total_steps = RECIPE_STEPS;
+    step_ctx ctx = { .e = e, .m = &m, .pool = &pool, .sched = o.plain_adam ? NULL : &sched };
 
     /* warm up both; then, when --iters is not given, calibrate it on the step: double a
      * short run until it lasts 0.1 s */
@@ -672,10 +712,10 @@ int main(int argc, char **argv)
     if (o.json) {
         printf("{\"bench\": \"mlp_step\", \"batch\": %lld, \"hidden\": [%s], \"threads\": %d, "
                "\"streams\": %d, \"streams_used\": %d, \"waits\": %d, "
-               "\"blas_core\": \"%s\", \"warmup\": %d, \"iters\": %d, \"reps\": %d, "
+               "\"recipe\": \"%s\", \"blas_core\": \"%s\", \"warmup\": %d, \"iters\": %d, \"reps\": %d, "
                "\"graph_nodes\": %d, \"schedule_nodes\": %d, \"arena_bytes\": %llu, ",
                (long long)o.batch, hidden, o.threads, o.streams, (int)st.streams, (int)st.waits,
-               blas_core(), o.warmup, iters, o.reps, (int)pbl_graph_node_count(m.g), (int)st.nodes,
+               o.plain_adam ? "adam" : "train_mlp", blas_core(), o.warmup, iters, o.reps, (int)pbl_graph_node_count(m.g), (int)st.nodes,
                (unsigned long long)st.arena_bytes);
         printf("\"step\": {");
         json_num("steps_per_s", 1.0 / step_s, ", ");
@@ -705,6 +745,9 @@ int main(int argc, char **argv)
                "BLAS core %s\n",
                (long long)o.batch, IN_FEATURES, layers, N_CLASSES, o.threads, (int)st.streams,
                (int)st.waits, blas_core());
+        printf("recipe: %s\n", o.plain_adam ? "adam (lr 1e-3, constant; no clipping)"
+                                             : "train_mlp (AdamW, weight decay 0.01, clip 1, runtime lr: cosine, "
+                                               "500 warm-up steps, peak 0.002)");
         printf("graph: %d nodes (%d scheduled), %d matrix products, %.4f GFLOP/step, arena "
                "%.2f MiB\n",
                (int)pbl_graph_node_count(m.g), (int)st.nodes, n_gemms, flops * 1e-9,

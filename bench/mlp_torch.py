@@ -2,8 +2,13 @@
 """The MLP training step of bench/mlp_step.c in PyTorch on the CPU, timed the same way.
 
 x [B,784] f32 -> Linear 784-256 -> ReLU -> Linear 256-128 -> ReLU -> Linear 128-10,
-CrossEntropyLoss (mean), torch.optim.Adam(lr=1e-3); one step is
-zero_grad(set_to_none=True), forward, backward, optimizer.step().
+CrossEntropyLoss (mean), and the optimizer of --recipe, as in mlp_step.c:
+  train_mlp (default): torch.optim.AdamW(weight_decay=0.01), clip_grad_norm_(max_norm=1), and the
+             learning rate set before every step from the same cosine schedule (500 linear
+             warm-up steps to 0.002, cosine to 0 at step 4300; pebble/autodiff.h's
+             pbl_lr_schedule_at, whose formula lr_at() below repeats);
+  adam:      torch.optim.Adam(lr=1e-3).
+One step is zero_grad(set_to_none=True), forward, backward, [clip,] [set lr,] optimizer.step().
 
 Inputs come from a pool of pre-generated random batches (the same pool size as mlp_step), so
 no input generation or copy is timed. Each timed loop runs --iters steps; it is repeated
@@ -14,6 +19,7 @@ no input generation or copy is timed. Each timed loop runs --iters steps; it is 
 """
 import argparse
 import json
+import math
 import statistics
 import sys
 import time
@@ -24,6 +30,16 @@ IN_FEATURES = 784
 N_CLASSES = 10
 POOL = 4            # distinct input batches cycled through, as in mlp_step.c
 TARGET_REP_S = 0.5  # default --iters aims at this much step time per repetition
+RECIPE_LR, RECIPE_WEIGHT_DECAY, RECIPE_CLIP = 0.002, 0.01, 1.0
+RECIPE_WARMUP, RECIPE_STEPS = 500, 4300
+
+
+def lr_at(step):
+    """The train_mlp recipe's rate at `step` (0-based): linear warm-up, then cosine to 0."""
+    if step < RECIPE_WARMUP:
+        return RECIPE_LR * (step + 1) / RECIPE_WARMUP
+    t = min(1.0, (step - RECIPE_WARMUP) / (RECIPE_STEPS - RECIPE_WARMUP))
+    return 0.5 * RECIPE_LR * (1 + math.cos(math.pi * t))
 
 
 def positive(s):
@@ -52,6 +68,7 @@ def main():
     ap.add_argument("--iters", type=positive, default=None,
                     help=f"steps per timed repetition (default: about {TARGET_REP_S} s)")
     ap.add_argument("--reps", type=positive, default=5)
+    ap.add_argument("--recipe", choices=["train_mlp", "adam"], default="train_mlp")
     a = ap.parse_args()
 
     torch.set_num_threads(a.threads)
@@ -64,11 +81,16 @@ def main():
             layers.append(torch.nn.ReLU())
     model = torch.nn.Sequential(*layers).float()
     loss_fn = torch.nn.CrossEntropyLoss()
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    recipe = a.recipe == "train_mlp"
+    if recipe:
+        opt = torch.optim.AdamW(model.parameters(), lr=RECIPE_LR, weight_decay=RECIPE_WEIGHT_DECAY)
+    else:
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    params = list(model.parameters())
 
     xs = [torch.rand(a.batch, IN_FEATURES, dtype=torch.float32) * 2 - 1 for _ in range(POOL)]
     ys = [torch.randint(0, N_CLASSES, (a.batch,), dtype=torch.int64) for _ in range(POOL)]
-    state = {"next": 0, "loss": torch.tensor(float("nan"))}
+    state = {"next": 0, "step": 0, "loss": torch.tensor(float("nan"))}
 
     def steps(n):
         t0 = time.perf_counter()  # a monotonic clock (CLOCK_MONOTONIC on Linux)
@@ -79,6 +101,12 @@ def main():
             opt.zero_grad(set_to_none=True)
             loss = loss_fn(model(xs[p]), ys[p])
             loss.backward()
+            if recipe:
+                torch.nn.utils.clip_grad_norm_(params, RECIPE_CLIP)
+                lr = lr_at(state["step"] % RECIPE_STEPS)
+                state["step"] += 1
+                for g in opt.param_groups:
+                    g["lr"] = lr
             opt.step()
         t = time.perf_counter() - t0
         if loss is not None:
@@ -101,6 +129,7 @@ def main():
     print(json.dumps({
         "bench": "mlp_torch",
         "torch": torch.__version__,
+        "recipe": a.recipe,
         "batch": a.batch,
         "hidden": a.hidden,
         "threads": a.threads,

@@ -3,7 +3,7 @@
 # PyTorch on the CPU (bench/mlp_torch.py), same batch and thread count, one side-by-side table.
 #
 #   bench/mlp_vs_torch.sh [--batches 128,1024] [--threads 1,NPROC] [--hidden 256,128]
-#                         [--streams 1] [--format table|json]
+#                         [--streams 1] [--recipe train_mlp|adam] [--format table|json]
 #                         [--build-dir DIR | --mlp-step PATH] [--warmup N] [--iters N] [--reps R]
 #
 # --hidden: the hidden widths, the same for both (784-H1-...-10); the issue's model is
@@ -43,7 +43,7 @@ while [ $# -gt 0 ]; do
         --format) format=${2:?}; shift 2 ;;
         --build-dir) build=${2:?}; shift 2 ;;
         --mlp-step) mlp_step=${2:?}; shift 2 ;;
-        --warmup|--iters|--reps) pass+=("$1" "${2:?}"); shift 2 ;;
+        --warmup|--iters|--reps|--recipe) pass+=("$1" "${2:?}"); shift 2 ;;
         -h|--help) usage; exit 0 ;;
         *) usage >&2; die "unknown flag: $1" ;;
     esac
@@ -118,8 +118,11 @@ for b in "${bl[@]}"; do
 done
 
 cpu=$(grep -m1 '^model name' /proc/cpuinfo | sed 's/^[^:]*: *//' || true)
+# the vector extensions the CPU reports, the ones kernels choose between
+isa=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -xE 'sse4_2|avx|avx2|fma|avx512f|avx512bw|avx512vl|avx512_vnni|avx512_bf16' | paste -sd' ' || true)
+cpu="${cpu:-unknown}; ${isa:-no AVX}"
 date=$(date -u '+%Y-%m-%d %H:%M:%S UTC')
-"$py" - "$format" "$date" "${cpu:-unknown}" "$ncpu" "$results" "$hidden" <<'EOF'
+"$py" - "$format" "$date" "$cpu" "$ncpu" "$results" "$hidden" <<'EOF'
 import json, sys
 fmt, date, cpu, ncpu, path, hidden = sys.argv[1:7]
 rows = []
@@ -138,16 +141,20 @@ for line in open(path):
     })
 blas = rows[0]["pebble"]["blas_core"] if rows else "?"
 tv = rows[0]["torch"]["torch"] if rows else "?"
+recipe = rows[0]["pebble"].get("recipe", "adam") if rows else "?"
+recipe_text = {"adam": "Adam lr 1e-3 (constant), no clipping",
+               "train_mlp": "train_mlp's recipe: AdamW (weight decay 0.01), gradients clipped to global "
+                            "norm 1, lr set every step (cosine, 500 warm-up steps, peak 0.002)"}.get(recipe, recipe)
 if fmt == "json":
-    print(json.dumps({"date": date, "cpu": cpu, "nproc": int(ncpu), "blas_core": blas,
+    print(json.dumps({"date": date, "cpu": cpu, "nproc": int(ncpu), "blas_core": blas, "recipe": recipe,
                       "torch": tv, "hidden": [int(h) for h in hidden.split(",")],
                       "results": rows}))
     sys.exit(0)
 print(f"date: {date}")
 print(f"cpu:  {cpu} ({ncpu} logical CPUs); OpenBLAS core {blas}; torch {tv}")
-print(f"model: 784-{hidden.replace(',', '-')}-10, f32, Adam lr 1e-3")
-print("pebble: pbl_exec_run of the whole step (input write excluded); torch: zero_grad, "
-      "forward, backward, Adam step")
+print(f"model: 784-{hidden.replace(',', '-')}-10, f32; both sides: {recipe_text}")
+print("pebble: pbl_exec_set_scalar of the rate + pbl_exec_run of the whole step (input write excluded); "
+      "torch: zero_grad, forward, backward, [clip, set rate,] optimizer step")
 print("ratio = pebble samples/s / torch samples/s (> 1: pebble faster); "
       "step/sgemm = pebble step time / its sgemm calls alone\n")
 hdr = ("batch", "threads", "streams", "pebble samples/s", "torch samples/s", "ratio",

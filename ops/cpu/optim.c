@@ -132,15 +132,30 @@ pbl_status pbl__cpu_adam(const pbl__kargs *a)
 
 /* x1..xk: any shapes -> n: []. Summed in double, serially, so the result does not depend on
  * the thread count. */
+/* The sum of squares in double over 8 interleaved lanes (element i into lane i mod 8), the lanes
+ * added in order at the end: one long chain of dependent double additions ran at one element per
+ * add latency (0.4 ms for the 235k parameters of the default MLP); 8 independent chains vectorise
+ * and overlap, and the order stays fixed, so the bits do not depend on the machine. */
+#define NORM_LANES 8
 pbl_status pbl__cpu_global_norm(const pbl__kargs *a)
 {
-    double sum = 0.0;
+    double lane[NORM_LANES] = { 0 };
+    int64_t at = 0; /* elements seen: the lane of the next one continues across inputs */
     for (int32_t k = 0; k < a->n_in; k++) {
         const float *x = PBL__IN(a, k);
-        int64_t n = PBL__NUMEL(a->in_meta[k]);
-        for (int64_t i = 0; i < n; i++)
-            sum += (double)x[i] * (double)x[i];
+        int64_t n = PBL__NUMEL(a->in_meta[k]), i = 0;
+        for (; i < n && (at + i) % NORM_LANES; i++)
+            lane[(at + i) % NORM_LANES] += (double)x[i] * (double)x[i];
+        for (; i + NORM_LANES <= n; i += NORM_LANES)
+            for (int l = 0; l < NORM_LANES; l++)
+                lane[l] += (double)x[i + l] * (double)x[i + l];
+        for (; i < n; i++)
+            lane[(at + i) % NORM_LANES] += (double)x[i] * (double)x[i];
+        at += n;
     }
+    double sum = 0.0;
+    for (int l = 0; l < NORM_LANES; l++)
+        sum += lane[l];
     ((float *)PBL__OUT(a, 0))[0] = (float)sqrt(sum);
     return PBL_OK;
 }
