@@ -1,9 +1,11 @@
 /* Optimizer updates as ops, so one training step is one graph: sgd, sgd_momentum, adam
- * (AdamW with decoupled = 1), and gradient clipping by global norm (global_norm, clip_by_norm).
+ * (AdamW with decoupled = 1), and gradient clipping by global norm (global_norm, clip_by_norm,
+ * differentiable through global_norm_grad and clip_by_norm_grad_norm).
  * lr, weight_decay and Adam's step may come from runtime scalar inputs (ops/shared/hyper.h).
  * Each writes its parameter and state in place (mutates): w' is w's storage, and the
  * scheduler orders every other reader of w before the update. Kernels: ops/cpu/optim.c. */
 #include <math.h>
+#include <stdio.h>
 
 #include "ops/cpu/kernels.h"
 #include "ops/shared/hyper.h"
@@ -158,11 +160,51 @@ static void global_norm_cost(const pbl__cost_ctx *c, pbl__cost *out)
         out->flops += 2 * pbl__cost_numel(&c->in[i]);
 }
 
+/* d norm / d x_k = x_k / norm: each input's gradient is x_k·(dy / norm), 0 at norm 0 (the
+ * subgradient PyTorch's vector norm takes there). */
+static pbl_status global_norm_grad_rule(pbl__grad_ctx *c)
+{
+    for (int32_t i = 0; i < c->n_in && c->status == PBL_OK; i++) {
+        if (!c->need[i])
+            continue;
+        char suffix[32];
+        snprintf(suffix, sizeof suffix, "grad_x%d", (int)i);
+        c->dx[i] = pbl__grad_emit(c, "global_norm_grad", suffix, (pbl_value[]){ c->x[i], c->y[0], c->dy[0] }, 3, NULL, 0);
+    }
+    return c->status;
+}
+
 const pbl__op pbl__op_global_norm = {
     .name = "global_norm", .n_in_min = 1, .n_in_max = PBL__MAX_IN, .n_out = 1,
     .infer = global_norm_infer,
+    .grad = global_norm_grad_rule,
+    .grad_reads_in = (1u << PBL__MAX_IN) - 1, .grad_reads_out = 0x1, /* every x, and the norm */
     .cost = global_norm_cost,
     .cpu = pbl__cpu_global_norm,
+};
+
+/* (x, norm, dy) -> dx shaped like x; norm and dy hold one element each. */
+static pbl_status global_norm_grad_infer(pbl__infer_ctx *c)
+{
+    static const char *const names[] = { "x", "norm", "dy" };
+    for (int32_t i = 0; i < 3; i++) {
+        pbl_status s = pbl__infer_check_f32(c, i, names[i]);
+        if (s != PBL_OK)
+            return s;
+        if (i > 0 && pbl_shape_numel(&c->in[i].shape) != 1) {
+            char st[96];
+            return pbl__infer_fail(c, PBL_ERR_SHAPE, "%s is %s; it must hold one element", names[i],
+                                   pbl_shape_str(&c->in[i].shape, st, sizeof st));
+        }
+    }
+    c->out[0] = c->in[0];
+    return PBL_OK;
+}
+
+const pbl__op pbl__op_global_norm_grad = {
+    .name = "global_norm_grad", .n_in_min = 3, .n_in_max = 3, .n_out = 1,
+    .infer = global_norm_grad_infer,
+    .cpu = pbl__cpu_global_norm_grad,
 };
 
 static const pbl__attr_spec clip_attrs[] = {
@@ -188,10 +230,54 @@ static pbl_status clip_infer(pbl__infer_ctx *c)
     return s;
 }
 
+/* y = x·f(norm), f = min(1, max_norm / (norm + 1e-6)): dx = dy·f, which is clip_by_norm of dy;
+ * dnorm = f'(norm)·Σ dy·x, f' = -max_norm / (norm + 1e-6)² where f < 1, else 0. */
+static pbl_status clip_grad_rule(pbl__grad_ctx *c)
+{
+    pbl_attr at = PBL_ATTR_FLOAT("max_norm", c->attr[0].f);
+    if (c->need[0])
+        c->dx[0] = pbl__grad_emit(c, "clip_by_norm", "grad_x", (pbl_value[]){ c->dy[0], c->x[1] }, 2, &at, 1);
+    if (c->need[1])
+        c->dx[1] = pbl__grad_emit(c, "clip_by_norm_grad_norm", "grad_norm",
+                                  (pbl_value[]){ c->dy[0], c->x[0], c->x[1] }, 3, &at, 1);
+    return c->status;
+}
+
 const pbl__op pbl__op_clip_by_norm = {
     .name = "clip_by_norm", .n_in_min = 2, .n_in_max = 2, .n_out = 1,
     .attrs = clip_attrs, .n_attrs = 1,
     .infer = clip_infer,
+    .grad = clip_grad_rule,
+    .grad_reads_in = 0x3, /* x (for dnorm) and the norm */
     .inplace = clip_inplace, .n_inplace = 1,
     .cpu = pbl__cpu_clip_by_norm,
+};
+
+/* (dy, x, norm) -> dnorm shaped like norm. */
+static pbl_status clip_grad_norm_infer(pbl__infer_ctx *c)
+{
+    pbl__infer_ctx inner = *c;
+    inner.in = c->in + 1; /* (x, norm): clip_by_norm's own checks */
+    inner.n_in = 2;
+    pbl_status s = clip_infer(&inner);
+    if (s == PBL_OK)
+        s = pbl__infer_check_f32(c, 0, "dy");
+    if (s == PBL_OK)
+        s = pbl__infer_check_same(c, 0, 1, "dy", "x");
+    if (s == PBL_OK)
+        c->out[0] = c->in[2];
+    return s;
+}
+
+static void clip_grad_norm_cost(const pbl__cost_ctx *c, pbl__cost *out)
+{
+    out->flops = 2 * pbl__cost_numel(&c->in[0]);
+}
+
+const pbl__op pbl__op_clip_by_norm_grad_norm = {
+    .name = "clip_by_norm_grad_norm", .n_in_min = 3, .n_in_max = 3, .n_out = 1,
+    .attrs = clip_attrs, .n_attrs = 1,
+    .infer = clip_grad_norm_infer,
+    .cost = clip_grad_norm_cost,
+    .cpu = pbl__cpu_clip_by_norm_grad_norm,
 };

@@ -990,6 +990,34 @@ static void test_grad_backward_nodes_marked_named_dumped(void **state)
  * avg_pool2d and global_avg_pool: linear in each input, so the central difference is exact up
  * to rounding. max_pool2d is tested in test_ops against its definition (a finite difference
  * straddles a change of the max whenever two taps lie within h). */
+/* Clipping by global norm (pbl_graph_clip_grad_norm: global_norm, then clip_by_norm of each
+ * input), differentiated through both the scaled tensors and the norm: the inputs' norm is about
+ * 2 for inputs in ±[0.2, 1], so max_norm 0.5 clips (factor ~0.25, far from the kink at 1) and
+ * 100 leaves them alone (the gradient is then dy itself, the norm's path 0). */
+static pbl_value build_clip(pbl_graph *g, const pbl_value *in, double max_norm)
+{
+    pbl_value clipped[2];
+    if (pbl_graph_clip_grad_norm(g, in, 2, max_norm, clipped, NULL) != PBL_OK)
+        return PBL_NONE;
+    return pbl_add(g, clipped[0], clipped[1]); /* [3, 4] + [4], broadcast */
+}
+static pbl_value build_clip_active(pbl_graph *g, const pbl_value *in) { return build_clip(g, in, 0.5); }
+static pbl_value build_clip_idle(pbl_graph *g, const pbl_value *in) { return build_clip(g, in, 100.0); }
+
+static void test_grad_clipping(void **state)
+{
+    (void)state;
+    const gcase cases[] = {
+        { .label = "global_norm of [3,4], [5], []", .op = "global_norm", .n_in = 3,
+          .shape = { PBL_SHAPE(3, 4), PBL_SHAPE(5), PBL_SCALAR }, .min_abs = 0.2 },
+        { .label = "clip by global norm 0.5 of [3,4], [4] (clipping)", .build = build_clip_active, .n_in = 2,
+          .shape = { PBL_SHAPE(3, 4), PBL_SHAPE(4) }, .min_abs = 0.2 },
+        { .label = "clip by global norm 100 of [3,4], [4] (left alone)", .build = build_clip_idle, .n_in = 2,
+          .shape = { PBL_SHAPE(3, 4), PBL_SHAPE(4) }, .min_abs = 0.2 },
+    };
+    assert_int_equal(run_cases(cases, NCASES(cases), 1109), 0);
+}
+
 static void test_grad_conv_pool(void **state)
 {
     (void)state;
@@ -1044,6 +1072,7 @@ int main(void)
         cmocka_unit_test(test_grad_norm_embedding),
         cmocka_unit_test(test_grad_dropout),
         cmocka_unit_test(test_grad_conv_pool),
+        cmocka_unit_test(test_grad_clipping),
         cmocka_unit_test(test_grad_mlp),
         cmocka_unit_test(test_grad_three_consumers),
         cmocka_unit_test(test_grad_dead_values),

@@ -60,7 +60,8 @@ typedef pbl_status (*pbl__cuda_fn)(const pbl__cuda_launch *l, const pbl__kargs *
     X(batch_norm) X(batch_norm_grad) X(layer_norm) X(layer_norm_grad)              \
     X(embedding) X(embedding_grad)                                                 \
     X(elementwise_chain) X(fully_connected_packed)                                 \
-    X(global_norm) X(clip_by_norm) X(batch_norm_update)
+    X(global_norm) X(clip_by_norm) X(batch_norm_update)                           \
+    X(global_norm_grad) X(clip_by_norm_grad_norm)
 
 #define PBL__CUDA_DECL(n) pbl_status pbl__cuda_##n(const pbl__cuda_launch *l, const pbl__kargs *a);
 PBL__CUDA_OP_LIST(PBL__CUDA_DECL)

@@ -187,3 +187,50 @@ extern "C" pbl_status pbl__cuda_clip_by_norm(const pbl__cuda_launch *l, const pb
 done:
     return s;
 }
+
+__global__ static void global_norm_grad_k(float *dx, const float *x, const float *norm, const float *dy, int64_t n)
+{
+    double nv = (double)norm[0];
+    float f = nv > 0.0 ? (float)((double)dy[0] / nv) : 0.0f;
+    PBL__GRID_LOOP(i, n)
+        dx[i] = x[i] * f;
+}
+
+/* (x, norm, dy) -> dx = x·(dy / norm), 0 where norm is 0. */
+extern "C" pbl_status pbl__cuda_global_norm_grad(const pbl__cuda_launch *l, const pbl__kargs *a)
+{
+    pbl_status s = PBL_OK;
+    int64_t n = PBL__NUMEL(a->in_meta[0]);
+    PBL__LAUNCH(global_norm_grad_k, pbl__blocks(n), PBL__THREADS, 0, l->stream)(
+        PBL__OUT(a, 0), PBL__IN(a, 0), (const float *)PBL__IN(a, 1), (const float *)PBL__IN(a, 2), n);
+    PBL__LAUNCHED();
+done:
+    return s;
+}
+
+/* One block, as global_norm_k: Σ dy·x in double, strided per thread, then the fixed tree. */
+__global__ static void clip_grad_norm_k(float *out, const float *dy, const float *x, const float *norm, double max_norm,
+                                        int64_t n)
+{
+    __shared__ double part[NORM_THREADS];
+    double d = (double)norm[0] + 1e-6, acc = 0.0;
+    int clipped = max_norm / d < 1.0;
+    if (clipped)
+        for (int64_t i = threadIdx.x; i < n; i += NORM_THREADS)
+            acc += (double)dy[i] * (double)x[i];
+    double dot = pbl__block_sum<NORM_THREADS>(acc, part);
+    if (threadIdx.x == 0)
+        out[0] = clipped ? (float)(-max_norm / (d * d) * dot) : 0.0f;
+}
+
+/* (dy, x, norm) -> dnorm = f'(norm)·Σ dy·x (ops/cpu/optim.c says why). */
+extern "C" pbl_status pbl__cuda_clip_by_norm_grad_norm(const pbl__cuda_launch *l, const pbl__kargs *a)
+{
+    pbl_status s = PBL_OK;
+    PBL__LAUNCH(clip_grad_norm_k, 1, NORM_THREADS, 0, l->stream)((float *)PBL__OUT(a, 0), PBL__IN(a, 0), PBL__IN(a, 1),
+                                                                 (const float *)PBL__IN(a, 2), a->attr[0].f,
+                                                                 PBL__NUMEL(a->in_meta[0]));
+    PBL__LAUNCHED();
+done:
+    return s;
+}
