@@ -1,13 +1,14 @@
 /*
- * conv2d over NCHW and its gradient ops, all run on the CPU (ops/cpu/conv.c: im2col + sgemm,
- * col2im for the input gradient).
+ * conv2d over NCW, NCHW or NCDHW (despite the name, 1 to 3 spatial dims: ONNX Conv) and its
+ * gradient ops (ops/cpu/conv.c: im2col + sgemm, col2im for the input gradient).
  *
- *   conv2d              x[N,C,H,W] w[Cout,C/groups,kh,kw] b?[Cout]  ->  y[N,Cout,OH,OW]
- *   conv2d_grad_input   dy[N,Cout,OH,OW] w                          ->  dx (shape: x's shape)
+ *   conv2d              x[N,C,d...] w[Cout,C/groups,k...] b?[Cout]  ->  y[N,Cout,o...]
+ *   conv2d_grad_input   dy[N,Cout,o...] w                           ->  dx (shape: x's shape;
+ *                       ONNX ConvTranspose, so it has a gradient rule too)
  *   conv2d_grad_weight  dy x                                        ->  dw (shape: w's shape)
  *
  * Attributes stride, pad, dilation (see ops/shared/geometry.h) and groups (1; depthwise is groups = C).
- * The bias gradient is sum(dy) over axes 0, 2, 3. The gradient ops take the shape they produce
+ * The bias gradient is sum(dy) over every axis but 1. The gradient ops take the shape they produce
  * as an attribute rather than the tensor itself, so dx does not keep x alive (nor dw w): dx
  * reads w's data, dw reads x's, the bias gradient reads neither.
  */
@@ -30,26 +31,26 @@ static pbl_status conv_shape(pbl__infer_ctx *c, const pbl_shape *x, const pbl_sh
     int64_t groups = c->attr[CV_GROUPS].i;
     if (groups < 1)
         return pbl__infer_fail(c, PBL_ERR_ATTR, "groups is %lld; it must be at least 1", (long long)groups);
-    if (x->ndim != 4 || w->ndim != 4)
-        return pbl__infer_fail(c, PBL_ERR_SHAPE, "x is %s and w is %s; need x [N, C, H, W] and w [Cout, C/groups, kh, kw]",
+    int nsp = pbl__window_nsp(x->ndim);
+    if (nsp == 0 || w->ndim != x->ndim)
+        return pbl__infer_fail(c, PBL_ERR_SHAPE, "x is %s and w is %s; need x [N, C, d...] and w [Cout, C/groups, k...] "
+                               "with 1 to 3 spatial dims d, as many in k",
                                pbl_shape_str(x, sx, sizeof sx), pbl_shape_str(w, sw, sizeof sw));
     if (x->dim[1] % groups != 0 || w->dim[0] % groups != 0 || w->dim[1] * groups != x->dim[1])
         return pbl__infer_fail(c, PBL_ERR_SHAPE, "x is %s and w is %s; with groups %lld need C and Cout divisible by "
-                               "%lld and w [Cout, %lld/%lld, kh, kw]",
+                               "%lld and w [Cout, %lld/%lld, k...]",
                                pbl_shape_str(x, sx, sizeof sx), pbl_shape_str(w, sw, sizeof sw), (long long)groups,
                                (long long)groups, (long long)x->dim[1], (long long)groups);
     pbl__window win;
-    pbl_status s = pbl__window_parse(c, NULL, &c->attr[CV_STRIDE], &c->attr[CV_PAD], &c->attr[CV_DILATION], &win);
+    pbl_status s = pbl__window_parse(c, nsp, NULL, &c->attr[CV_STRIDE], &c->attr[CV_PAD], &c->attr[CV_DILATION], &win);
     if (s != PBL_OK)
         return s;
-    win.kernel[0] = w->dim[2];
-    win.kernel[1] = w->dim[3];
-    int64_t o[2];
-    pbl__window_out(&win, x, o);
-    if (o[0] < 1 || o[1] < 1)
-        return pbl__infer_fail(c, PBL_ERR_SHAPE, "x is %s and w is %s; the padded input is smaller than the dilated kernel",
-                               pbl_shape_str(x, sx, sizeof sx), pbl_shape_str(w, sw, sizeof sw));
-    *y = pbl_shape_make(4, (int64_t[]){ x->dim[0], w->dim[0], o[0], o[1] });
+    pbl__window_kernel_of(&win, w);
+    *y = pbl__window_shape(&win, x, w->dim[0]);
+    for (int32_t d = 2; d < y->ndim; d++)
+        if (y->dim[d] < 1)
+            return pbl__infer_fail(c, PBL_ERR_SHAPE, "x is %s and w is %s; the padded input is smaller than the dilated "
+                                   "kernel", pbl_shape_str(x, sx, sizeof sx), pbl_shape_str(w, sw, sizeof sw));
     return PBL_OK;
 }
 
@@ -110,8 +111,8 @@ static pbl_status conv_grad_weight_infer(pbl__infer_ctx *c) { return conv_grad_i
 
 /* One gradient op: the forward node's window attributes (those it was given) plus the shape
  * the gradient op makes. */
-static pbl_value conv_grad_emit(pbl__grad_ctx *c, const char *op, const char *suffix, pbl_value other,
-                                pbl_value like)
+static pbl_value conv_grad_emit_on(pbl__grad_ctx *c, const char *op, const char *suffix, pbl_value in0,
+                                   pbl_value in1, pbl_value like)
 {
     pbl_value_info li;
     if (pbl_graph_value_info(c->g, like, &li) != PBL_OK)
@@ -123,7 +124,13 @@ static pbl_value conv_grad_emit(pbl__grad_ctx *c, const char *op, const char *su
             at[n++] = PBL_ATTR_INTS(conv_attrs[k].name, c->attr[k].ints, c->attr[k].n_ints);
     at[n++] = PBL_ATTR_INT("groups", c->attr[CV_GROUPS].i);
     at[n++] = PBL_ATTR_INTS("shape", li.shape.dim, li.shape.ndim);
-    return pbl__grad_emit(c, op, suffix, (pbl_value[]){ c->dy[0], other }, 2, at, n);
+    return pbl__grad_emit(c, op, suffix, (pbl_value[]){ in0, in1 }, 2, at, n);
+}
+
+static pbl_value conv_grad_emit(pbl__grad_ctx *c, const char *op, const char *suffix, pbl_value other,
+                                pbl_value like)
+{
+    return conv_grad_emit_on(c, op, suffix, c->dy[0], other, like);
 }
 
 static pbl_status conv_grad(pbl__grad_ctx *c)
@@ -132,9 +139,35 @@ static pbl_status conv_grad(pbl__grad_ctx *c)
         c->dx[0] = conv_grad_emit(c, "conv2d_grad_input", "grad_input", c->x[1], c->x[0]);
     if (c->need[1])
         c->dx[1] = conv_grad_emit(c, "conv2d_grad_weight", "grad_weight", c->x[0], c->x[1]);
-    if (c->n_in == 3 && c->need[2])
-        c->dx[2] = pbl__grad_emit(c, "sum", "grad_bias", &c->dy[0], 1,
-                                  (pbl_attr[]){ PBL_ATTR_INTS("axes", ((int64_t[]){ 0, 2, 3 }), 3) }, 1);
+    if (c->n_in == 3 && c->need[2]) {
+        pbl_value_info yi;
+        if (pbl_graph_value_info(c->g, c->dy[0], &yi) != PBL_OK)
+            return PBL_ERR_INVALID_ARG;
+        int64_t axes[PBL_MAX_DIMS];
+        int32_t n = 0;
+        for (int32_t d = 0; d < yi.shape.ndim; d++)
+            if (d != 1)
+                axes[n++] = d;
+        c->dx[2] = pbl__grad_emit(c, "sum", "grad_bias", &c->dy[0], 1, (pbl_attr[]){ PBL_ATTR_INTS("axes", axes, n) }, 1);
+    }
+    return c->status;
+}
+
+/* conv2d_grad_input as a forward op (ONNX ConvTranspose): dx = conv2d_grad_input(dy, w) is
+ * linear in each input, so d(dy) = conv2d(g, w) and dw = conv2d_grad_weight(dy, g) for the
+ * incoming gradient g (shaped like dx). */
+static pbl_status conv_grad_input_grad(pbl__grad_ctx *c)
+{
+    pbl_attr at[5];
+    int32_t n = 0;
+    for (int k = CV_STRIDE; k <= CV_DILATION; k++)
+        if (c->attr[k].n_ints > 0)
+            at[n++] = PBL_ATTR_INTS(conv_attrs[k].name, c->attr[k].ints, c->attr[k].n_ints);
+    at[n++] = PBL_ATTR_INT("groups", c->attr[CV_GROUPS].i);
+    if (c->need[0])
+        c->dx[0] = pbl__grad_emit(c, "conv2d", "grad_dy", (pbl_value[]){ c->dy[0], c->x[1] }, 2, at, n);
+    if (c->need[1])
+        c->dx[1] = conv_grad_emit_on(c, "conv2d_grad_weight", "grad_w", c->x[0], c->dy[0], c->x[1]);
     return c->status;
 }
 
@@ -164,7 +197,8 @@ const pbl__op pbl__op_conv2d = {
 const pbl__op pbl__op_conv2d_grad_input = {
     .name = "conv2d_grad_input", .n_in_min = 2, .n_in_max = 2, .n_out = 1,
     .attrs = conv_attrs, .n_attrs = 5,
-    .infer = conv_grad_input_infer,
+    .infer = conv_grad_input_infer, .grad = conv_grad_input_grad,
+    .grad_reads_in = 0x3, /* w for d(dy), dy for dw */
     .cost = conv_grad_input_cost,
     .cpu = pbl__cpu_conv2d_grad_input,
     .cpu_scratch = pbl__cpu_conv2d_grad_input_scratch,

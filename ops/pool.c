@@ -1,14 +1,15 @@
 /*
- * Pooling over NCHW and the gradient ops, all run on the CPU (ops/cpu/pool.c; avg_pool2d
- * divides by the taps inside x, ONNX's count_include_pad = 0; max_pool2d_grad gives each
- * output's gradient to the first tap, in window order, whose x equals y).
+ * Pooling over NCW, NCHW or NCDHW (despite the names, 1 to 3 spatial dims) and the gradient
+ * ops (ops/cpu/pool.c; avg_pool2d divides by the taps inside x, or with count_pad 1 by the taps
+ * inside the padded input, ONNX's count_include_pad; max_pool2d_grad gives each output's
+ * gradient to the first tap, in window order, whose x equals y).
  *
- *   max_pool2d            x[N,C,H,W]  ->  y[N,C,OH,OW]     kernel, stride, pad, dilation
- *   avg_pool2d            x[N,C,H,W]  ->  y[N,C,OH,OW]     kernel, stride, pad, dilation
- *   global_avg_pool       x[N,C,...]  ->  y[N,C,1,...]     (ONNX GlobalAveragePool)
- *   max_pool2d_grad       dy x y      ->  dx               the max's position comes from x and y
- *   avg_pool2d_grad       dy          ->  dx               shape: x's shape
- *   global_avg_pool_grad  dy          ->  dx               shape: x's shape
+ *   max_pool2d            x[N,C,d...]  ->  y[N,C,o...]    kernel, stride, pad, dilation, ceil
+ *   avg_pool2d            x[N,C,d...]  ->  y[N,C,o...]    the same and count_pad
+ *   global_avg_pool       x[N,C,...]   ->  y[N,C,1,...]   (ONNX GlobalAveragePool)
+ *   max_pool2d_grad       dy x y       ->  dx             the max's position comes from x and y
+ *   avg_pool2d_grad       dy           ->  dx             shape: x's shape
+ *   global_avg_pool_grad  dy           ->  dx             shape: x's shape
  *
  * Window attributes as in ops/shared/geometry.h (ONNX's: stride defaults to 1, not to the kernel);
  * padding must be smaller than the kernel, so no window lies wholly in the padding.
@@ -16,12 +17,14 @@
 #include "ops/cpu/kernels.h"
 #include "ops/shared/geometry.h"
 
-enum { PL_KERNEL, PL_STRIDE, PL_PAD, PL_DILATION, PL_SHAPE };
+enum { PL_KERNEL, PL_STRIDE, PL_PAD, PL_DILATION, PL_CEIL, PL_COUNT_PAD, PL_SHAPE };
 static const pbl__attr_spec pool_attrs[] = {
     { .name = "kernel", .type = PBL_ATTR_INTS, .required = 1 },
     { .name = "stride", .type = PBL_ATTR_INTS },
     { .name = "pad", .type = PBL_ATTR_INTS },
     { .name = "dilation", .type = PBL_ATTR_INTS },
+    { .name = "ceil", .type = PBL_ATTR_INT },      /* 1: output dims round up (ONNX ceil_mode) */
+    { .name = "count_pad", .type = PBL_ATTR_INT }, /* avg: 1 divides by the taps in the padded input */
     { .name = "shape", .type = PBL_ATTR_INTS, .required = 1 }, /* avg_pool2d_grad only */
 };
 
@@ -29,26 +32,32 @@ static const pbl__attr_spec pool_attrs[] = {
 static pbl_status pool_shape(pbl__infer_ctx *c, const pbl_shape *x, pbl_shape *y)
 {
     char sx[96];
+    int nsp = pbl__window_nsp(x->ndim);
+    if (nsp == 0)
+        return pbl__infer_fail(c, PBL_ERR_SHAPE, "x is %s; need x [N, C, d...] with 1 to 3 spatial dims d",
+                               pbl_shape_str(x, sx, sizeof sx));
     pbl__window w;
-    pbl_status s = pbl__window_parse(c, &c->attr[PL_KERNEL], &c->attr[PL_STRIDE], &c->attr[PL_PAD],
+    pbl_status s = pbl__window_parse(c, nsp, &c->attr[PL_KERNEL], &c->attr[PL_STRIDE], &c->attr[PL_PAD],
                                      &c->attr[PL_DILATION], &w);
     if (s != PBL_OK)
         return s;
-    for (int k = 0; k < 4; k++)
-        if (w.pad[k] >= w.kernel[k % 2])
-            return pbl__infer_fail(c, PBL_ERR_ATTR, "pad %lld is not smaller than the kernel [%lld, %lld]",
-                                   (long long)w.pad[k], (long long)w.kernel[0], (long long)w.kernel[1]);
-    if (x->ndim != 4)
-        return pbl__infer_fail(c, PBL_ERR_SHAPE, "x is %s; need x [N, C, H, W] for the kernel [%lld, %lld]",
-                               pbl_shape_str(x, sx, sizeof sx), (long long)w.kernel[0], (long long)w.kernel[1]);
-    int64_t o[2];
-    pbl__window_out(&w, x, o);
-    if (o[0] < 1 || o[1] < 1)
-        return pbl__infer_fail(c, PBL_ERR_SHAPE, "x is %s and the kernel [%lld, %lld] (dilation [%lld, %lld]) "
-                               "does not fit in its padded spatial dims",
-                               pbl_shape_str(x, sx, sizeof sx), (long long)w.kernel[0], (long long)w.kernel[1],
-                               (long long)w.dilation[0], (long long)w.dilation[1]);
-    *y = pbl_shape_make(4, (int64_t[]){ x->dim[0], x->dim[1], o[0], o[1] });
+    for (int k = 0; k < 6; k++)
+        if (w.pad[k] >= w.kernel[k % 3])
+            return pbl__infer_fail(c, PBL_ERR_ATTR, "pad %lld is not smaller than the kernel (%lld)",
+                                   (long long)w.pad[k], (long long)w.kernel[k % 3]);
+    for (int k = PL_CEIL; k <= PL_COUNT_PAD; k++)
+        if (c->attr[k].i != 0 && c->attr[k].i != 1)
+            return pbl__infer_fail(c, PBL_ERR_ATTR, "%s is %lld; it must be 0 or 1", pool_attrs[k].name,
+                                   (long long)c->attr[k].i);
+    w.ceil = (int)c->attr[PL_CEIL].i;
+    *y = pbl__window_shape(&w, x, x->dim[1]);
+    for (int32_t d = 2; d < y->ndim; d++)
+        if (y->dim[d] < 1) {
+            pbl_shape ks = pbl_shape_make(nsp, &w.kernel[3 - nsp]);
+            char sk[96];
+            return pbl__infer_fail(c, PBL_ERR_SHAPE, "x is %s and the kernel %s (dilated) does not fit in its padded "
+                                   "spatial dims", pbl_shape_str(x, sx, sizeof sx), pbl_shape_str(&ks, sk, sizeof sk));
+        }
     return PBL_OK;
 }
 
@@ -111,18 +120,21 @@ static pbl_status avg_pool_grad_infer(pbl__infer_ctx *c)
 }
 
 /* The window attributes the forward node was given, into at; returns how many. */
-static int pool_grad_attrs(pbl__grad_ctx *c, pbl_attr at[5])
+static int pool_grad_attrs(pbl__grad_ctx *c, pbl_attr at[7])
 {
     int n = 0;
     for (int k = PL_KERNEL; k <= PL_DILATION; k++)
         if (c->attr[k].n_ints > 0)
             at[n++] = PBL_ATTR_INTS(pool_attrs[k].name, c->attr[k].ints, c->attr[k].n_ints);
+    for (int k = PL_CEIL; k <= PL_COUNT_PAD; k++)
+        if (c->attr[k].i)
+            at[n++] = PBL_ATTR_INT(pool_attrs[k].name, c->attr[k].i);
     return n;
 }
 
 static pbl_status max_pool_grad(pbl__grad_ctx *c)
 {
-    pbl_attr at[5];
+    pbl_attr at[7];
     int n = pool_grad_attrs(c, at);
     c->dx[0] = pbl__grad_emit(c, "max_pool2d_grad", "grad", (pbl_value[]){ c->dy[0], c->x[0], c->y[0] }, 3, at, n);
     return c->status;
@@ -133,7 +145,7 @@ static pbl_status avg_pool_grad(pbl__grad_ctx *c)
     pbl_value_info xi;
     if (pbl_graph_value_info(c->g, c->x[0], &xi) != PBL_OK)
         return PBL_ERR_INVALID_ARG;
-    pbl_attr at[5];
+    pbl_attr at[7];
     int n = pool_grad_attrs(c, at);
     at[n++] = PBL_ATTR_INTS("shape", xi.shape.dim, xi.shape.ndim);
     c->dx[0] = pbl__grad_emit(c, "avg_pool2d_grad", "grad", &c->dy[0], 1, at, n);
@@ -147,12 +159,15 @@ static void pool_cost(const pbl__cost_ctx *c, pbl__cost *out)
     int64_t taps = 1;
     for (int32_t i = 0; i < k->n_ints; i++)
         taps *= k->ints[i];
-    out->flops = pbl__cost_numel(&c->out[0]) * (k->n_ints == 1 ? taps * taps : taps);
+    int nsp = pbl__window_nsp(c->out[0].shape.ndim);
+    for (int i = 1; k->n_ints == 1 && i < nsp; i++)
+        taps *= k->ints[0];
+    out->flops = pbl__cost_numel(&c->out[0]) * taps;
 }
 
 const pbl__op pbl__op_max_pool2d = {
     .name = "max_pool2d", .n_in_min = 1, .n_in_max = 1, .n_out = 1,
-    .attrs = pool_attrs, .n_attrs = 4,
+    .attrs = pool_attrs, .n_attrs = 6,
     .infer = pool_infer, .grad = max_pool_grad,
     .grad_reads_in = 0x1, .grad_reads_out = 0x1, /* where the max was: x against y */
     .cost = pool_cost,
@@ -161,14 +176,14 @@ const pbl__op pbl__op_max_pool2d = {
 
 const pbl__op pbl__op_max_pool2d_grad = {
     .name = "max_pool2d_grad", .n_in_min = 3, .n_in_max = 3, .n_out = 1,
-    .attrs = pool_attrs, .n_attrs = 4,
+    .attrs = pool_attrs, .n_attrs = 6,
     .infer = max_pool_grad_infer,
     .cpu = pbl__cpu_max_pool2d_grad,
 };
 
 const pbl__op pbl__op_avg_pool2d = {
     .name = "avg_pool2d", .n_in_min = 1, .n_in_max = 1, .n_out = 1,
-    .attrs = pool_attrs, .n_attrs = 4,
+    .attrs = pool_attrs, .n_attrs = 6,
     .infer = pool_infer, .grad = avg_pool_grad,
     .cost = pool_cost,
     .cpu = pbl__cpu_avg_pool2d,
@@ -176,7 +191,7 @@ const pbl__op pbl__op_avg_pool2d = {
 
 const pbl__op pbl__op_avg_pool2d_grad = {
     .name = "avg_pool2d_grad", .n_in_min = 1, .n_in_max = 1, .n_out = 1,
-    .attrs = pool_attrs, .n_attrs = 5,
+    .attrs = pool_attrs, .n_attrs = 7,
     .infer = avg_pool_grad_infer,
     .cpu = pbl__cpu_avg_pool2d_grad,
 };

@@ -84,7 +84,7 @@ typedef struct op_case {
     pbl_shape   in[MAXIN];
     int         label;      /* input index holding int32 labels in [0, classes), or -1 */
     int64_t     classes;
-    pbl_attr    at[5];
+    pbl_attr    at[6];
     int         n_at;
     float       lo, hi;     /* range of the float inputs */
     double      tol;        /* 0: exact */
@@ -228,6 +228,11 @@ static const int64_t x2376[] = { 2, 3, 7, 6 }, w4333[] = { 4, 3, 3, 3 }, x1497[]
                      x1257[] = { 1, 2, 5, 7 }, x2196[] = { 2, 1, 9, 6 }, x3266[] = { 3, 2, 6, 6 },
                      x1354[] = { 1, 3, 5, 4 }, x2345[] = { 2, 3, 4, 5 }, x327[] = { 3, 2, 7 },
                      x2_2_33_31[] = { 2, 2, 33, 31 };
+/* 1-D and 3-D windows (ops/shared/geometry.h: unit leading slots) */
+static const int64_t s121[] = { 1, 2, 1 }, pad3[] = { 1, 0, 1, 0, 1, 1 }, d112[] = { 1, 1, 2 }, k222[] = { 2, 2, 2 },
+                     st2[] = { 2 }, pad12[] = { 1, 2 }, k3x1[] = { 3 }, pad1x1[] = { 1 }, x12456[] = { 1, 2, 4, 5, 6 },
+                     w32222[] = { 3, 2, 2, 2, 2 }, x249[] = { 2, 4, 9 }, w423[] = { 4, 2, 3 }, x238[] = { 2, 3, 8 };
+#define NDIM(name, v) PBL_ATTR_INTS(name, v, (int64_t)(sizeof v / sizeof v[0]))
 
 #define ATTRS(...) { __VA_ARGS__ }, (int)(sizeof((pbl_attr[]){ __VA_ARGS__ }) / sizeof(pbl_attr))
 #define STRIDE(v)  PBL_ATTR_INTS("stride", v, 2)
@@ -340,6 +345,14 @@ static void run_cases(void)
     { "conv2d", 3, { S(3, 5, 4, 3), S(2, 5, 1, 1), S(2) }, -1, 0, { { 0 } }, 0, -1, 1, 1e-4 },
     { "conv2d", 2, { S(2, 4, 3, 3), S(6, 2, 1, 1) }, -1, 0, ATTRS(GROUPS(2)), -1, 1, 1e-4 },
     { "conv2d", 2, { S(1, 2, 7, 7), S(2, 2, 1, 1) }, -1, 0, ATTRS(STRIDE(two2)), -1, 1, 1e-4 },
+    /* 3-D: stride 1,2,1, pads begin 1,0,1 end 0,1,1, dilation 1,1,2; 1-D: groups 2, stride 2,
+     * pads 1,2, dilation 2; and their gradient ops */
+    { "conv2d", 3, { S(1, 2, 4, 5, 6), S(3, 2, 2, 2, 2), S(3) }, -1, 0, ATTRS(NDIM("stride", s121), NDIM("pad", pad3), NDIM("dilation", d112)), -1, 1, 1e-4 },
+    { "conv2d", 2, { S(2, 4, 9), S(4, 2, 3) }, -1, 0, ATTRS(NDIM("stride", st2), NDIM("pad", pad12), NDIM("dilation", st2), GROUPS(2)), -1, 1, 1e-4 },
+    { "conv2d_grad_input", 2, { S(1, 3, 4, 3, 6), S(3, 2, 2, 2, 2) }, -1, 0, ATTRS(NDIM("stride", s121), NDIM("pad", pad3), NDIM("dilation", d112), MADE(x12456)), -1, 1, 1e-4 },
+    { "conv2d_grad_input", 2, { S(2, 4, 4), S(4, 2, 3) }, -1, 0, ATTRS(NDIM("stride", st2), NDIM("pad", pad12), NDIM("dilation", st2), GROUPS(2), MADE(x249)), -1, 1, 1e-4 },
+    { "conv2d_grad_weight", 2, { S(1, 3, 4, 3, 6), S(1, 2, 4, 5, 6) }, -1, 0, ATTRS(NDIM("stride", s121), NDIM("pad", pad3), NDIM("dilation", d112), MADE(w32222)), -1, 1, 1e-4 },
+    { "conv2d_grad_weight", 2, { S(2, 4, 4), S(2, 4, 9) }, -1, 0, ATTRS(NDIM("stride", st2), NDIM("pad", pad12), NDIM("dilation", st2), GROUPS(2), MADE(w423)), -1, 1, 1e-4 },
     /* conv2d_grad_input (dy, w) and conv2d_grad_weight (dy, x): the same convolutions */
     { "conv2d_grad_input", 2, { S(2, 4, 7, 6), S(4, 3, 3, 3) }, -1, 0, ATTRS(STRIDE(one2), PAD(pad1), MADE(x2376)), -1, 1, 1e-4 },
     { "conv2d_grad_input", 2, { S(1, 6, 4, 7), S(6, 2, 3, 2) }, -1, 0, ATTRS(STRIDE(s21), PAD(pad0110), GROUPS(2), MADE(x1497)), -1, 1, 1e-4 },
@@ -371,6 +384,12 @@ static void run_cases(void)
     { "avg_pool2d_grad", 1, { S(2, 1, 4, 4) }, -1, 0, ATTRS(KERNEL(k23), STRIDE(s21), PAD(pad1002), DIL(two2), MADE(x2196)), -1, 1, 0 },
     { "avg_pool2d_grad", 1, { S(3, 2, 3, 3) }, -1, 0, ATTRS(KERNEL(two2), STRIDE(two2), MADE(x3266)), -1, 1, 0 },
     { "avg_pool2d_grad", 1, { S(1, 3, 4, 3) }, -1, 0, ATTRS(KERNEL(two2), MADE(x1354)), -1, 1, 0 },
+    /* 3-D with ceil; 1-D with ceil and count_pad; their gradients */
+    { "max_pool2d", 1, { S(1, 2, 4, 5, 6) }, -1, 0, ATTRS(NDIM("kernel", k222), NDIM("stride", s121), NDIM("pad", pad3), PBL_ATTR_INT("ceil", 1)), -1, 1, 0 },
+    { "avg_pool2d", 1, { S(1, 2, 4, 5, 6) }, -1, 0, ATTRS(NDIM("kernel", k222), NDIM("stride", s121), NDIM("pad", pad3), PBL_ATTR_INT("count_pad", 1)), -1, 1, 0 },
+    { "avg_pool2d", 1, { S(2, 3, 8) }, -1, 0, ATTRS(NDIM("kernel", k3x1), NDIM("stride", st2), NDIM("pad", pad1x1), PBL_ATTR_INT("ceil", 1), PBL_ATTR_INT("count_pad", 1)), -1, 1, 0 },
+    { "avg_pool2d_grad", 1, { S(2, 3, 5) }, -1, 0, ATTRS(NDIM("kernel", k3x1), NDIM("stride", st2), NDIM("pad", pad1x1), PBL_ATTR_INT("ceil", 1), PBL_ATTR_INT("count_pad", 1), MADE(x238)), -1, 1, 0 },
+    { "avg_pool2d_grad", 1, { S(1, 2, 4, 3, 7) }, -1, 0, ATTRS(NDIM("kernel", k222), NDIM("stride", s121), NDIM("pad", pad3), PBL_ATTR_INT("count_pad", 1), MADE(x12456)), -1, 1, 0 },
     { "global_avg_pool", 1, { S(2, 3, 4, 5) }, -1, 0, { { 0 } }, 0, -1, 1, 0 },
     { "global_avg_pool", 1, { S(3, 2, 7) }, -1, 0, { { 0 } }, 0, -1, 1, 0 },
     { "global_avg_pool", 1, { S(2, 2, 33, 31) }, -1, 0, { { 0 } }, 0, -1, 1, 0 },
@@ -422,6 +441,7 @@ static void run_cases(void)
     { "max_pool2d_grad", 3, { S(1, 2, 6, 4), S(1, 2, 5, 7), S(1, 2, 6, 4) }, -1, 0, ATTRS(KERNEL(k32), STRIDE(s12), PAD(pad1120)), -1, 1, 0 },
     { "max_pool2d_grad", 3, { S(2, 1, 4, 4), S(2, 1, 9, 6), S(2, 1, 4, 4) }, -1, 0, ATTRS(KERNEL(k23), STRIDE(s21), PAD(pad1002), DIL(two2)), -1, 1, 0 },
     { "max_pool2d_grad", 3, { S(3, 2, 3, 3), S(3, 2, 6, 6), S(3, 2, 3, 3) }, -1, 0, ATTRS(KERNEL(two2), STRIDE(two2)), -1, 1, 0 },
+    { "max_pool2d_grad", 3, { S(1, 2, 4, 3, 7), S(1, 2, 4, 5, 6), S(1, 2, 4, 3, 7) }, -1, 0, ATTRS(NDIM("kernel", k222), NDIM("stride", s121), NDIM("pad", pad3), PBL_ATTR_INT("ceil", 1)), -1, 1, 0 },
     { "max_pool2d_grad", 3, { S(1, 3, 4, 3), S(1, 3, 5, 4), S(1, 3, 4, 3) }, -1, 0, ATTRS(KERNEL(two2)), -1, 1, 0 },
     };
     int nt = (int)(sizeof ties / sizeof ties[0]);

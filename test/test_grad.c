@@ -1059,6 +1059,52 @@ static void test_grad_conv_pool(void **state)
     assert_int_equal(run_cases(cases, NCASES(cases), 16), 0);
 }
 
+/* The same for 1-D and 3-D windows, conv2d_grad_input as a forward op (ONNX ConvTranspose: its
+ * gradients are conv2d and conv2d_grad_weight), and pooling's ceil and count_pad. */
+static void test_grad_conv_pool_nd(void **state)
+{
+    (void)state;
+    static const int64_t s2[] = { 2 }, p12[] = { 1, 2 }, d2[] = { 2 }, k3[] = { 3 }, s121[] = { 1, 2, 1 },
+                         p3[] = { 1, 0, 1, 0, 1, 1 }, d112[] = { 1, 1, 2 }, k222[] = { 2, 2, 2 }, s22[] = { 2, 2 },
+                         k33[] = { 3, 3 }, p1[] = { 1 }, sh[] = { 1, 3, 9, 8 }, sh1[] = { 2, 2, 11 };
+    const pbl_attr conv1[] = { PBL_ATTR_INTS("stride", s2, 1), PBL_ATTR_INTS("pad", p12, 2),
+                               PBL_ATTR_INTS("dilation", d2, 1), PBL_ATTR_INT("groups", 2) };
+    const pbl_attr conv3[] = { PBL_ATTR_INTS("stride", s121, 3), PBL_ATTR_INTS("pad", p3, 6),
+                               PBL_ATTR_INTS("dilation", d112, 3) };
+    const pbl_attr convt[] = { PBL_ATTR_INTS("stride", s22, 2), PBL_ATTR_INTS("pad", p1, 1),
+                               PBL_ATTR_INT("groups", 1), PBL_ATTR_INTS("shape", sh, 4) };
+    const pbl_attr convt1[] = { PBL_ATTR_INTS("stride", s2, 1), PBL_ATTR_INTS("dilation", d2, 1),
+                                PBL_ATTR_INT("groups", 2), PBL_ATTR_INTS("shape", sh1, 3) };
+    const pbl_attr avg1[] = { PBL_ATTR_INTS("kernel", k3, 1), PBL_ATTR_INTS("stride", s2, 1),
+                              PBL_ATTR_INTS("pad", p1, 1), PBL_ATTR_INT("ceil", 1), PBL_ATTR_INT("count_pad", 1) };
+    const pbl_attr avg3[] = { PBL_ATTR_INTS("kernel", k222, 3), PBL_ATTR_INTS("stride", s121, 3),
+                              PBL_ATTR_INTS("pad", p3, 6), PBL_ATTR_INT("count_pad", 1) };
+    const pbl_attr avg2[] = { PBL_ATTR_INTS("kernel", k33, 2), PBL_ATTR_INTS("stride", s22, 2),
+                              PBL_ATTR_INT("ceil", 1) };
+    const gcase cases[] = {
+        { .label = "conv2d 1-D x[2,4,9] w[4,2,3] b[4] groups 2 stride 2 pad 1,2 dilation 2", .op = "conv2d", .n_in = 3,
+          .shape = { PBL_SHAPE(2, 4, 9), PBL_SHAPE(4, 2, 3), PBL_SHAPE(4) }, .attrs = conv1, .n_attrs = 4 },
+        { .label = "conv2d 3-D x[1,2,4,5,6] w[3,2,2,2,2] b[3] stride 1,2,1 pad 1,0,1,0,1,1 dilation 1,1,2",
+          .op = "conv2d", .n_in = 3, .shape = { PBL_SHAPE(1, 2, 4, 5, 6), PBL_SHAPE(3, 2, 2, 2, 2), PBL_SHAPE(3) },
+          .attrs = conv3, .n_attrs = 3 },
+        { .label = "conv2d_grad_input (ConvTranspose) x[1,2,5,4] w[2,3,3,3] stride 2 pad 1 -> [1,3,9,8]",
+          .op = "conv2d_grad_input", .n_in = 2, .shape = { PBL_SHAPE(1, 2, 5, 4), PBL_SHAPE(2, 3, 3, 3) },
+          .attrs = convt, .n_attrs = 4 },
+        { .label = "conv2d_grad_input 1-D x[2,4,4] w[4,1,3] groups 2 stride 2 dilation 2 -> [2,2,11] (1 past)",
+          .op = "conv2d_grad_input", .n_in = 2, .shape = { PBL_SHAPE(2, 4, 4), PBL_SHAPE(4, 1, 3) }, .attrs = convt1,
+          .n_attrs = 4 },
+        { .label = "avg_pool2d 1-D x[2,3,8] kernel 3 stride 2 pad 1 ceil count_pad", .op = "avg_pool2d", .n_in = 1,
+          .shape = { PBL_SHAPE(2, 3, 8) }, .attrs = avg1, .n_attrs = 5 },
+        { .label = "avg_pool2d 3-D x[1,2,4,5,6] kernel 2 stride 1,2,1 pad 1,0,1,0,1,1 count_pad", .op = "avg_pool2d",
+          .n_in = 1, .shape = { PBL_SHAPE(1, 2, 4, 5, 6) }, .attrs = avg3, .n_attrs = 4 },
+        { .label = "avg_pool2d x[2,2,6,7] kernel 3 stride 2 ceil", .op = "avg_pool2d", .n_in = 1,
+          .shape = { PBL_SHAPE(2, 2, 6, 7) }, .attrs = avg2, .n_attrs = 3 },
+        { .label = "global_avg_pool x[1,2,3,4,2]", .op = "global_avg_pool", .n_in = 1,
+          .shape = { PBL_SHAPE(1, 2, 3, 4, 2) } },
+    };
+    assert_int_equal(run_cases(cases, NCASES(cases), 16), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1073,6 +1119,7 @@ int main(void)
         cmocka_unit_test(test_grad_dropout),
         cmocka_unit_test(test_grad_conv_pool),
         cmocka_unit_test(test_grad_clipping),
+        cmocka_unit_test(test_grad_conv_pool_nd),
         cmocka_unit_test(test_grad_mlp),
         cmocka_unit_test(test_grad_three_consumers),
         cmocka_unit_test(test_grad_dead_values),

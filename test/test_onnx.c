@@ -545,7 +545,7 @@ static void test_strict_validation(void **state)
     mb_init_f(&b, "w", 3, dw3, w3, 8);
     mb_node(&b, "Conv", "conv", conv_in, 2, y, 1);
     mb_output(&b, "y");
-    expect_fail(&b, PBL_ERR_UNSUPPORTED, "W has rank 3");
+    expect_fail(&b, PBL_ERR_SHAPE, "W has rank 3 but X has rank 4");
 }
 
 static void test_malformed(void **state)

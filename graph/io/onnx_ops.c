@@ -1,6 +1,6 @@
 /*
  * ONNX ops -> pebble ops, the core family (arithmetic, products, activations, softmax, shapes,
- * reductions, normalisation, convolution, pooling), the list of every family's table and the
+ * reductions; the neural-network layers are graph/io/onnx_ops_nn.c), the list of every family's table and the
  * lookup through them. A converter reads the current node (c->node) through the helpers of
  * graph/io/onnx_node.c, emits pebble nodes and defines the node's outputs; reading the model
  * itself is graph/io/onnx_load.c.
@@ -482,190 +482,10 @@ static pbl_status cv_constant(pbl__onnx_ctx *c)
     return PBL_OK;
 }
 
-/* BatchNormalization at inference: y = (x − mean)/√(var + ε)·scale + B. With constant
- * statistics it folds into y = x·a + b per channel (a = scale/√(var + ε), b = B − mean·a),
- * two element-wise ops that run on the CPU. */
-static pbl_status cv_batch_norm(pbl__onnx_ctx *c)
-{
-    const Onnx__NodeProto *n = c->node;
-    pbl_value x, y;
-    double eps;
-    int64_t training;
-    pbl_status s;
-    if ((s = pbl__onnx_need_inputs(c, 5, 5)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &x)) != PBL_OK ||
-        (s = pbl__onnx_attr_float(c, "epsilon", 1e-5, &eps)) != PBL_OK || (s = pbl__onnx_attr_bool(c, "training_mode", 0, &training)) != PBL_OK)
-        return s;
-    int64_t spatial; /* opsets < 9: 0 means statistics per element, not per channel */
-    if ((s = pbl__onnx_attr_bool(c, "spatial", 1, &spatial)) != PBL_OK)
-        return s;
-    if (!spatial)
-        NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "spatial 0 (statistics per element) is not supported%s", "");
-    if (!(eps >= 0 && isfinite(eps)))
-        NODE_FAIL(c, PBL_ERR_ATTR, "attribute epsilon is %g; it must be a finite number >= 0", eps);
-    if (training)
-        NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "training_mode 1 is not supported (inference only)%s", "");
-    for (size_t k = 1; k < n->n_output; k++)
-        if (n->output[k] && n->output[k][0])
-            NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "output %zu (running statistics) is not supported", k);
-    pbl_shape sx = pbl__onnx_shape_of(c, x);
-    if (sx.ndim < 2)
-        NODE_FAIL(c, PBL_ERR_SHAPE, "X has rank %d; need [N, C, ...]", (int)sx.ndim);
-    int64_t C = sx.dim[1];
-    const float *p[4];
-    for (int k = 0; k < 4; k++) {
-        pbl__onnx_sym *ps = pbl__onnx_sym_find(c, n->input[k + 1]);
-        if (!ps)
-            NODE_FAIL(c, PBL_ERR_FORMAT, "input '%s' names no value", n->input[k + 1]);
-        if (!ps->is_const || ps->data.is_int || !ps->data.f)
-            NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "input '%s' must be a float constant (statistics are folded at load time)",
-                      n->input[k + 1]);
-        if (ps->data.numel != C)
-            NODE_FAIL(c, PBL_ERR_SHAPE, "input '%s' has %lld elements but X has %lld channels", n->input[k + 1],
-                      (long long)ps->data.numel, (long long)C);
-        p[k] = ps->data.f;
-    }
-    /* a, b: [C, 1, ..., 1], broadcasting over [N, C, spatial...] */
-    pbl_shape cs = { .ndim = sx.ndim - 1 };
-    cs.dim[0] = C;
-    for (int32_t k = 1; k < cs.ndim; k++)
-        cs.dim[k] = 1;
-    float *fa = pbl__mem_alloc(&c->w->mem, (size_t)C * sizeof *fa), *fb = pbl__mem_alloc(&c->w->mem, (size_t)C * sizeof *fb);
-    if (!fa || !fb) {
-        pbl__mem_free(&c->w->mem, fa, (size_t)C * sizeof *fa);
-        pbl__mem_free(&c->w->mem, fb, (size_t)C * sizeof *fb);
-        NODE_FAIL(c, PBL_ERR_NOMEM, "out of memory%s", "");
-    }
-    for (int64_t i = 0; i < C; i++) {
-        double a = (double)p[0][i] / sqrt((double)p[3][i] + eps);
-        fa[i] = (float)a;
-        fb[i] = (float)((double)p[1][i] - (double)p[2][i] * a);
-    }
-    char base[400];
-    pbl_value va, vb;
-    snprintf(base, sizeof base, "%s/bn_scale", n->output[0]);
-    if ((s = pbl__onnx_add_weight(c, base, cs, fa, &va)) != PBL_OK) {
-        pbl__mem_free(&c->w->mem, fa, (size_t)C * sizeof *fa);
-        pbl__mem_free(&c->w->mem, fb, (size_t)C * sizeof *fb);
-        return s;
-    }
-    snprintf(base, sizeof base, "%s/bn_shift", n->output[0]);
-    if ((s = pbl__onnx_add_weight(c, base, cs, fb, &vb)) != PBL_OK) {
-        pbl__mem_free(&c->w->mem, fb, (size_t)C * sizeof *fb);
-        return s;
-    }
-    if ((s = pbl__onnx_emit(c, "mul", (pbl_value[]){ x, va }, 2, NULL, 0, "scaled", &y)) != PBL_OK ||
-        (s = pbl__onnx_emit(c, "add", (pbl_value[]){ y, vb }, 2, NULL, 0, NULL, &y)) != PBL_OK)
-        return s;
-    return pbl__onnx_define(c, n->output[0], y);
-}
-
-/* Conv / pools: strides, dilations, pads (ONNX's [top, left, bottom, right] is pebble's order),
- * and auto_pad worked out here into explicit pads. */
-static pbl_status window_attrs(pbl__onnx_ctx *c, const pbl_shape *sx, const int64_t kernel[2], pbl_attr *at, int64_t *stride,
-                               int64_t *pads, int64_t *dil)
-{
-    int32_t ns, np, nd;
-    pbl_status s;
-    const char *auto_pad;
-    if ((s = pbl__onnx_attr_ints(c, "strides", stride, 2, &ns)) != PBL_OK || (s = pbl__onnx_attr_ints(c, "pads", pads, 4, &np)) != PBL_OK ||
-        (s = pbl__onnx_attr_ints(c, "dilations", dil, 2, &nd)) != PBL_OK || (s = pbl__onnx_attr_string_is(c, "auto_pad", "NOTSET", &auto_pad)) != PBL_OK)
-        return s;
-    if (ns < 0)
-        ns = 2, stride[0] = stride[1] = 1;
-    if (nd < 0)
-        nd = 2, dil[0] = dil[1] = 1;
-    if (ns != 2 || nd != 2 || (np >= 0 && np != 4))
-        NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "only 2-D windows are supported (strides, dilations 2 ints; pads 4)%s", "");
-    if (np < 0)
-        pads[0] = pads[1] = pads[2] = pads[3] = 0;
-    if (strcmp(auto_pad, "SAME_UPPER") == 0 || strcmp(auto_pad, "SAME_LOWER") == 0) {
-        for (int k = 0; k < 2; k++) {
-            if (stride[k] < 1)
-                NODE_FAIL(c, PBL_ERR_ATTR, "stride %lld is not positive", (long long)stride[k]);
-            int64_t in = sx->dim[2 + k], out = (in + stride[k] - 1) / stride[k];
-            int64_t total = (out - 1) * stride[k] + (kernel[k] - 1) * dil[k] + 1 - in;
-            if (total < 0)
-                total = 0;
-            int64_t small = total / 2, big = total - small;
-            int upper = strcmp(auto_pad, "SAME_UPPER") == 0;
-            pads[k] = upper ? small : big;
-            pads[k + 2] = upper ? big : small;
-        }
-    } else if (strcmp(auto_pad, "VALID") == 0) {
-        pads[0] = pads[1] = pads[2] = pads[3] = 0;
-    }
-    at[0] = PBL_ATTR_INTS("stride", stride, 2);
-    at[1] = PBL_ATTR_INTS("pad", pads, 4);
-    at[2] = PBL_ATTR_INTS("dilation", dil, 2);
-    return PBL_OK;
-}
-
-static pbl_status cv_conv(pbl__onnx_ctx *c)
-{
-    const Onnx__NodeProto *n = c->node;
-    pbl_value in[3], y;
-    int64_t groups, stride[2], pads[4], dil[2];
-    pbl_attr at[4];
-    pbl_status s;
-    if ((s = pbl__onnx_need_inputs(c, 2, 3)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &in[0])) != PBL_OK ||
-        (s = pbl__onnx_get(c, n->input[1], &in[1])) != PBL_OK || (s = pbl__onnx_attr_int(c, "group", 1, &groups)) != PBL_OK)
-        return s;
-    int32_t k = 2;
-    if (pbl__onnx_in_name(n, 2) && (s = pbl__onnx_get(c, n->input[2], &in[k++])) != PBL_OK)
-        return s;
-    pbl_shape sx = pbl__onnx_shape_of(c, in[0]), sw = pbl__onnx_shape_of(c, in[1]);
-    if (sx.ndim != 4 || sw.ndim != 4)
-        NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "only 2-D convolutions (X and W of rank 4) are supported; %s has rank %d",
-                  sx.ndim != 4 ? "X" : "W", (int)(sx.ndim != 4 ? sx.ndim : sw.ndim));
-    if ((s = window_attrs(c, &sx, &sw.dim[2], at, stride, pads, dil)) != PBL_OK)
-        return s;
-    at[3] = PBL_ATTR_INT("groups", groups);
-    if ((s = pbl__onnx_emit(c, "conv2d", in, k, at, 4, NULL, &y)) != PBL_OK)
-        return s;
-    return pbl__onnx_define(c, n->output[0], y);
-}
-
-static pbl_status cv_pool(pbl__onnx_ctx *c, const char *op)
-{
-    const Onnx__NodeProto *n = c->node;
-    pbl_value x, y;
-    int64_t kernel[2], stride[2], pads[4], dil[2], ceil_mode, storage, count_pad;
-    int32_t nk;
-    pbl_attr at[4];
-    pbl_status s;
-    if ((s = pbl__onnx_need_inputs(c, 1, 1)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &x)) != PBL_OK ||
-        (s = pbl__onnx_attr_ints(c, "kernel_shape", kernel, 2, &nk)) != PBL_OK || (s = pbl__onnx_attr_bool(c, "ceil_mode", 0, &ceil_mode)) != PBL_OK ||
-        (s = pbl__onnx_attr_int(c, "storage_order", 0, &storage)) != PBL_OK ||
-        (s = pbl__onnx_attr_bool(c, "count_include_pad", 0, &count_pad)) != PBL_OK)
-        return s;
-    if (nk != 2)
-        NODE_FAIL(c, nk < 0 ? PBL_ERR_FORMAT : PBL_ERR_UNSUPPORTED, "kernel_shape must list 2 ints (2-D pooling)%s", "");
-    if (ceil_mode || storage)
-        NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "ceil_mode 1 and storage_order 1 are not supported%s", "");
-    if (count_pad)
-        NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "count_include_pad 1 is not supported%s", "");
-    if (n->n_output > 1 && n->output[1] && n->output[1][0])
-        NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "the Indices output is not supported%s", "");
-    pbl_shape sx = pbl__onnx_shape_of(c, x);
-    if (sx.ndim != 4)
-        NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "only 2-D pooling (X rank 4) is supported; X has rank %d", (int)sx.ndim);
-    if ((s = window_attrs(c, &sx, kernel, at, stride, pads, dil)) != PBL_OK)
-        return s;
-    at[3] = PBL_ATTR_INTS("kernel", kernel, 2);
-    if ((s = pbl__onnx_emit(c, op, &x, 1, at, 4, NULL, &y)) != PBL_OK)
-        return s;
-    return pbl__onnx_define(c, n->output[0], y);
-}
-
-static pbl_status cv_max_pool(pbl__onnx_ctx *c) { return cv_pool(c, "max_pool2d"); }
-static pbl_status cv_avg_pool(pbl__onnx_ctx *c) { return cv_pool(c, "avg_pool2d"); }
-static pbl_status cv_global_avg_pool(pbl__onnx_ctx *c) { return pbl__onnx_unary(c, "global_avg_pool"); }
-
 /* The core family's ops with the attributes pebble knows for each, over every opset it accepts
  * (what is listed and why: pbl__onnx_op). Constant's attributes (one value, in one of several
  * forms) are checked by its converter. */
 #define BINARY_ATTRS "consumed_inputs broadcast"
-#define WINDOW_ATTRS "strides pads dilations auto_pad"
 static const pbl__onnx_op core_ops[] = {
     { "Add", cv_add, BINARY_ATTRS }, { "Sub", cv_sub, BINARY_ATTRS }, { "Mul", cv_mul, BINARY_ATTRS },
     { "Div", cv_div, BINARY_ATTRS },
@@ -679,11 +499,6 @@ static const pbl__onnx_op core_ops[] = {
     { "ReduceMean", cv_reduce_mean, "axes keepdims noop_with_empty_axes" },
     { "Concat", cv_concat, "axis" }, { "Dropout", cv_dropout, "ratio is_test seed consumed_inputs" },
     { "Constant", cv_constant, NULL },
-    { "BatchNormalization", cv_batch_norm, "epsilon momentum training_mode is_test spatial consumed_inputs" },
-    { "Conv", cv_conv, WINDOW_ATTRS " group kernel_shape" },
-    { "MaxPool", cv_max_pool, WINDOW_ATTRS " kernel_shape ceil_mode storage_order" },
-    { "AveragePool", cv_avg_pool, WINDOW_ATTRS " kernel_shape ceil_mode count_include_pad" },
-    { "GlobalAveragePool", cv_global_avg_pool, "" },
 };
 
 const pbl__onnx_op_table pbl__onnx_ops_core = { core_ops, sizeof core_ops / sizeof core_ops[0] };
@@ -691,6 +506,7 @@ const pbl__onnx_op_table pbl__onnx_ops_core = { core_ops, sizeof core_ops / size
 /* Every family's table; an op is looked up in each in turn (names are unique across them). */
 static const pbl__onnx_op_table *const op_tables[] = {
     &pbl__onnx_ops_core,
+    &pbl__onnx_ops_nn,
 };
 
 static const pbl__onnx_op *find_op(const Onnx__NodeProto *n)

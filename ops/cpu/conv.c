@@ -20,56 +20,63 @@ static void valid_range(int64_t W, int64_t OW, int64_t s, int64_t off, int64_t *
         *hi = *lo;
 }
 
-/* col[c·kh·kw, OH·OW]: for each (channel, kernel tap) the input value each output position
- * reads, 0 in the padding. Each row's in-bounds span is found once, so the copy loop has no
- * branch (a memcpy at stride 1). */
-static void im2col(const float *x, int64_t C, int64_t H, int64_t W, const pbl__window *w, int64_t OH, int64_t OW,
-                   float *col)
-{
-    int64_t P = OH * OW, sw = w->stride[1];
-    for (int64_t c = 0; c < C; c++)
-        for (int64_t kh = 0; kh < w->kernel[0]; kh++)
-            for (int64_t kw = 0; kw < w->kernel[1]; kw++) {
-                float *row = col + ((c * w->kernel[0] + kh) * w->kernel[1] + kw) * P;
-                int64_t off = kw * w->dilation[1] - w->pad[1], lo, hi;
-                valid_range(W, OW, sw, off, &lo, &hi);
-                for (int64_t oh = 0; oh < OH; oh++) {
-                    int64_t ih = oh * w->stride[0] - w->pad[0] + kh * w->dilation[0];
-                    float *r = row + oh * OW;
-                    if (ih < 0 || ih >= H) {
-                        memset(r, 0, (size_t)OW * sizeof *r);
-                        continue;
-                    }
-                    const float *xr = x + (c * H + ih) * W + off;
-                    memset(r, 0, (size_t)lo * sizeof *r);
-                    if (sw == 1)
-                        memcpy(r + lo, xr + lo, (size_t)(hi - lo) * sizeof *r);
-                    else
-                        for (int64_t ow = lo; ow < hi; ow++)
-                            r[ow] = xr[ow * sw];
-                    memset(r + hi, 0, (size_t)(OW - hi) * sizeof *r);
-                }
-            }
-}
-
-/* What every conv kernel walks: x[N,C,H,W], w[Co,C/g,KH,KW], y[N,Co,OH,OW] in G groups, the
- * window (attrs stride, pad, dilation; the kernel from w's shape), and the column matrix of
- * one (sample, group): K = C/g·KH·KW rows by P = OH·OW columns. */
+/* What every conv kernel walks: x[N,C,D,H,W], w[Co,C/g,KD,KH,KW], y[N,Co,OD,OH,OW] in G groups
+ * (1-D and 2-D tensors have unit leading spatial dims, ops/shared/geometry.h), the window
+ * (attrs stride, pad, dilation; the kernel from w's shape), and the column matrix of one
+ * (sample, group): K = C/g·KD·KH·KW rows by P = OD·OH·OW columns. S is D·H·W. */
 typedef struct conv_geom {
-    int64_t      N, C, H, W, Co, OH, OW, G, Cg, Cog, P, K;
+    int64_t      N, C, D, H, W, S, Co, OD, OH, OW, G, Cg, Cog, P, K;
     pbl__window  win;
 } conv_geom;
+
+/* col[c·kd·kh·kw, OD·OH·OW]: for each (channel, kernel tap) the input value each output
+ * position reads, 0 in the padding. Each row's in-bounds span is found once, so the copy loop
+ * has no branch (a memcpy at stride 1). x is one (sample, group)'s C/g channels. */
+static void im2col(const float *x, const conv_geom *g, float *col)
+{
+    const pbl__window *w = &g->win;
+    int64_t P = g->P, OW = g->OW, sw = w->stride[2], H = g->H, W = g->W;
+    for (int64_t c = 0; c < g->Cg; c++)
+        for (int64_t kd = 0; kd < w->kernel[0]; kd++)
+            for (int64_t kh = 0; kh < w->kernel[1]; kh++)
+                for (int64_t kw = 0; kw < w->kernel[2]; kw++) {
+                    float *row = col + (((c * w->kernel[0] + kd) * w->kernel[1] + kh) * w->kernel[2] + kw) * P;
+                    int64_t off = kw * w->dilation[2] - w->pad[2], lo, hi;
+                    valid_range(W, OW, sw, off, &lo, &hi);
+                    for (int64_t od = 0; od < g->OD; od++) {
+                        int64_t id = od * w->stride[0] - w->pad[0] + kd * w->dilation[0];
+                        for (int64_t oh = 0; oh < g->OH; oh++) {
+                            int64_t ih = oh * w->stride[1] - w->pad[1] + kh * w->dilation[1];
+                            float *r = row + (od * g->OH + oh) * OW;
+                            if (id < 0 || id >= g->D || ih < 0 || ih >= H) {
+                                memset(r, 0, (size_t)OW * sizeof *r);
+                                continue;
+                            }
+                            const float *xr = x + ((c * g->D + id) * H + ih) * W + off;
+                            memset(r, 0, (size_t)lo * sizeof *r);
+                            if (sw == 1)
+                                memcpy(r + lo, xr + lo, (size_t)(hi - lo) * sizeof *r);
+                            else
+                                for (int64_t ow = lo; ow < hi; ow++)
+                                    r[ow] = xr[ow * sw];
+                            memset(r + hi, 0, (size_t)(OW - hi) * sizeof *r);
+                        }
+                    }
+                }
+}
 
 static conv_geom conv_geom_of(const pbl__kargs *a, const pbl_shape *xs, const pbl_shape *ws, const pbl_shape *ys)
 {
     conv_geom g;
-    g.N = xs->dim[0], g.C = xs->dim[1], g.H = xs->dim[2], g.W = xs->dim[3];
-    g.Co = ws->dim[0], g.OH = ys->dim[2], g.OW = ys->dim[3], g.G = a->attr[3].i;
-    g.Cg = g.C / g.G, g.Cog = g.Co / g.G, g.P = g.OH * g.OW;
-    pbl__window_of(NULL, &a->attr[0], &a->attr[1], &a->attr[2], &g.win);
-    g.win.kernel[0] = ws->dim[2];
-    g.win.kernel[1] = ws->dim[3];
-    g.K = g.Cg * g.win.kernel[0] * g.win.kernel[1];
+    int64_t in[3], out[3];
+    pbl__window_in(xs, in);
+    pbl__window_in(ys, out);
+    g.N = xs->dim[0], g.C = xs->dim[1], g.D = in[0], g.H = in[1], g.W = in[2], g.S = g.D * g.H * g.W;
+    g.Co = ws->dim[0], g.OD = out[0], g.OH = out[1], g.OW = out[2], g.G = a->attr[3].i;
+    g.Cg = g.C / g.G, g.Cog = g.Co / g.G, g.P = g.OD * g.OH * g.OW;
+    pbl__window_of(pbl__window_nsp(xs->ndim), NULL, &a->attr[0], &a->attr[1], &a->attr[2], &g.win);
+    pbl__window_kernel_of(&g.win, ws);
+    g.K = g.Cg * g.win.kernel[0] * g.win.kernel[1] * g.win.kernel[2];
     return g;
 }
 
@@ -91,8 +98,10 @@ static conv_geom geom_grad_weight(const pbl__kargs *a)
 static int is_direct(const conv_geom *g)
 {
     const pbl__window *w = &g->win;
-    return g->K == g->Cg && w->stride[0] == 1 && w->stride[1] == 1 && !w->pad[0] && !w->pad[1] && !w->pad[2] &&
-           !w->pad[3];
+    int plain = g->K == g->Cg;
+    for (int k = 0; k < 3; k++)
+        plain = plain && w->stride[k] == 1 && !w->pad[k] && !w->pad[k + 3];
+    return plain;
 }
 
 static size_t col_bytes(const conv_geom *g) { return (size_t)(g->K * g->P) * sizeof(float); }
@@ -132,7 +141,6 @@ size_t pbl__cpu_conv2d_grad_weight_scratch(const pbl__kargs *a)
 pbl_status pbl__cpu_conv2d(const pbl__kargs *a)
 {
     conv_geom g = geom_conv2d(a);
-    const pbl__window *win = &g.win;
     int direct = is_direct(&g);
     float *col = NULL;
     pbl_status s;
@@ -143,10 +151,10 @@ pbl_status pbl__cpu_conv2d(const pbl__kargs *a)
     int64_t Cg = g.Cg, Cog = g.Cog, P = g.P, K = g.K;
     for (int64_t n = 0; n < g.N; n++)
         for (int64_t gi = 0; gi < g.G; gi++) {
-            const float *xg = x + (n * g.C + gi * Cg) * g.H * g.W;
+            const float *xg = x + (n * g.C + gi * Cg) * g.S;
             float *yg = y + (n * g.Co + gi * Cog) * P;
             if (!direct)
-                im2col(xg, Cg, g.H, g.W, win, g.OH, g.OW, col);
+                im2col(xg, &g, col);
             float beta = 0.0f;
             if (b) { /* y starts as the bias in each output channel's plane */
                 for (int64_t o = 0; o < Cog; o++)
@@ -161,29 +169,35 @@ pbl_status pbl__cpu_conv2d(const pbl__kargs *a)
 }
 
 /* The inverse of im2col's copy: each column entry is added into the input element it was read
- * from (padding entries are dropped). x (C·H·W) must be zeroed first. For each input element
- * the contributions arrive in (kh, kw) order, one per tap at most; the CUDA kernel gathers in
- * that order too. */
-static void col2im(const float *col, int64_t C, int64_t H, int64_t W, const pbl__window *w, int64_t OH, int64_t OW,
-                   float *x)
+ * from (padding entries are dropped). x (C/g·D·H·W) must be zeroed first. For each input
+ * element the contributions arrive in (kd, kh, kw) order, one per tap at most; the CUDA kernel
+ * gathers in that order too. */
+static void col2im(const float *col, const conv_geom *g, float *x)
 {
-    int64_t P = OH * OW, sw = w->stride[1];
-    for (int64_t c = 0; c < C; c++)
-        for (int64_t kh = 0; kh < w->kernel[0]; kh++)
-            for (int64_t kw = 0; kw < w->kernel[1]; kw++) {
-                const float *row = col + ((c * w->kernel[0] + kh) * w->kernel[1] + kw) * P;
-                int64_t off = kw * w->dilation[1] - w->pad[1], lo, hi;
-                valid_range(W, OW, sw, off, &lo, &hi);
-                for (int64_t oh = 0; oh < OH; oh++) {
-                    int64_t ih = oh * w->stride[0] - w->pad[0] + kh * w->dilation[0];
-                    if (ih < 0 || ih >= H)
-                        continue;
-                    float *xr = x + (c * H + ih) * W + off;
-                    const float *r = row + oh * OW;
-                    for (int64_t ow = lo; ow < hi; ow++)
-                        xr[ow * sw] += r[ow];
+    const pbl__window *w = &g->win;
+    int64_t P = g->P, OW = g->OW, sw = w->stride[2], H = g->H, W = g->W;
+    for (int64_t c = 0; c < g->Cg; c++)
+        for (int64_t kd = 0; kd < w->kernel[0]; kd++)
+            for (int64_t kh = 0; kh < w->kernel[1]; kh++)
+                for (int64_t kw = 0; kw < w->kernel[2]; kw++) {
+                    const float *row = col + (((c * w->kernel[0] + kd) * w->kernel[1] + kh) * w->kernel[2] + kw) * P;
+                    int64_t off = kw * w->dilation[2] - w->pad[2], lo, hi;
+                    valid_range(W, OW, sw, off, &lo, &hi);
+                    for (int64_t od = 0; od < g->OD; od++) {
+                        int64_t id = od * w->stride[0] - w->pad[0] + kd * w->dilation[0];
+                        if (id < 0 || id >= g->D)
+                            continue;
+                        for (int64_t oh = 0; oh < g->OH; oh++) {
+                            int64_t ih = oh * w->stride[1] - w->pad[1] + kh * w->dilation[1];
+                            if (ih < 0 || ih >= H)
+                                continue;
+                            float *xr = x + ((c * g->D + id) * H + ih) * W + off;
+                            const float *r = row + (od * g->OH + oh) * OW;
+                            for (int64_t ow = lo; ow < hi; ow++)
+                                xr[ow * sw] += r[ow];
+                        }
+                    }
                 }
-            }
 }
 
 /* dy[N,Co,OH,OW] w[Co,C/g,KH,KW] -> dx[N,C,H,W]: per sample and group
@@ -198,12 +212,12 @@ pbl_status pbl__cpu_conv2d_grad_input(const pbl__kargs *a)
     const float *dy = PBL__IN(a, 0), *wt = PBL__IN(a, 1);
     float *dx = PBL__OUT(a, 0);
     int64_t Cg = g.Cg, Cog = g.Cog, P = g.P, K = g.K;
-    memset(dx, 0, (size_t)(g.N * g.C * g.H * g.W) * sizeof *dx);
+    memset(dx, 0, (size_t)(g.N * g.C * g.S) * sizeof *dx);
     for (int64_t n = 0; n < g.N; n++)
         for (int64_t gi = 0; gi < g.G; gi++) {
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)K, (int)P, (int)Cog, 1.0f, wt + gi * Cog * K,
                         (int)K, dy + (n * g.Co + gi * Cog) * P, (int)P, 0.0f, col, (int)P);
-            col2im(col, Cg, g.H, g.W, &g.win, g.OH, g.OW, dx + (n * g.C + gi * Cg) * g.H * g.W);
+            col2im(col, &g, dx + (n * g.C + gi * Cg) * g.S);
         }
     return PBL_OK;
 }
@@ -224,7 +238,7 @@ pbl_status pbl__cpu_conv2d_grad_weight(const pbl__kargs *a)
         memset(dw, 0, (size_t)(g.Co * K) * sizeof *dw);
     for (int64_t n = 0; n < g.N; n++)
         for (int64_t gi = 0; gi < g.G; gi++) {
-            im2col(x + (n * g.C + gi * Cg) * g.H * g.W, Cg, g.H, g.W, &g.win, g.OH, g.OW, col);
+            im2col(x + (n * g.C + gi * Cg) * g.S, &g, col);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)Cog, (int)K, (int)P, 1.0f,
                         dy + (n * g.Co + gi * Cog) * P, (int)P, col, (int)P, n ? 1.0f : 0.0f, dw + gi * Cog * K, (int)K);
         }

@@ -1,8 +1,8 @@
-/* CPU kernels: max_pool2d, avg_pool2d (padding not counted, ONNX's count_include_pad = 0) and
- * global_avg_pool, and their gradients.
+/* CPU kernels: max_pool2d, avg_pool2d (1 to 3 spatial dims; the padding counted in the mean
+ * only with count_pad, ONNX's count_include_pad) and global_avg_pool, and their gradients.
  *
- * max_pool2d_grad sends each output's gradient to ONE tap: the first in window order (rows,
- * then columns) whose x equals y, which is the tap the forward's strict `>` kept (PyTorch's
+ * max_pool2d_grad sends each output's gradient to ONE tap: the first in window order (depth,
+ * rows, then columns) whose x equals y, which is the tap the forward's strict `>` kept (PyTorch's
  * rule too). A window whose taps are all NaN or -inf has y = -FLT_MAX, equal to no tap: its
  * gradient is dropped. Gradients are added into dx in output order (ops/cuda/pool.cu gathers in
  * the same order, so both give the same bits). */
@@ -24,45 +24,85 @@ static void tap_range(int64_t o, int64_t s, int64_t pad, int64_t d, int64_t K, i
         *hi = *lo;
 }
 
-/* x[N,C,H,W] -> y[N,C,OH,OW]: each output the max or mean of the window's taps that fall
+/* What the pooling kernels walk: NC planes of x's spatial dims `in` (three slots, leading
+ * unit dims for 1-D and 2-D) pooled to `out`, the window, and count_include_pad. */
+typedef struct pool_geom {
+    int64_t     NC, in[3], out[3], S, OS; /* S, OS: elements of one plane of x, of y */
+    pbl__window w;
+    int         count_pad;
+} pool_geom;
+
+/* Pool attributes: kernel, stride, pad, dilation, ceil, count_pad (slots 0..5). */
+static pool_geom pool_geom_of(const pbl__kargs *a, const pbl_shape *xs, const pbl_shape *ys)
+{
+    pool_geom g;
+    g.NC = xs->dim[0] * xs->dim[1];
+    pbl__window_in(xs, g.in);
+    pbl__window_in(ys, g.out);
+    g.S = g.in[0] * g.in[1] * g.in[2];
+    g.OS = g.out[0] * g.out[1] * g.out[2];
+    pbl__window_of(pbl__window_nsp(xs->ndim), &a->attr[0], &a->attr[1], &a->attr[2], &a->attr[3], &g.w);
+    g.count_pad = (int)a->attr[5].i;
+    return g;
+}
+
+/* One output's window: per slot the taps [lo, hi) inside x, the input offset of tap 0 (base,
+ * relative to the plane) and the step between taps; count is the mean's divisor. */
+typedef struct pool_win {
+    int64_t lo[3], hi[3], base, step[3], count;
+} pool_win;
+
+static void pool_win_of(const pool_geom *g, const int64_t o[3], pool_win *pw)
+{
+    const pbl__window *w = &g->w;
+    int64_t plane[3] = { g->in[1] * g->in[2], g->in[2], 1 };
+    pw->base = 0;
+    pw->count = 1;
+    int64_t padded = 1;
+    for (int k = 0; k < 3; k++) {
+        tap_range(o[k], w->stride[k], w->pad[k], w->dilation[k], w->kernel[k], g->in[k], &pw->lo[k], &pw->hi[k]);
+        pw->base += (o[k] * w->stride[k] - w->pad[k]) * plane[k];
+        pw->step[k] = w->dilation[k] * plane[k];
+        pw->count *= pw->hi[k] - pw->lo[k];
+        /* count_include_pad: the taps inside the padded input (the ceil_mode tail excluded) */
+        int64_t plo, phi;
+        tap_range(o[k], w->stride[k], 0, w->dilation[k], w->kernel[k], g->in[k] + w->pad[k] + w->pad[k + 3], &plo, &phi);
+        padded *= phi - plo;
+    }
+    if (g->count_pad)
+        pw->count = padded;
+}
+
+/* x[N,C,d...] -> y[N,C,o...]: each output the max or mean of the window's taps that fall
  * inside x (the shape rule keeps every window overlapping x). Tap ranges are found per
- * output row and column, so the inner loops have no bounds tests. */
+ * output, so the inner loops have no bounds tests. */
 static pbl_status pool(const pbl__kargs *a, int is_max)
 {
-    const pbl_shape *xs = &a->in_meta[0].shape, *ys = &a->out_meta[0].shape;
-    int64_t NC = xs->dim[0] * xs->dim[1], H = xs->dim[2], W = xs->dim[3], OH = ys->dim[2], OW = ys->dim[3];
-    pbl__window w;
-    pbl__window_of(&a->attr[0], &a->attr[1], &a->attr[2], &a->attr[3], &w);
+    pool_geom g = pool_geom_of(a, &a->in_meta[0].shape, &a->out_meta[0].shape);
     const float *x = PBL__IN(a, 0);
     float *y = PBL__OUT(a, 0);
-    for (int64_t nc = 0; nc < NC; nc++) {
-        const float *xp = x + nc * H * W;
-        float *yp = y + nc * OH * OW;
-        for (int64_t oh = 0; oh < OH; oh++) {
-            int64_t h0, h1;
-            tap_range(oh, w.stride[0], w.pad[0], w.dilation[0], w.kernel[0], H, &h0, &h1);
-            for (int64_t ow = 0; ow < OW; ow++) {
-                int64_t w0, w1;
-                tap_range(ow, w.stride[1], w.pad[1], w.dilation[1], w.kernel[1], W, &w0, &w1);
-                const float *xb = xp + (oh * w.stride[0] - w.pad[0]) * W + (ow * w.stride[1] - w.pad[1]);
-                if (is_max) {
-                    float m = -FLT_MAX;
-                    for (int64_t kh = h0; kh < h1; kh++)
-                        for (int64_t kw = w0; kw < w1; kw++) {
-                            float v = xb[kh * w.dilation[0] * W + kw * w.dilation[1]];
-                            m = v > m ? v : m;
-                        }
-                    yp[oh * OW + ow] = m;
-                } else {
-                    float sum = 0.0f;
-                    for (int64_t kh = h0; kh < h1; kh++)
-                        for (int64_t kw = w0; kw < w1; kw++)
-                            sum += xb[kh * w.dilation[0] * W + kw * w.dilation[1]];
-                    int64_t count = (h1 - h0) * (w1 - w0);
-                    yp[oh * OW + ow] = count ? sum / (float)count : 0.0f;
+    for (int64_t nc = 0; nc < g.NC; nc++) {
+        const float *xp = x + nc * g.S;
+        float *yp = y + nc * g.OS;
+        int64_t o[3], i = 0;
+        for (o[0] = 0; o[0] < g.out[0]; o[0]++)
+            for (o[1] = 0; o[1] < g.out[1]; o[1]++)
+                for (o[2] = 0; o[2] < g.out[2]; o[2]++, i++) {
+                    pool_win pw;
+                    pool_win_of(&g, o, &pw);
+                    const float *xb = xp + pw.base;
+                    float m = -FLT_MAX, sum = 0.0f;
+                    for (int64_t kd = pw.lo[0]; kd < pw.hi[0]; kd++)
+                        for (int64_t kh = pw.lo[1]; kh < pw.hi[1]; kh++)
+                            for (int64_t kw = pw.lo[2]; kw < pw.hi[2]; kw++) {
+                                float v = xb[kd * pw.step[0] + kh * pw.step[1] + kw * pw.step[2]];
+                                if (is_max)
+                                    m = v > m ? v : m;
+                                else
+                                    sum += v;
+                            }
+                    yp[i] = is_max ? m : pw.count ? sum / (float)pw.count : 0.0f;
                 }
-            }
-        }
     }
     return PBL_OK;
 }
@@ -86,48 +126,38 @@ pbl_status pbl__cpu_global_avg_pool(const pbl__kargs *a)
     return PBL_OK;
 }
 
-/* dy[N,C,OH,OW] (x, y for max) -> dx[N,C,H,W]: each output's gradient back to its window's
+/* dy[N,C,o...] (x, y for max) -> dx[N,C,d...]: each output's gradient back to its window's
  * taps inside x, output by output. max: to the first tap whose x equals y; avg: dy / count to
  * every tap. */
 static pbl_status pool_grad(const pbl__kargs *a, int is_max)
 {
-    const pbl_shape *ds = &a->in_meta[0].shape, *xs = &a->out_meta[0].shape;
-    int64_t NC = xs->dim[0] * xs->dim[1], H = xs->dim[2], W = xs->dim[3], OH = ds->dim[2], OW = ds->dim[3];
-    pbl__window w;
-    pbl__window_of(&a->attr[0], &a->attr[1], &a->attr[2], &a->attr[3], &w);
+    pool_geom g = pool_geom_of(a, &a->out_meta[0].shape, &a->in_meta[0].shape);
     const float *dy = PBL__IN(a, 0), *x = is_max ? PBL__IN(a, 1) : NULL, *y = is_max ? PBL__IN(a, 2) : NULL;
     float *dx = PBL__OUT(a, 0);
-    memset(dx, 0, (size_t)(NC * H * W) * sizeof *dx);
-    for (int64_t nc = 0; nc < NC; nc++) {
-        float *dxp = dx + nc * H * W;
-        for (int64_t oh = 0; oh < OH; oh++) {
-            int64_t h0, h1;
-            tap_range(oh, w.stride[0], w.pad[0], w.dilation[0], w.kernel[0], H, &h0, &h1);
-            for (int64_t ow = 0; ow < OW; ow++) {
-                int64_t w0, w1, o = (nc * OH + oh) * OW + ow;
-                tap_range(ow, w.stride[1], w.pad[1], w.dilation[1], w.kernel[1], W, &w0, &w1);
-                int64_t base = (oh * w.stride[0] - w.pad[0]) * W + (ow * w.stride[1] - w.pad[1]);
-                if (is_max) {
-                    const float *xb = x + nc * H * W + base;
+    memset(dx, 0, (size_t)(g.NC * g.S) * sizeof *dx);
+    for (int64_t nc = 0; nc < g.NC; nc++) {
+        float *dxp = dx + nc * g.S;
+        int64_t o[3], i = nc * g.OS;
+        for (o[0] = 0; o[0] < g.out[0]; o[0]++)
+            for (o[1] = 0; o[1] < g.out[1]; o[1]++)
+                for (o[2] = 0; o[2] < g.out[2]; o[2]++, i++) {
+                    pool_win pw;
+                    pool_win_of(&g, o, &pw);
+                    float gv = is_max ? dy[i] : pw.count ? dy[i] / (float)pw.count : 0.0f;
                     int found = 0;
-                    for (int64_t kh = h0; kh < h1 && !found; kh++)
-                        for (int64_t kw = w0; kw < w1; kw++) {
-                            int64_t t = kh * w.dilation[0] * W + kw * w.dilation[1];
-                            if (xb[t] == y[o]) {
-                                dxp[base + t] += dy[o];
-                                found = 1;
-                                break;
+                    for (int64_t kd = pw.lo[0]; kd < pw.hi[0] && !found; kd++)
+                        for (int64_t kh = pw.lo[1]; kh < pw.hi[1] && !found; kh++)
+                            for (int64_t kw = pw.lo[2]; kw < pw.hi[2]; kw++) {
+                                int64_t t = pw.base + kd * pw.step[0] + kh * pw.step[1] + kw * pw.step[2];
+                                if (!is_max) {
+                                    dxp[t] += gv;
+                                } else if (x[nc * g.S + t] == y[i]) {
+                                    dxp[t] += gv;
+                                    found = 1;
+                                    break;
+                                }
                             }
-                        }
-                } else {
-                    int64_t count = (h1 - h0) * (w1 - w0);
-                    float g = count ? dy[o] / (float)count : 0.0f;
-                    for (int64_t kh = h0; kh < h1; kh++)
-                        for (int64_t kw = w0; kw < w1; kw++)
-                            dxp[base + kh * w.dilation[0] * W + kw * w.dilation[1]] += g;
                 }
-            }
-        }
     }
     return PBL_OK;
 }

@@ -1,6 +1,6 @@
 /*
- * CUDA kernels: conv2d, conv2d_grad_input, conv2d_grad_weight (NCHW, groups, stride, pad,
- * dilation; ops/conv.c), as im2col + cuBLAS sgemm like the CPU kernels (ops/cpu/conv.c):
+ * CUDA kernels: conv2d, conv2d_grad_input, conv2d_grad_weight (1 to 3 spatial dims, groups,
+ * stride, pad, dilation; ops/conv.c), as im2col + cuBLAS sgemm like the CPU kernels (ops/cpu/conv.c):
  *
  *   conv2d             y_g  = w_g · col_g(x)  (+ b)      one sgemm per chunk (and group)
  *   conv2d_grad_input  col_g = w_gᵀ · dy_g, then col2im  one thread per input element
@@ -8,7 +8,7 @@
  *
  * Why im2col + sgemm rather than a direct kernel: the products are where the time goes, and
  * cuBLAS does them well; the copy kernels are simple index maps. col2im GATHERS: each thread
- * owns one input element and adds the column entries that came from it, taps in (kh, kw)
+ * owns one input element and adds the column entries that came from it, taps in (kd, kh, kw)
  * order (the CPU's scatter order for one element), so it is race-free and deterministic (no
  * atomics).
  *
@@ -32,48 +32,59 @@ extern "C" {
 }
 
 struct geom {
-    int64_t N, C, H, W, Co, OH, OW, G, Cg, Cog, KH, KW, KK, K, P;
-    int64_t sh, sw, ph, pw, dh, dw; /* stride, pad (top, left), dilation */
+    int64_t N, C, D, H, W, Co, OD, OH, OW, G, Cg, Cog, KD, KH, KW, KK, K, P;
+    int64_t sd, sh, sw, pd, ph, pw, dd, dh, dw; /* stride, pad (begins), dilation */
+    int     plain;                              /* 1x1 kernel, stride 1, no padding */
 };
 
-/* The geometry of a conv node: x shape xs, weight shape ws, output positions OH x OW; the
- * window attributes are slots 0..3 (stride, pad, dilation, groups) of every conv op. */
-static geom make_geom(const pbl__kargs *a, const pbl_shape *xs, const pbl_shape *ws, int64_t OH, int64_t OW)
+/* The geometry of a conv node: x shape xs, weight shape ws, output shape ys (1-D and 2-D take
+ * unit leading spatial dims, ops/shared/geometry.h); the window attributes are slots 0..3
+ * (stride, pad, dilation, groups) of every conv op. */
+static geom make_geom(const pbl__kargs *a, const pbl_shape *xs, const pbl_shape *ws, const pbl_shape *ys)
 {
     pbl__window win;
-    pbl__window_of(NULL, &a->attr[0], &a->attr[1], &a->attr[2], &win);
+    pbl__window_of(pbl__window_nsp(xs->ndim), NULL, &a->attr[0], &a->attr[1], &a->attr[2], &win);
+    pbl__window_kernel_of(&win, ws);
+    int64_t in[3], out[3];
+    pbl__window_in(xs, in);
+    pbl__window_in(ys, out);
     geom g;
     g.N = xs->dim[0];
     g.C = xs->dim[1];
-    g.H = xs->dim[2];
-    g.W = xs->dim[3];
+    g.D = in[0];
+    g.H = in[1];
+    g.W = in[2];
     g.Co = ws->dim[0];
-    g.KH = ws->dim[2];
-    g.KW = ws->dim[3];
-    g.OH = OH;
-    g.OW = OW;
+    g.KD = win.kernel[0];
+    g.KH = win.kernel[1];
+    g.KW = win.kernel[2];
+    g.OD = out[0];
+    g.OH = out[1];
+    g.OW = out[2];
     g.G = a->attr[3].i;
     g.Cg = g.C / g.G;
     g.Cog = g.Co / g.G;
-    g.KK = g.KH * g.KW;
+    g.KK = g.KD * g.KH * g.KW;
     g.K = g.Cg * g.KK;
-    g.P = OH * OW;
-    g.sh = win.stride[0];
-    g.sw = win.stride[1];
-    g.ph = win.pad[0];
-    g.pw = win.pad[1];
-    g.dh = win.dilation[0];
-    g.dw = win.dilation[1];
+    g.P = g.OD * g.OH * g.OW;
+    g.sd = win.stride[0];
+    g.sh = win.stride[1];
+    g.sw = win.stride[2];
+    g.pd = win.pad[0];
+    g.ph = win.pad[1];
+    g.pw = win.pad[2];
+    g.dd = win.dilation[0];
+    g.dh = win.dilation[1];
+    g.dw = win.dilation[2];
+    g.plain = g.KK == 1;
+    for (int k = 0; k < 3; k++)
+        g.plain = g.plain && win.stride[k] == 1 && !win.pad[k] && !win.pad[k + 3];
     return g;
 }
 
-/* x is the column matrix itself: a 1x1 kernel, stride 1, no padding (then OH·OW = H·W) */
-static int is_direct(const geom &g, const pbl__kargs *a)
-{
-    pbl__window win;
-    pbl__window_of(NULL, &a->attr[0], &a->attr[1], &a->attr[2], &win);
-    return g.KK == 1 && g.sh == 1 && g.sw == 1 && !win.pad[0] && !win.pad[1] && !win.pad[2] && !win.pad[3];
-}
+/* x is the column matrix itself: a 1x1 kernel, stride 1, no padding (then the output
+ * positions are x's) */
+static int is_direct(const geom &g) { return g.plain; }
 
 /* A chunk: samples [n0, n0 + ns), output positions [p0, p0 + pc). */
 struct chunking {
@@ -96,49 +107,57 @@ static chunking plan_chunks(const geom &g, int64_t cap)
     return c;
 }
 
-/* col[s][c·KK + kh·KW + kw][j] = x[n0 + s, c, ih, iw] (0 in the padding) for output position
- * p0 + j = oh·OW + ow, ih = oh·sh − ph + kh·dh, iw likewise; rows of pc floats. */
+/* col[s][c·KK + (kd·KH + kh)·KW + kw][j] = x[n0 + s, c, id, ih, iw] (0 in the padding) for
+ * output position p0 + j = (od·OH + oh)·OW + ow, id = od·sd − pd + kd·dd, ih and iw likewise;
+ * rows of pc floats. */
 __global__ static void im2col_k(float *col, const float *x, geom g, int64_t n0, int64_t ns, int64_t p0, int64_t pc)
 {
     int64_t rows = g.C * g.KK;
     PBL__GRID_LOOP(i, ns * rows * pc) {
         int64_t j = i % pc, r = (i / pc) % rows, s = i / (pc * rows);
-        int64_t c = r / g.KK, t = r % g.KK, kh = t / g.KW, kw = t % g.KW;
-        int64_t p = p0 + j, oh = p / g.OW, ow = p % g.OW;
-        int64_t ih = oh * g.sh - g.ph + kh * g.dh, iw = ow * g.sw - g.pw + kw * g.dw;
+        int64_t c = r / g.KK, t = r % g.KK, kw = t % g.KW, kh = (t / g.KW) % g.KH, kd = t / (g.KW * g.KH);
+        int64_t p = p0 + j, ow = p % g.OW, oh = (p / g.OW) % g.OH, od = p / (g.OW * g.OH);
+        int64_t id = od * g.sd - g.pd + kd * g.dd, ih = oh * g.sh - g.ph + kh * g.dh, iw = ow * g.sw - g.pw + kw * g.dw;
         float v = 0.0f;
-        if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W)
-            v = x[(((n0 + s) * g.C + c) * g.H + ih) * g.W + iw];
+        if (id >= 0 && id < g.D && ih >= 0 && ih < g.H && iw >= 0 && iw < g.W)
+            v = x[((((n0 + s) * g.C + c) * g.D + id) * g.H + ih) * g.W + iw];
         col[i] = v;
     }
 }
 
-/* The gather inverse of im2col_k: dx[n0 + s, c, ih, iw] = (accumulate ? dx : 0) + Σ the column
- * entries copied from it, taps in (kh, kw) order. A tap reads output row oh when
- * oh·sh = ih + ph − kh·dh exactly; only positions in [p0, p0 + pc) are in this chunk. */
+/* The gather inverse of im2col_k: dx[n0 + s, c, id, ih, iw] = (accumulate ? dx : 0) + Σ the
+ * column entries copied from it, taps in (kd, kh, kw) order. A tap reads output row oh when
+ * oh·sh = ih + ph − kh·dh exactly (od, ow likewise); only positions in [p0, p0 + pc) are in
+ * this chunk. */
 __global__ static void col2im_k(float *dx, const float *col, geom g, int64_t n0, int64_t ns, int64_t p0, int64_t pc,
                                 int accumulate)
 {
-    int64_t HW = g.H * g.W;
-    PBL__GRID_LOOP(i, ns * g.C * HW) {
-        int64_t iw = i % g.W, ih = (i / g.W) % g.H, c = (i / HW) % g.C, s = i / (g.C * HW);
+    int64_t HW = g.H * g.W, S = g.D * HW;
+    PBL__GRID_LOOP(i, ns * g.C * S) {
+        int64_t iw = i % g.W, ih = (i / g.W) % g.H, id = (i / HW) % g.D, c = (i / S) % g.C, s = i / (g.C * S);
         const float *cs = col + (s * g.C + c) * g.KK * pc;
         float acc = 0.0f;
-        for (int64_t kh = 0; kh < g.KH; kh++) {
-            int64_t th = ih + g.ph - kh * g.dh;
-            if (th < 0 || th % g.sh != 0 || th / g.sh >= g.OH)
+        for (int64_t kd = 0; kd < g.KD; kd++) {
+            int64_t td = id + g.pd - kd * g.dd;
+            if (td < 0 || td % g.sd != 0 || td / g.sd >= g.OD)
                 continue;
-            int64_t oh = th / g.sh;
-            for (int64_t kw = 0; kw < g.KW; kw++) {
-                int64_t tw = iw + g.pw - kw * g.dw;
-                if (tw < 0 || tw % g.sw != 0 || tw / g.sw >= g.OW)
+            int64_t od = td / g.sd;
+            for (int64_t kh = 0; kh < g.KH; kh++) {
+                int64_t th = ih + g.ph - kh * g.dh;
+                if (th < 0 || th % g.sh != 0 || th / g.sh >= g.OH)
                     continue;
-                int64_t p = oh * g.OW + tw / g.sw - p0;
-                if (p >= 0 && p < pc)
-                    acc += cs[(kh * g.KW + kw) * pc + p];
+                int64_t oh = th / g.sh;
+                for (int64_t kw = 0; kw < g.KW; kw++) {
+                    int64_t tw = iw + g.pw - kw * g.dw;
+                    if (tw < 0 || tw % g.sw != 0 || tw / g.sw >= g.OW)
+                        continue;
+                    int64_t p = (od * g.OH + oh) * g.OW + tw / g.sw - p0;
+                    if (p >= 0 && p < pc)
+                        acc += cs[((kd * g.KH + kh) * g.KW + kw) * pc + p];
+                }
             }
         }
-        float *d = dx + ((n0 + s) * g.C + c) * HW + ih * g.W + iw;
+        float *d = dx + ((n0 + s) * g.C + c) * S + (id * g.H + ih) * g.W + iw;
         *d = accumulate ? *d + acc : acc;
     }
 }
@@ -227,15 +246,14 @@ static pbl_status chunks_for(const geom &g, int64_t cap, const pbl__kargs *a, co
 extern "C" pbl_status pbl__cuda_conv2d(const pbl__cuda_launch *l, const pbl__kargs *a)
 {
     pbl_status s = PBL_OK;
-    const pbl_shape *ys = &a->out_meta[0].shape;
-    geom g = make_geom(a, &a->in_meta[0].shape, &a->in_meta[1].shape, ys->dim[2], ys->dim[3]);
+    geom g = make_geom(a, &a->in_meta[0].shape, &a->in_meta[1].shape, &a->out_meta[0].shape);
     const float *x = PBL__IN(a, 0), *w = PBL__IN(a, 1);
     float *y = PBL__OUT(a, 0), *col = NULL;
     int64_t cap = 0;
     int narrowed = 0;
     float beta = 0.0f;
     chunking ch = { g.N, g.P };
-    int direct = is_direct(g, a);
+    int direct = is_direct(g);
     if (a->n_in == 3) {
         int64_t n = g.N * g.Co * g.P;
         PBL__LAUNCH(bias_planes, pbl__blocks(n), PBL__THREADS, 0, l->stream)(y, PBL__IN(a, 2), n, g.Co, g.P);
@@ -277,14 +295,13 @@ done:
 extern "C" pbl_status pbl__cuda_conv2d_grad_input(const pbl__cuda_launch *l, const pbl__kargs *a)
 {
     pbl_status s = PBL_OK;
-    const pbl_shape *ds = &a->in_meta[0].shape;
-    geom g = make_geom(a, &a->out_meta[0].shape, &a->in_meta[1].shape, ds->dim[2], ds->dim[3]);
+    geom g = make_geom(a, &a->out_meta[0].shape, &a->in_meta[1].shape, &a->in_meta[0].shape);
     const float *dy = PBL__IN(a, 0), *w = PBL__IN(a, 1);
     float *dx = PBL__OUT(a, 0), *col = NULL;
     int64_t cap = 0;
     int narrowed = 0;
     chunking ch = { g.N, g.P };
-    int direct = is_direct(g, a);
+    int direct = is_direct(g);
     if (!direct) {
         if ((s = columns_begin(l, a, &col, &cap)) != PBL_OK)
             goto done;
@@ -306,7 +323,7 @@ extern "C" pbl_status pbl__cuda_conv2d_grad_input(const pbl__cuda_launch *l, con
             if ((s = chunk_gemm(l, a, CUBLAS_OP_N, CUBLAS_OP_T, pc, g.K, g.Cog, dm, wm, 0.0f, cm, ns, g.G, 0)) != PBL_OK)
                 goto done;
             if (!direct) {
-                int64_t n = ns * g.C * g.H * g.W;
+                int64_t n = ns * g.C * g.D * g.H * g.W;
                 PBL__LAUNCH(col2im_k, pbl__blocks(n), PBL__THREADS, 0, l->stream)(dx, col, g, n0, ns, p0, pc, p0 > 0);
                 PBL__LAUNCHED();
             }
@@ -319,15 +336,14 @@ done:
 extern "C" pbl_status pbl__cuda_conv2d_grad_weight(const pbl__cuda_launch *l, const pbl__kargs *a)
 {
     pbl_status s = PBL_OK;
-    const pbl_shape *ds = &a->in_meta[0].shape;
-    geom g = make_geom(a, &a->in_meta[1].shape, &a->out_meta[0].shape, ds->dim[2], ds->dim[3]);
+    geom g = make_geom(a, &a->in_meta[1].shape, &a->out_meta[0].shape, &a->in_meta[0].shape);
     const float *dy = PBL__IN(a, 0), *x = PBL__IN(a, 1);
     float *dw = PBL__OUT(a, 0), *col = NULL;
     int64_t cap = 0;
     int narrowed = 0;
     float beta = 0.0f;
     chunking ch = { g.N, g.P };
-    int direct = is_direct(g, a);
+    int direct = is_direct(g);
     if (!direct) {
         if ((s = columns_begin(l, a, &col, &cap)) != PBL_OK)
             goto done;

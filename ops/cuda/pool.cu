@@ -7,7 +7,7 @@
  *   a tap when it is strictly greater (from −FLT_MAX), avg divides the float sum by the number
  *   of taps inside x (padding not counted); global_avg_pool sums its plane in double, in order.
  * - gradients GATHER: one thread per input element visits the outputs whose windows cover it
- *   in output order (oh, then ow: kh and kw taken from the last to the first, since a larger
+ *   in output order (od, oh, then ow: kd, kh and kw taken from the last to the first, since a larger
  *   tap index means an earlier output) and adds their contributions from 0, which is the
  *   order the CPU adds them into dx. No atomics: race-free and deterministic. max_pool2d_grad
  *   adds dy of an output only when this element is the output's chosen tap, the first in
@@ -22,29 +22,31 @@ extern "C" {
 }
 
 struct pgeom {
-    int64_t NC, H, W, OH, OW;
-    int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+    int64_t NC, in[3], out[3], S, OS; /* S, OS: elements of one plane of x, of y */
+    int64_t k[3], s[3], p[3], pe[3], d[3]; /* kernel, stride, pad begin, pad end, dilation */
+    int     count_pad;
 };
 
-/* Pool attributes are slots 0..3: kernel, stride, pad, dilation. */
+/* Pool attributes are slots 0..5: kernel, stride, pad, dilation, ceil, count_pad; 1-D and 2-D
+ * take unit leading spatial dims (ops/shared/geometry.h). */
 static pgeom make_pgeom(const pbl__kargs *a, const pbl_shape *xs, const pbl_shape *ys)
 {
     pbl__window w;
-    pbl__window_of(&a->attr[0], &a->attr[1], &a->attr[2], &a->attr[3], &w);
+    pbl__window_of(pbl__window_nsp(xs->ndim), &a->attr[0], &a->attr[1], &a->attr[2], &a->attr[3], &w);
     pgeom g;
     g.NC = xs->dim[0] * xs->dim[1];
-    g.H = xs->dim[2];
-    g.W = xs->dim[3];
-    g.OH = ys->dim[2];
-    g.OW = ys->dim[3];
-    g.kh = w.kernel[0];
-    g.kw = w.kernel[1];
-    g.sh = w.stride[0];
-    g.sw = w.stride[1];
-    g.ph = w.pad[0];
-    g.pw = w.pad[1];
-    g.dh = w.dilation[0];
-    g.dw = w.dilation[1];
+    pbl__window_in(xs, g.in);
+    pbl__window_in(ys, g.out);
+    g.S = g.in[0] * g.in[1] * g.in[2];
+    g.OS = g.out[0] * g.out[1] * g.out[2];
+    for (int k = 0; k < 3; k++) {
+        g.k[k] = w.kernel[k];
+        g.s[k] = w.stride[k];
+        g.p[k] = w.pad[k];
+        g.pe[k] = w.pad[k + 3];
+        g.d[k] = w.dilation[k];
+    }
+    g.count_pad = (int)a->attr[5].i;
     return g;
 }
 
@@ -61,76 +63,107 @@ __device__ static void tap_range(int64_t o, int64_t s, int64_t pad, int64_t d, i
         *hi = *lo;
 }
 
+/* One output's window (the CPU's pool_win): per slot the taps [lo, hi) inside x, the plane
+ * offset of tap 0, the step between taps, and the mean's divisor. */
+struct pwin {
+    int64_t lo[3], hi[3], base, step[3], count;
+};
+
+__device__ static void pwin_of(const pgeom &g, const int64_t o[3], pwin *pw)
+{
+    int64_t plane[3] = { g.in[1] * g.in[2], g.in[2], 1 };
+    pw->base = 0;
+    pw->count = 1;
+    int64_t padded = 1;
+    for (int k = 0; k < 3; k++) {
+        tap_range(o[k], g.s[k], g.p[k], g.d[k], g.k[k], g.in[k], &pw->lo[k], &pw->hi[k]);
+        pw->base += (o[k] * g.s[k] - g.p[k]) * plane[k];
+        pw->step[k] = g.d[k] * plane[k];
+        pw->count *= pw->hi[k] - pw->lo[k];
+        int64_t plo, phi;
+        tap_range(o[k], g.s[k], 0, g.d[k], g.k[k], g.in[k] + g.p[k] + g.pe[k], &plo, &phi);
+        padded *= phi - plo;
+    }
+    if (g.count_pad)
+        pw->count = padded;
+}
+
+__device__ static void unravel(int64_t i, const int64_t dims[3], int64_t o[3])
+{
+    o[2] = i % dims[2];
+    o[1] = (i / dims[2]) % dims[1];
+    o[0] = i / (dims[2] * dims[1]);
+}
+
 __global__ static void pool_k(float *y, const float *x, pgeom g, int is_max)
 {
-    PBL__GRID_LOOP(i, g.NC * g.OH * g.OW) {
-        int64_t ow = i % g.OW, oh = (i / g.OW) % g.OH, nc = i / (g.OW * g.OH);
-        int64_t h0, h1, w0, w1;
-        tap_range(oh, g.sh, g.ph, g.dh, g.kh, g.H, &h0, &h1);
-        tap_range(ow, g.sw, g.pw, g.dw, g.kw, g.W, &w0, &w1);
-        const float *xb = x + nc * g.H * g.W + (oh * g.sh - g.ph) * g.W + (ow * g.sw - g.pw);
-        if (is_max) {
-            float m = -FLT_MAX;
-            for (int64_t kh = h0; kh < h1; kh++)
-                for (int64_t kw = w0; kw < w1; kw++) {
-                    float v = xb[kh * g.dh * g.W + kw * g.dw];
-                    m = v > m ? v : m;
+    PBL__GRID_LOOP(i, g.NC * g.OS) {
+        int64_t nc = i / g.OS, o[3];
+        unravel(i % g.OS, g.out, o);
+        pwin pw;
+        pwin_of(g, o, &pw);
+        const float *xb = x + nc * g.S + pw.base;
+        float m = -FLT_MAX, sum = 0.0f;
+        for (int64_t kd = pw.lo[0]; kd < pw.hi[0]; kd++)
+            for (int64_t kh = pw.lo[1]; kh < pw.hi[1]; kh++)
+                for (int64_t kw = pw.lo[2]; kw < pw.hi[2]; kw++) {
+                    float v = xb[kd * pw.step[0] + kh * pw.step[1] + kw * pw.step[2]];
+                    if (is_max)
+                        m = v > m ? v : m;
+                    else
+                        sum += v;
                 }
-            y[i] = m;
-        } else {
-            float sum = 0.0f;
-            for (int64_t kh = h0; kh < h1; kh++)
-                for (int64_t kw = w0; kw < w1; kw++)
-                    sum += xb[kh * g.dh * g.W + kw * g.dw];
-            int64_t count = (h1 - h0) * (w1 - w0);
-            y[i] = count ? sum / (float)count : 0.0f;
-        }
+        y[i] = is_max ? m : pw.count ? sum / (float)pw.count : 0.0f;
     }
 }
 
-/* Whether input (ih, iw) is output (oh, ow)'s chosen tap: the first in window order whose x
- * equals y. xp is the (n, c) plane. */
-__device__ static int chosen(const float *xp, float yv, const pgeom &g, int64_t oh, int64_t ow, int64_t ih, int64_t iw)
+/* Whether plane offset t is output o's chosen tap: the first in window order whose x equals
+ * y. xp is the (n, c) plane. */
+__device__ static int chosen(const float *xp, float yv, const pwin &pw, int64_t t)
 {
-    int64_t h0, h1, w0, w1;
-    tap_range(oh, g.sh, g.ph, g.dh, g.kh, g.H, &h0, &h1);
-    tap_range(ow, g.sw, g.pw, g.dw, g.kw, g.W, &w0, &w1);
-    for (int64_t kh = h0; kh < h1; kh++)
-        for (int64_t kw = w0; kw < w1; kw++) {
-            int64_t th = oh * g.sh - g.ph + kh * g.dh, tw = ow * g.sw - g.pw + kw * g.dw;
-            if (xp[th * g.W + tw] == yv)
-                return th == ih && tw == iw;
-        }
+    for (int64_t kd = pw.lo[0]; kd < pw.hi[0]; kd++)
+        for (int64_t kh = pw.lo[1]; kh < pw.hi[1]; kh++)
+            for (int64_t kw = pw.lo[2]; kw < pw.hi[2]; kw++) {
+                int64_t u = pw.base + kd * pw.step[0] + kh * pw.step[1] + kw * pw.step[2];
+                if (xp[u] == yv)
+                    return u == t;
+            }
     return 0;
 }
 
-/* dx[nc, ih, iw] = Σ over the outputs whose windows cover it, in output order: max, dy when
- * it is the chosen tap; avg, dy / the output's count of taps inside x. */
+/* dx[nc, i...] = Σ over the outputs whose windows cover it, in output order: max, dy when it
+ * is the chosen tap; avg, dy / the output's count. */
 __global__ static void pool_grad_k(float *dx, const float *dy, const float *x, const float *y, pgeom g, int is_max)
 {
-    PBL__GRID_LOOP(i, g.NC * g.H * g.W) {
-        int64_t iw = i % g.W, ih = (i / g.W) % g.H, nc = i / (g.W * g.H);
-        const float *dyp = dy + nc * g.OH * g.OW;
+    PBL__GRID_LOOP(i, g.NC * g.S) {
+        int64_t nc = i / g.S, t = i % g.S, in[3];
+        unravel(t, g.in, in);
         float acc = 0.0f;
-        for (int64_t kh = g.kh - 1; kh >= 0; kh--) {
-            int64_t th = ih + g.ph - kh * g.dh;
-            if (th < 0 || th % g.sh != 0 || th / g.sh >= g.OH)
+        int64_t o[3];
+        for (int64_t kd = g.k[0] - 1; kd >= 0; kd--) {
+            int64_t td = in[0] + g.p[0] - kd * g.d[0];
+            if (td < 0 || td % g.s[0] != 0 || td / g.s[0] >= g.out[0])
                 continue;
-            int64_t oh = th / g.sh;
-            for (int64_t kw = g.kw - 1; kw >= 0; kw--) {
-                int64_t tw = iw + g.pw - kw * g.dw;
-                if (tw < 0 || tw % g.sw != 0 || tw / g.sw >= g.OW)
+            o[0] = td / g.s[0];
+            for (int64_t kh = g.k[1] - 1; kh >= 0; kh--) {
+                int64_t th = in[1] + g.p[1] - kh * g.d[1];
+                if (th < 0 || th % g.s[1] != 0 || th / g.s[1] >= g.out[1])
                     continue;
-                int64_t ow = tw / g.sw, o = oh * g.OW + ow;
-                if (is_max) {
-                    if (chosen(x + nc * g.H * g.W, y[nc * g.OH * g.OW + o], g, oh, ow, ih, iw))
-                        acc += dyp[o];
-                } else {
-                    int64_t h0, h1, w0, w1;
-                    tap_range(oh, g.sh, g.ph, g.dh, g.kh, g.H, &h0, &h1);
-                    tap_range(ow, g.sw, g.pw, g.dw, g.kw, g.W, &w0, &w1);
-                    int64_t count = (h1 - h0) * (w1 - w0);
-                    acc += count ? dyp[o] / (float)count : 0.0f;
+                o[1] = th / g.s[1];
+                for (int64_t kw = g.k[2] - 1; kw >= 0; kw--) {
+                    int64_t tw = in[2] + g.p[2] - kw * g.d[2];
+                    if (tw < 0 || tw % g.s[2] != 0 || tw / g.s[2] >= g.out[2])
+                        continue;
+                    o[2] = tw / g.s[2];
+                    int64_t oi = nc * g.OS + (o[0] * g.out[1] + o[1]) * g.out[2] + o[2];
+                    pwin pw;
+                    pwin_of(g, o, &pw);
+                    if (is_max) {
+                        if (chosen(x + nc * g.S, y[oi], pw, t))
+                            acc += dy[oi];
+                    } else {
+                        acc += pw.count ? dy[oi] / (float)pw.count : 0.0f;
+                    }
                 }
             }
         }
@@ -142,7 +175,7 @@ static pbl_status pool(const pbl__cuda_launch *l, const pbl__kargs *a, int is_ma
 {
     pbl_status s = PBL_OK;
     pgeom g = make_pgeom(a, &a->in_meta[0].shape, &a->out_meta[0].shape);
-    int64_t n = g.NC * g.OH * g.OW;
+    int64_t n = g.NC * g.OS;
     PBL__LAUNCH(pool_k, pbl__blocks(n), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__IN(a, 0), g, is_max);
     PBL__LAUNCHED();
 done:
@@ -154,7 +187,7 @@ static pbl_status pool_grad(const pbl__cuda_launch *l, const pbl__kargs *a, int 
 {
     pbl_status s = PBL_OK;
     pgeom g = make_pgeom(a, &a->out_meta[0].shape, &a->in_meta[0].shape);
-    int64_t n = g.NC * g.H * g.W;
+    int64_t n = g.NC * g.S;
     const float *x = is_max ? PBL__IN(a, 1) : NULL, *y = is_max ? PBL__IN(a, 2) : NULL;
     PBL__LAUNCH(pool_grad_k, pbl__blocks(n), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__IN(a, 0), x, y, g,
                                                                           is_max);
