@@ -119,6 +119,9 @@ pbl_status pbl__onnx_define(pbl__onnx_ctx *c, const char *name, pbl_value v);
  * "/suffix" for helper nodes (a transpose before a softmax). */
 pbl_status pbl__onnx_emit(pbl__onnx_ctx *c, const char *op, const pbl_value *in, int32_t n_in, const pbl_attr *attrs,
                           int32_t n_attrs, const char *suffix, pbl_value *out);
+/* The same, every output of the node (at most 4; PBL_NONE past its last). */
+pbl_status pbl__onnx_emit_outs(pbl__onnx_ctx *c, const char *op, const pbl_value *in, int32_t n_in,
+                               const pbl_attr *attrs, int32_t n_attrs, const char *suffix, pbl_value outs[4]);
 
 /* Converts the current node (c->node) into pebble nodes and defines its outputs. */
 typedef pbl_status (*pbl__onnx_convert_fn)(pbl__onnx_ctx *c);

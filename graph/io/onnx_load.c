@@ -220,6 +220,15 @@ pbl_status pbl__onnx_define(pbl__onnx_ctx *c, const char *name, pbl_value v)
 pbl_status pbl__onnx_emit(pbl__onnx_ctx *c, const char *op, const pbl_value *in, int32_t n_in, const pbl_attr *attrs,
                        int32_t n_attrs, const char *suffix, pbl_value *out)
 {
+    pbl_value outs[4];
+    pbl_status s = pbl__onnx_emit_outs(c, op, in, n_in, attrs, n_attrs, suffix, outs);
+    *out = outs[0];
+    return s;
+}
+
+pbl_status pbl__onnx_emit_outs(pbl__onnx_ctx *c, const char *op, const pbl_value *in, int32_t n_in,
+                               const pbl_attr *attrs, int32_t n_attrs, const char *suffix, pbl_value outs[4])
+{
     const Onnx__NodeProto *nd = c->node;
     char base[400], name[512];
     const char *o0 = nd->n_output > 0 && nd->output[0] && nd->output[0][0] ? nd->output[0] : NULL;
@@ -228,12 +237,12 @@ pbl_status pbl__onnx_emit(pbl__onnx_ctx *c, const char *op, const pbl_value *in,
     else
         snprintf(base, sizeof base, "%s_%d%s%s", str(nd->op_type), (int)c->node_index, suffix ? "/" : "", suffix ? suffix : "");
     unique_name(c, base, name, sizeof name);
-    pbl_value outs[4] = { PBL_NONE, PBL_NONE, PBL_NONE, PBL_NONE };
+    for (int k = 0; k < 4; k++)
+        outs[k] = PBL_NONE;
     pbl_node_desc d = { .op = op, .name = name, .inputs = in, .n_inputs = n_in, .attrs = attrs, .n_attrs = n_attrs };
     pbl_status s = pbl_graph_add_node(c->g, &d, NULL, outs);
     if (s != PBL_OK)
         NODE_FAIL(c, s, "pebble op %s: %s", op, pbl_graph_errmsg(c->g));
-    *out = outs[0];
     return PBL_OK;
 }
 

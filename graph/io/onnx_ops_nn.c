@@ -1,7 +1,8 @@
 /*
  * ONNX ops -> pebble ops, the neural-network layer family: convolution (Conv, ConvTranspose),
  * pooling (MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool) and normalisation
- * (BatchNormalization). Windows have 1 to 3 spatial dims (ops/shared/geometry.h); auto_pad is
+ * (BatchNormalization, LayerNormalization, InstanceNormalization: the last two over pebble's
+ * layer_norm of x reshaped to rows). Windows have 1 to 3 spatial dims (ops/shared/geometry.h); auto_pad is
  * worked out here into explicit pads. The converters moved here from graph/io/onnx_ops.c when
  * they were generalised past 2-D.
  */
@@ -314,6 +315,147 @@ static pbl_status cv_global_max_pool(pbl__onnx_ctx *c)
     return pbl__onnx_define(c, n->output[0], y);
 }
 
+/* A constant float parameter of n elements all `value` (layer_norm's unit gamma, zero beta). */
+static pbl_status const_fill(pbl__onnx_ctx *c, const char *what, int64_t n, float value, pbl_value *out)
+{
+    float *f = pbl__mem_alloc(&c->w->mem, (size_t)n * sizeof *f);
+    if (!f)
+        NODE_FAIL(c, PBL_ERR_NOMEM, "out of memory%s", "");
+    for (int64_t i = 0; i < n; i++)
+        f[i] = value;
+    char base[400];
+    snprintf(base, sizeof base, "%s/%s", c->node->output[0], what);
+    pbl_status s = pbl__onnx_add_weight(c, base, pbl_shape_make(1, &n), f, out);
+    if (s != PBL_OK)
+        pbl__mem_free(&c->w->mem, f, (size_t)n * sizeof *f);
+    return s;
+}
+
+/* Input i of the node (Scale or B) as layer_norm's [inner] parameter: broadcast to `norm`
+ * (the normalised dims) when smaller, then flattened; absent: all `fill`. */
+static pbl_status norm_param(pbl__onnx_ctx *c, size_t i, const char *what, const pbl_shape *norm, float fill,
+                             pbl_value *out)
+{
+    int64_t inner = pbl_shape_numel(norm);
+    pbl_status s;
+    if (!pbl__onnx_in_name(c->node, i))
+        return const_fill(c, what, inner, fill, out);
+    if ((s = pbl__onnx_get(c, c->node->input[i], out)) != PBL_OK)
+        return s;
+    pbl_shape ps = pbl__onnx_shape_of(c, *out), bs;
+    if (pbl_shape_numel(&ps) != inner) {
+        if (!pbl__onnx_bcast_shape(norm, &ps, &bs) || !pbl_shape_equal(&bs, norm)) {
+            char sp[96], sn[96];
+            NODE_FAIL(c, PBL_ERR_SHAPE, "input '%s' is %s; it must broadcast to the normalised dims %s",
+                      c->node->input[i], pbl_shape_str(&ps, sp, sizeof sp), pbl_shape_str(norm, sn, sizeof sn));
+        }
+        if ((s = pbl__onnx_to_shape(c, *out, *norm, "broadcast_to", what, out)) != PBL_OK)
+            return s;
+    }
+    return pbl__onnx_to_shape(c, *out, pbl_shape_make(1, &inner), "reshape", what, out);
+}
+
+/* x normalised over its dims from `axis` on by pebble's layer_norm (which normalises the last
+ * dim): x as [outer, inner], gamma and beta [inner]; y back in x's shape, mean and inv_std
+ * [outer, 1]. */
+static pbl_status layer_norm_rows(pbl__onnx_ctx *c, pbl_value x, int32_t axis, pbl_value gamma, pbl_value beta,
+                                  double eps, pbl_value outs[4])
+{
+    pbl_shape sx = pbl__onnx_shape_of(c, x);
+    int64_t rows[2] = { 1, 1 };
+    for (int32_t d = 0; d < sx.ndim; d++)
+        rows[d >= axis] *= sx.dim[d];
+    pbl_value xr;
+    pbl_attr at = PBL_ATTR_FLOAT("eps", eps);
+    pbl_status s;
+    if ((s = pbl__onnx_to_shape(c, x, pbl_shape_make(2, rows), "reshape", "rows", &xr)) != PBL_OK ||
+        (s = pbl__onnx_emit_outs(c, "layer_norm", (pbl_value[]){ xr, gamma, beta }, 3, &at, 1, "normed", outs)) != PBL_OK)
+        return s;
+    return pbl__onnx_to_shape(c, outs[0], sx, "reshape", NULL, &outs[0]);
+}
+
+/* LayerNormalization (opset 17): normalised over the dims from axis on, Scale and B
+ * broadcast to them; the optional Mean and InvStdDev outputs are layer_norm's statistics
+ * shaped [d0, ..., d(axis-1), 1, ..., 1]. Statistics are computed in float (stash_type 1). */
+static pbl_status cv_layer_norm(pbl__onnx_ctx *c)
+{
+    const Onnx__NodeProto *n = c->node;
+    pbl_value x, gamma, beta, outs[4];
+    int64_t axis, stash;
+    double eps;
+    pbl_status s;
+    if ((s = pbl__onnx_need_inputs(c, 2, 3)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &x)) != PBL_OK ||
+        (s = pbl__onnx_attr_int(c, "axis", -1, &axis)) != PBL_OK ||
+        (s = pbl__onnx_attr_float(c, "epsilon", 1e-5, &eps)) != PBL_OK ||
+        (s = pbl__onnx_attr_int(c, "stash_type", 1, &stash)) != PBL_OK)
+        return s;
+    if (stash != 1)
+        NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "stash_type %lld is not supported (pebble computes in float32: 1)",
+                  (long long)stash);
+    if (!(eps >= 0 && isfinite(eps)))
+        NODE_FAIL(c, PBL_ERR_ATTR, "attribute epsilon is %g; it must be a finite number >= 0", eps);
+    pbl_shape sx = pbl__onnx_shape_of(c, x);
+    if (axis < -sx.ndim || axis >= sx.ndim || sx.ndim < 1)
+        NODE_FAIL(c, PBL_ERR_ATTR, "axis %lld is outside X's rank %d", (long long)axis, (int)sx.ndim);
+    int32_t ax = (int32_t)(axis < 0 ? axis + sx.ndim : axis);
+    pbl_shape norm = pbl_shape_make(sx.ndim - ax, &sx.dim[ax]);
+    if ((s = norm_param(c, 1, "scale", &norm, 1.0f, &gamma)) != PBL_OK ||
+        (s = norm_param(c, 2, "bias", &norm, 0.0f, &beta)) != PBL_OK ||
+        (s = layer_norm_rows(c, x, ax, gamma, beta, eps, outs)) != PBL_OK ||
+        (s = pbl__onnx_define(c, n->output[0], outs[0])) != PBL_OK)
+        return s;
+    pbl_shape st = sx;
+    for (int32_t d = ax; d < st.ndim; d++)
+        st.dim[d] = 1;
+    for (size_t k = 1; k < 3 && k < n->n_output; k++) {
+        if (!n->output[k] || !n->output[k][0])
+            continue;
+        pbl_value v;
+        if ((s = pbl__onnx_to_shape(c, outs[k], st, "reshape", k == 1 ? "mean" : "inv_std", &v)) != PBL_OK ||
+            (s = pbl__onnx_define(c, n->output[k], v)) != PBL_OK)
+            return s;
+    }
+    return PBL_OK;
+}
+
+/* InstanceNormalization: each (n, c) plane normalised (layer_norm over x as [N·C, S]), then
+ * scale and B per channel. */
+static pbl_status cv_instance_norm(pbl__onnx_ctx *c)
+{
+    const Onnx__NodeProto *n = c->node;
+    pbl_value x, scale, bias, one, zero, outs[4], y;
+    double eps;
+    pbl_status s;
+    if ((s = pbl__onnx_need_inputs(c, 3, 3)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &x)) != PBL_OK ||
+        (s = pbl__onnx_get(c, n->input[1], &scale)) != PBL_OK || (s = pbl__onnx_get(c, n->input[2], &bias)) != PBL_OK ||
+        (s = pbl__onnx_attr_float(c, "epsilon", 1e-5, &eps)) != PBL_OK)
+        return s;
+    if (!(eps >= 0 && isfinite(eps)))
+        NODE_FAIL(c, PBL_ERR_ATTR, "attribute epsilon is %g; it must be a finite number >= 0", eps);
+    pbl_shape sx = pbl__onnx_shape_of(c, x);
+    if (sx.ndim < 3)
+        NODE_FAIL(c, PBL_ERR_SHAPE, "X has rank %d; need [N, C, d1, ...]", (int)sx.ndim);
+    int64_t NC = sx.dim[0] * sx.dim[1], S = NC > 0 ? pbl_shape_numel(&sx) / NC : 0;
+    pbl_shape cs = { .ndim = sx.ndim - 1 }; /* [C, 1, ...]: broadcasts over [N, C, d...] */
+    cs.dim[0] = sx.dim[1];
+    for (int32_t k = 1; k < cs.ndim; k++)
+        cs.dim[k] = 1;
+    for (int k = 0; k < 2; k++) {
+        pbl_shape ps = pbl__onnx_shape_of(c, k ? bias : scale);
+        if (pbl_shape_numel(&ps) != sx.dim[1])
+            NODE_FAIL(c, PBL_ERR_SHAPE, "input '%s' must have %lld elements (X's channels)", n->input[k + 1],
+                      (long long)sx.dim[1]);
+    }
+    if ((s = const_fill(c, "unit_scale", S, 1.0f, &one)) != PBL_OK || (s = const_fill(c, "zero_bias", S, 0.0f, &zero)) != PBL_OK ||
+        (s = layer_norm_rows(c, x, 2, one, zero, eps, outs)) != PBL_OK ||
+        (s = pbl__onnx_to_shape(c, scale, cs, "reshape", "scale", &scale)) != PBL_OK ||
+        (s = pbl__onnx_to_shape(c, bias, cs, "reshape", "bias", &bias)) != PBL_OK ||
+        (s = pbl__onnx_emit(c, "mul", (pbl_value[]){ outs[0], scale }, 2, NULL, 0, "scaled", &y)) != PBL_OK ||
+        (s = pbl__onnx_emit(c, "add", (pbl_value[]){ y, bias }, 2, NULL, 0, "shifted", &y)) != PBL_OK)
+        return s;
+    return pbl__onnx_define(c, n->output[0], y);
+}
+
 /* The family's ops with the attributes pebble knows for each (what is listed and why:
  * pbl__onnx_op). */
 #define WINDOW_ATTRS "strides pads dilations auto_pad"
@@ -325,6 +467,8 @@ static const pbl__onnx_op nn_ops[] = {
     { "AveragePool", cv_avg_pool, WINDOW_ATTRS " kernel_shape ceil_mode count_include_pad" },
     { "GlobalAveragePool", cv_global_avg_pool, "" },
     { "GlobalMaxPool", cv_global_max_pool, "" },
+    { "LayerNormalization", cv_layer_norm, "axis epsilon stash_type" },
+    { "InstanceNormalization", cv_instance_norm, "epsilon" },
 };
 
 const pbl__onnx_op_table pbl__onnx_ops_nn = { nn_ops, sizeof nn_ops / sizeof nn_ops[0] };
