@@ -27,7 +27,8 @@
     X(fully_connected_act) X(elementwise_chain)                                   \
     X(fully_connected_grad_wb) X(matmul_act_grad)                                 \
     X(global_norm) X(clip_by_norm) X(batch_norm_update)                           \
-    X(global_norm_grad) X(clip_by_norm_grad_norm)
+    X(global_norm_grad) X(clip_by_norm_grad_norm)                               \
+    X(slice) X(slice_grad) X(pad) X(pad_grad) X(gather) X(gather_grad) X(cast)
 
 enum {
 #define PBL__OP_ENUM(n) PBL__OP_##n,

@@ -61,7 +61,8 @@ typedef pbl_status (*pbl__cuda_fn)(const pbl__cuda_launch *l, const pbl__kargs *
     X(embedding) X(embedding_grad)                                                 \
     X(elementwise_chain) X(fully_connected_packed)                                 \
     X(global_norm) X(clip_by_norm) X(batch_norm_update)                           \
-    X(global_norm_grad) X(clip_by_norm_grad_norm)
+    X(global_norm_grad) X(clip_by_norm_grad_norm)                               \
+    X(slice) X(slice_grad) X(pad) X(pad_grad) X(gather) X(gather_grad) X(cast)
 
 #define PBL__CUDA_DECL(n) pbl_status pbl__cuda_##n(const pbl__cuda_launch *l, const pbl__kargs *a);
 PBL__CUDA_OP_LIST(PBL__CUDA_DECL)
@@ -73,6 +74,7 @@ pbl_status pbl__cuda_flag_message(const pbl__op *op, const pbl__kargs *a, int ro
 /* softmax_cross_entropy(+grad): a label out of range (ops/cuda/loss.cu) */
 pbl_status pbl__cuda_label_flag_message(const pbl__kargs *a, int row, int value);
 /* embedding(+grad): an id out of range (ops/cuda/embedding.cu) */
+pbl_status pbl__cuda_gather_flag_message(const pbl__op *op, const pbl__kargs *a, int position, int id); /* gather(+grad): ops/cuda/index.cu */
 pbl_status pbl__cuda_ids_flag_message(const pbl__op *op, const pbl__kargs *a, int position, int id);
 
 #ifdef __cplusplus

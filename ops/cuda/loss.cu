@@ -127,6 +127,8 @@ extern "C" pbl_status pbl__cuda_flag_message(const pbl__op *op, const pbl__kargs
 {
     if (op && strncmp(op->name, "embedding", 9) == 0)
         return pbl__cuda_ids_flag_message(op, a, row, value);
+    if (op && strncmp(op->name, "gather", 6) == 0)
+        return pbl__cuda_gather_flag_message(op, a, row, value);
     return pbl__cuda_label_flag_message(a, row, value);
 }
 
