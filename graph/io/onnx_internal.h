@@ -151,6 +151,7 @@ typedef struct pbl__onnx_op_table {
 
 extern const pbl__onnx_op_table pbl__onnx_ops_core;   /* graph/io/onnx_ops.c */
 extern const pbl__onnx_op_table pbl__onnx_ops_nn;     /* graph/io/onnx_ops_nn.c */
+extern const pbl__onnx_op_table pbl__onnx_ops_tensor; /* graph/io/onnx_ops_tensor.c */
 
 /* Whether pebble maps n's op (in any family's table). */
 int pbl__onnx_known_op(const Onnx__NodeProto *n);
@@ -187,5 +188,22 @@ pbl_status  pbl__onnx_binary(pbl__onnx_ctx *c, const char *op, int commutative, 
                              const char *suffix, pbl_value *out);
 /* The converter of an op that is one pebble op over its one input, without attributes. */
 pbl_status  pbl__onnx_unary(pbl__onnx_ctx *c, const char *op);
+
+/* ---- shape arithmetic folded at load time (graph/io/onnx_fold.c) and what it shares with the
+ * tensor family's converters (graph/io/onnx_ops_tensor.c) ------------------------------------- */
+
+/* Whether the folder knows n's op (it may then stand for a converter no family has). */
+int        pbl__onnx_foldable(const Onnx__NodeProto *n);
+/* Folds c->node when its inputs are constants (Shape: any input, its shape is static): its
+ * outputs become constants and *done = 1; else *done = 0 and nothing changes. */
+pbl_status pbl__onnx_fold(pbl__onnx_ctx *c, int *done);
+/* ONNX's clamped slice of one dim of n: the first position and how many (0: empty). */
+void       pbl__onnx_slice_dim(int64_t n, int64_t start, int64_t end, int64_t step, int64_t *first, int64_t *count);
+/* The current Slice node's first position, step and count for each dim of x. */
+pbl_status pbl__onnx_slice_params(pbl__onnx_ctx *c, const pbl_shape *x, int64_t *first, int64_t *step, int64_t *count);
+/* The current Unsqueeze (squeeze 0) or Squeeze (1) node's output shape for input shape x. */
+pbl_status pbl__onnx_unsqueeze_shape(pbl__onnx_ctx *c, const pbl_shape *x, int squeeze, pbl_shape *out);
+/* ONNX element type -> pebble dtype (INT64 and INT32 are i32, DOUBLE is f32), or -1. */
+int        pbl__onnx_dtype_of(int64_t t);
 
 #endif

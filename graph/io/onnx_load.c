@@ -156,6 +156,40 @@ pbl_status pbl__onnx_add_weight(pbl__onnx_ctx *c, const char *base, pbl_shape sh
     return PBL_OK;
 }
 
+/* Integer constant s read as data: an i32 parameter (ONNX's int64 values must fit int32),
+ * its ints kept for readers of shapes and axes. */
+static pbl_status int_weight(pbl__onnx_ctx *c, pbl__onnx_sym *s, pbl_value *out)
+{
+    char nl[256];
+    for (int64_t i = 0; i < s->data.numel; i++)
+        if (s->data.ints[i] < INT32_MIN || s->data.ints[i] > INT32_MAX)
+            return pbl__onnx_fail(c, PBL_ERR_UNSUPPORTED, "%s: integer tensor '%s': element %lld is %lld, outside int32 (pebble's "
+                                  "integers)", pbl__onnx_node_label(c, nl, sizeof nl), s->name, (long long)i, (long long)s->data.ints[i]);
+    size_t bytes = (size_t)s->data.numel * sizeof(int32_t);
+    int32_t *v = pbl__mem_alloc(&c->w->mem, bytes);
+    if (!v)
+        return pbl__onnx_fail(c, PBL_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < s->data.numel; i++)
+        v[i] = (int32_t)s->data.ints[i];
+    pbl_onnx_weights *w = c->w;
+    char name[512];
+    if (pbl__mem_reserve(&w->mem, (void **)&w->items, &w->cap, w->n + 1, sizeof *w->items) != PBL_OK) {
+        pbl__mem_free(&w->mem, v, bytes);
+        return pbl__onnx_fail(c, PBL_ERR_NOMEM, "out of memory");
+    }
+    unique_name(c, s->name, name, sizeof name);
+    pbl_status st = pbl_graph_add_variable(c->g, name, PBL_VALUE_PARAM, PBL_I32, s->data.shape, &s->v);
+    if (st != PBL_OK) {
+        s->v = PBL_NONE;
+        pbl__mem_free(&w->mem, v, bytes);
+        return pbl__onnx_fail(c, st, "integer tensor '%s': %s", s->name, pbl_graph_errmsg(c->g));
+    }
+    /* the weights hold 4-byte elements whatever their type: bound by bytes */
+    w->items[w->n++] = (pbl__onnx_weight_item){ .v = s->v, .data = (float *)(void *)v, .bytes = bytes };
+    *out = s->v;
+    return PBL_OK;
+}
+
 /* The pebble value of ONNX value `name` (materialising a float constant). */
 pbl_status pbl__onnx_get(pbl__onnx_ctx *c, const char *name, pbl_value *out)
 {
@@ -164,9 +198,9 @@ pbl_status pbl__onnx_get(pbl__onnx_ctx *c, const char *name, pbl_value *out)
         NODE_FAIL(c, PBL_ERR_FORMAT, "input '%s' names no value", name);
     if (s->unsupported)
         NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "input '%s': %s", name, s->unsupported);
+    if (s->v == PBL_NONE && s->data.is_int) /* integers read as data: an i32 parameter */
+        return int_weight(c, s, out);
     if (s->v == PBL_NONE) {
-        if (s->data.is_int)
-            NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "input '%s' is an integer tensor used as data (pebble computes in float32)", name);
         float *f = s->data.f;
         s->data.f = NULL; /* moves to the weights, which free it from now on */
         pbl_status st = pbl__onnx_add_weight(c, s->name, s->data.shape, f, &s->v);
@@ -241,8 +275,8 @@ pbl_status pbl__onnx_emit_outs(pbl__onnx_ctx *c, const char *op, const pbl_value
         outs[k] = PBL_NONE;
     pbl_node_desc d = { .op = op, .name = name, .inputs = in, .n_inputs = n_in, .attrs = attrs, .n_attrs = n_attrs };
     pbl_status s = pbl_graph_add_node(c->g, &d, NULL, outs);
-    if (s != PBL_OK)
-        NODE_FAIL(c, s, "pebble op %s: %s", op, pbl_graph_errmsg(c->g));
+    if (s != PBL_OK) /* a dtype pebble's op does not take (i32 data into add) is a type pebble cannot run */
+        NODE_FAIL(c, s == PBL_ERR_DTYPE ? PBL_ERR_UNSUPPORTED : s, "pebble op %s: %s", op, pbl_graph_errmsg(c->g));
     return PBL_OK;
 }
 
@@ -301,10 +335,10 @@ static pbl_status add_inputs(pbl__onnx_ctx *c, const Onnx__GraphProto *gp)
         pbl_dtype dt;
         if (tt->elem_type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
             dt = PBL_F32;
-        else if (tt->elem_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT32)
-            dt = PBL_I32;
+        else if (tt->elem_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT32 || tt->elem_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64)
+            dt = PBL_I32; /* int64 data is fed as int32 (pbl_onnx_tensor_read checks the range) */
         else
-            return pbl__onnx_fail(c, PBL_ERR_UNSUPPORTED, "graph input '%s': element type %d is not supported (FLOAT and INT32 are)",
+            return pbl__onnx_fail(c, PBL_ERR_UNSUPPORTED, "graph input '%s': element type %d is not supported (FLOAT, INT32 and INT64 are)",
                         vi->name, (int)tt->elem_type);
         if (!tt->shape)
             return pbl__onnx_fail(c, PBL_ERR_UNSUPPORTED, "graph input '%s' has no shape (pebble's shapes are static)", vi->name);

@@ -507,6 +507,7 @@ const pbl__onnx_op_table pbl__onnx_ops_core = { core_ops, sizeof core_ops / size
 static const pbl__onnx_op_table *const op_tables[] = {
     &pbl__onnx_ops_core,
     &pbl__onnx_ops_nn,
+    &pbl__onnx_ops_tensor,
 };
 
 static const pbl__onnx_op *find_op(const Onnx__NodeProto *n)
@@ -537,13 +538,21 @@ static int listed(const char *list, const char *name)
 pbl_status pbl__onnx_convert(pbl__onnx_ctx *c)
 {
     const pbl__onnx_op *op = find_op(c->node);
-    for (size_t i = 0; op->attrs && i < c->node->n_attribute; i++) {
+    for (size_t i = 0; op && op->attrs && i < c->node->n_attribute; i++) {
         const Onnx__AttributeProto *a = c->node->attribute[i];
         const char *name = a && a->name ? a->name : "";
         if (!listed(op->attrs, name))
             NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "attribute '%s' is not one pebble knows for %s (it knows: %s)", name,
                       op->name, op->attrs[0] ? op->attrs : "none");
     }
+    /* shape arithmetic on constants becomes constants (graph/io/onnx_fold.c) */
+    int folded = 0;
+    pbl_status fs = pbl__onnx_foldable(c->node) ? pbl__onnx_fold(c, &folded) : PBL_OK;
+    if (fs != PBL_OK || folded)
+        return fs;
+    if (!op)
+        NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "its inputs are not all constants; pebble runs %s only folded at load time",
+                  c->node->op_type);
     return op->fn(c);
 }
 
@@ -551,5 +560,5 @@ int pbl__onnx_default_domain(const char *d) { return !d || !d[0] || strcmp(d, "a
 
 int pbl__onnx_known_op(const Onnx__NodeProto *n)
 {
-    return find_op(n) != NULL;
+    return find_op(n) != NULL || pbl__onnx_foldable(n);
 }
