@@ -424,10 +424,10 @@ static void test_unsupported_lists_every_op(void **state)
     mb_input(&b, "x", 2, dx);
     mb_node(&b, "Erf", "e1", x, 1, a, 1);
     mb_node(&b, "Relu", "r", a, 1, bb, 1);
-    mb_node(&b, "Gather", "g1", bb, 1, c, 1);
+    mb_node(&b, "NonZero", "g1", bb, 1, c, 1);
     mb_node(&b, "Erf", "e2", c, 1, d, 1);
     mb_output(&b, "d");
-    expect_fail(&b, PBL_ERR_UNSUPPORTED, "Erf (node 'e1'), Gather (node 'g1')");
+    expect_fail(&b, PBL_ERR_UNSUPPORTED, "Erf (node 'e1'), NonZero (node 'g1')");
 }
 
 static void mb_attr_f(mb *b, Onnx__NodeProto *n, const char *name, float v)
@@ -441,6 +441,155 @@ static void mb_attr_f(mb *b, Onnx__NodeProto *n, const char *name, float v)
     a->f = v;
     b->attr_ptrs[b->n_attrs++] = a;
     n->n_attribute++;
+}
+
+static void mb_attr_s(mb *b, Onnx__NodeProto *n, const char *name, const char *v)
+{
+    Onnx__AttributeProto *a = &b->attrs[b->n_attrs];
+    onnx__attribute_proto__init(a);
+    a->name = (char *)name;
+    a->has_type = 1;
+    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+    a->has_s = 1;
+    a->s.data = (uint8_t *)v;
+    a->s.len = strlen(v);
+    b->attr_ptrs[b->n_attrs++] = a;
+    n->n_attribute++;
+}
+
+static void mb_attr_ints(mb *b, Onnx__NodeProto *n, const char *name, int64_t *v, size_t k)
+{
+    Onnx__AttributeProto *a = &b->attrs[b->n_attrs];
+    onnx__attribute_proto__init(a);
+    a->name = (char *)name;
+    a->has_type = 1;
+    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
+    a->ints = v;
+    a->n_ints = k;
+    b->attr_ptrs[b->n_attrs++] = a;
+    n->n_attribute++;
+}
+
+/* ---- shape arithmetic folded at load time, the tensor family --------------------------------- */
+
+/* PyTorch's x.view(x.size(0), -1): Shape -> Gather -> Concat -> Reshape folds to one reshape
+ * (no parameter: the shape never enters the graph), and a Gather with constant negative
+ * indices runs, its ids an i32 parameter. */
+static void test_fold_shape_chain(void **state)
+{
+    (void)state;
+    static const int64_t dx[] = { 2, 3, 4 }, d1[] = { 1 }, d2[] = { 2 };
+    static int64_t zero[] = { 0 }, minus1[] = { -1 }, ids[] = { -1, 0 };
+    static char *in_sh[] = { "x" }, *out_sh[] = { "s" }, *in_g[] = { "s", "zero" }, *out_g[] = { "n" };
+    static char *in_c[] = { "n", "m1" }, *out_c[] = { "shape" }, *in_r[] = { "x", "shape" }, *out_r[] = { "r" };
+    static char *in_ga[] = { "r", "ids" }, *out_ga[] = { "y" };
+    mb b;
+    mb_init(&b, 13);
+    mb_input(&b, "x", 3, dx);
+    mb_init_i64(&b, "zero", d1, zero, 1);
+    mb_init_i64(&b, "m1", d1, minus1, 1);
+    mb_init_i64(&b, "ids", d2, ids, 2);
+    mb_node(&b, "Shape", "sh", in_sh, 1, out_sh, 1);
+    mb_node(&b, "Gather", "g", in_g, 2, out_g, 1);
+    Onnx__NodeProto *n = mb_node(&b, "Concat", "c", in_c, 2, out_c, 1);
+    mb_attr_i(&b, n, "axis", 0);
+    mb_node(&b, "Reshape", "rs", in_r, 2, out_r, 1);
+    n = mb_node(&b, "Gather", "ga", in_ga, 2, out_ga, 1);
+    mb_attr_i(&b, n, "axis", 1);
+    mb_output(&b, "y");
+    size_t len;
+    uint8_t *p = mb_pack(&b, &len);
+    pbl_graph *g;
+    pbl_onnx_weights *w;
+    char err[1024];
+    assert_int_equal(load(p, len, &g, &w, err, sizeof err), PBL_OK);
+    assert_int_equal(pbl_onnx_weights_count(w), 1); /* ids only */
+    int ops = 0;
+    for (pbl_node k = 0; k < pbl_graph_node_count(g); k++)
+        ops++;
+    assert_int_equal(ops, 2); /* reshape, gather */
+    pbl_value_info vi;
+    pbl_graph_value_info(g, pbl_graph_output(g, "y"), &vi);
+    assert_int_equal(vi.shape.ndim, 2);
+    assert_int_equal(vi.shape.dim[1], 2);
+    float x[24], y[4];
+    for (int i = 0; i < 24; i++)
+        x[i] = (float)i;
+    run1(g, w, "x", x, 24, "y", y, 4);
+    double want[4] = { 11, 0, 23, 12 };
+    close_to(y, want, 4, 0);
+    pbl_onnx_weights_destroy(w);
+    pbl_graph_destroy(g);
+    free(p);
+}
+
+/* Bad tensor-family models: each refused naming the node and what is wrong. */
+static void test_tensor_ops_refused(void **state)
+{
+    (void)state;
+    static const int64_t dx[] = { 2, 3 }, d1[] = { 1 }, d2[] = { 2 }, d4[] = { 4 };
+    static int64_t bad_id[] = { 3 }, pads[] = { 0, 5, 0, 5 }, shape[] = { 6 };
+    static char *in_g[] = { "x", "ids" }, *in_p[] = { "x", "pads" }, *in_x[] = { "x" }, *out_y[] = { "y" };
+    static char *in_sh[] = { "x" }, *out_s[] = { "s" }, *in_r[] = { "x", "s2" }, *in_nz[] = { "x" }, *out_nz[] = { "nz" };
+    static char *in_s2[] = { "nz" }, *out_s2[] = { "s2" };
+    (void)shape;
+    mb b;
+    /* a constant index outside the axis */
+    mb_init(&b, 13);
+    mb_input(&b, "x", 2, dx);
+    mb_init_i64(&b, "ids", d1, bad_id, 1);
+    mb_node(&b, "Gather", "g", in_g, 2, out_y, 1);
+    mb_output(&b, "y");
+    expect_fail(&b, PBL_ERR_ATTR, "node 'g' (Gather): index 3 of 'ids' is outside [-2, 2)");
+    /* an axis out of range */
+    mb_init(&b, 13);
+    mb_input(&b, "x", 2, dx);
+    mb_init_i64(&b, "ids", d1, bad_id, 1);
+    Onnx__NodeProto *n = mb_node(&b, "Gather", "g", in_g, 2, out_y, 1);
+    mb_attr_i(&b, n, "axis", 2);
+    mb_output(&b, "y");
+    expect_fail(&b, PBL_ERR_ATTR, "node 'g' (Gather): attribute axis 2 is out of range for rank 2");
+    /* reflect pads wider than the dim */
+    mb_init(&b, 13);
+    mb_input(&b, "x", 2, dx);
+    mb_init_i64(&b, "pads", d4, pads, 4);
+    n = mb_node(&b, "Pad", "p", in_p, 2, out_y, 1);
+    mb_attr_s(&b, n, "mode", "reflect");
+    mb_output(&b, "y");
+    expect_fail(&b, PBL_ERR_ATTR, "node 'p' (Pad): pads 5 and 5 of axis 1 (size 3) are out of range for mode reflect");
+    /* an unknown pad mode */
+    mb_init(&b, 13);
+    mb_input(&b, "x", 2, dx);
+    mb_init_i64(&b, "pads", d4, pads, 4);
+    n = mb_node(&b, "Pad", "p", in_p, 2, out_y, 1);
+    mb_attr_s(&b, n, "mode", "wrap");
+    mb_output(&b, "y");
+    expect_fail(&b, PBL_ERR_UNSUPPORTED, "node 'p' (Pad): attribute mode is not one pebble knows");
+    /* a squeeze of a dim that is not 1 */
+    mb_init(&b, 11);
+    mb_input(&b, "x", 2, dx);
+    n = mb_node(&b, "Squeeze", "sq", in_x, 1, out_y, 1);
+    mb_attr_ints(&b, n, "axes", (int64_t[]){ 1 }, 1);
+    mb_output(&b, "y");
+    expect_fail(&b, PBL_ERR_ATTR, "node 'sq' (Squeeze): axis 1 has size 3");
+    /* a shape computed from data: the Shape of NonZero's output folds, but NonZero itself is
+     * refused by name at the check of ops */
+    mb_init(&b, 13);
+    mb_input(&b, "x", 2, dx);
+    mb_node(&b, "NonZero", "nz", in_nz, 1, out_nz, 1);
+    mb_node(&b, "Shape", "sh", in_s2, 1, out_s2, 1);
+    mb_node(&b, "Reshape", "r", in_r, 2, out_y, 1);
+    mb_output(&b, "y");
+    expect_fail(&b, PBL_ERR_UNSUPPORTED, "NonZero (node 'nz')");
+    /* Range over a graph input: data-dependent, refused naming the node */
+    mb_init(&b, 13);
+    mb_input(&b, "x", 2, dx);
+    mb_node(&b, "Shape", "sh", in_sh, 1, out_s, 1);
+    static char *in_rg[] = { "x", "x", "x" };
+    mb_node(&b, "Range", "rg", in_rg, 3, out_y, 1);
+    mb_output(&b, "y");
+    expect_fail(&b, PBL_ERR_UNSUPPORTED, "node 'rg' (Range): its inputs are computed at run time");
+    (void)d2;
 }
 
 /* Values a model may not silently carry (issue 14): each is refused, naming the field and
@@ -753,6 +902,8 @@ int main(void)
         cmocka_unit_test(test_softmax_axis),
         cmocka_unit_test(test_reshape_reduce),
         cmocka_unit_test(test_unsupported_lists_every_op),
+        cmocka_unit_test(test_fold_shape_chain),
+        cmocka_unit_test(test_tensor_ops_refused),
         cmocka_unit_test(test_strict_validation),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_structure_errors),
