@@ -234,6 +234,10 @@ static const int64_t s121[] = { 1, 2, 1 }, pad3[] = { 1, 0, 1, 0, 1, 1 }, d112[]
                      w32222[] = { 3, 2, 2, 2, 2 }, x249[] = { 2, 4, 9 }, w423[] = { 4, 2, 3 }, x238[] = { 2, 3, 8 };
 #define NDIM(name, v) PBL_ATTR_INTS(name, v, (int64_t)(sizeof v / sizeof v[0]))
 
+/* the indexing cases */
+static const int64_t sl_st[] = { 1, 3, 0 }, sl_sp[] = { 1, -2, 3 }, sl_sz[] = { 2, 2, 2 }, x345[] = { 3, 4, 5 },
+                     pd_c[] = { 0, 1, -1, 0, 2, 3 }, pd_r[] = { 0, 1, 2, 0, 1, 1 }, pd_e[] = { 0, 0, 4, 0, 1, 3 },
+                     x256[] = { 2, 5, 6 }, x374[] = { 3, 7, 4 };
 #define ATTRS(...) { __VA_ARGS__ }, (int)(sizeof((pbl_attr[]){ __VA_ARGS__ }) / sizeof(pbl_attr))
 #define STRIDE(v)  PBL_ATTR_INTS("stride", v, 2)
 #define PAD(v)     PBL_ATTR_INTS("pad", v, 4)
@@ -426,6 +430,15 @@ static void run_cases(void)
     { "fully_connected_packed", 2, { S(5, 24), S(2, 24, 16) }, -1, 0, { PBL_ATTR_INT("out", 32) }, 1, -1, 1, 1e-4 },
     { "fully_connected_packed", 3, { S(3, 7), S(1, 7, 16), S(5) }, -1, 0, { PBL_ATTR_INT("out", 5) }, 1, -1, 1, 1e-4 },
     { "fully_connected_packed", 2, { S(9, 33), S(4, 33, 16) }, -1, 0, { PBL_ATTR_INT("out", 49) }, 1, -1, 1, 1e-4 },
+    { "slice", 1, { S(3, 4, 5) }, -1, 0, ATTRS(PBL_ATTR_INTS("starts", sl_st, 3), PBL_ATTR_INTS("steps", sl_sp, 3), PBL_ATTR_INTS("sizes", sl_sz, 3)), -1, 1, 0 },
+    { "slice_grad", 1, { S(2, 2, 2) }, -1, 0, ATTRS(PBL_ATTR_INTS("starts", sl_st, 3), PBL_ATTR_INTS("steps", sl_sp, 3), MADE(x345)), -1, 1, 0 },
+    { "pad", 1, { S(2, 5, 6) }, -1, 0, ATTRS(PBL_ATTR_INTS("pads", pd_c, 6), PBL_ATTR_FLOAT("value", 0.25)), -1, 1, 0 },
+    { "pad", 1, { S(2, 5, 6) }, -1, 0, ATTRS(PBL_ATTR_INTS("pads", pd_r, 6), PBL_ATTR_INT("mode", 1)), -1, 1, 0 },
+    { "pad_grad", 1, { S(2, 7, 9) }, -1, 0, ATTRS(PBL_ATTR_INTS("pads", pd_r, 6), PBL_ATTR_INT("mode", 1), MADE(x256)), -1, 1, 0 },
+    { "pad_grad", 1, { S(2, 6, 13) }, -1, 0, ATTRS(PBL_ATTR_INTS("pads", pd_e, 6), PBL_ATTR_INT("mode", 2), MADE(x256)), -1, 1, 0 },
+    { "gather", 2, { S(3, 7, 4), S(2, 5) }, 1, 7, ATTRS(PBL_ATTR_INT("axis", 1)), -1, 1, 0 },
+    { "gather_grad", 2, { S(3, 2, 5, 4), S(2, 5) }, 1, 7, ATTRS(PBL_ATTR_INT("axis", 1), MADE(x374)), -1, 1, 0 },
+    { "cast", 1, { S(4, 6) }, 0, 50, ATTRS(PBL_ATTR_INT("to", PBL_F32)), -1, 1, 0 },
     };
     int n = (int)(sizeof cases / sizeof cases[0]);
     for (int i = 0; i < n; i++)

@@ -467,6 +467,33 @@ static void test_grad_norm_embedding(void **state)
     assert_int_equal(run_cases(cases, NCASES(cases), 18), 0);
 }
 
+/* The indexing ops: slice (a negative step too) puts dy back where it took x, pad's
+ * gradient sums the positions that read each x (reflect and edge read some twice or more),
+ * gather's adds dy's rows back at their ids (repeats add up; ids are not differentiated). */
+static void test_grad_index(void **state)
+{
+    (void)state;
+    static const int64_t st1[] = { 1, 2, 0 }, sp1[] = { 1, -1, 2 }, sz1[] = { 2, 2, 2 };
+    static const int64_t pads_c[] = { 1, 0, -1, 2 }, pads_r[] = { 2, 1, 1, 2 }, pads_e[] = { 0, 3, 2, 1 };
+    const pbl_attr sl[] = { PBL_ATTR_INTS("starts", st1, 3), PBL_ATTR_INTS("steps", sp1, 3), PBL_ATTR_INTS("sizes", sz1, 3) };
+    const pbl_attr pc[] = { PBL_ATTR_INTS("pads", pads_c, 4), PBL_ATTR_INT("mode", 0), PBL_ATTR_FLOAT("value", 0.5) };
+    const pbl_attr pr[] = { PBL_ATTR_INTS("pads", pads_r, 4), PBL_ATTR_INT("mode", 1) };
+    const pbl_attr pe[] = { PBL_ATTR_INTS("pads", pads_e, 4), PBL_ATTR_INT("mode", 2) };
+    const pbl_attr g1[] = { PBL_ATTR_INT("axis", 1) };
+    const gcase cases[] = {
+        { .label = "slice [3,4,4] starts 1,2,0 steps 1,-1,2", .op = "slice", .n_in = 1, .shape = { PBL_SHAPE(3, 4, 4) },
+          .attrs = sl, .n_attrs = 3 },
+        { .label = "pad constant [3,4] pads 1,0,-1,2", .op = "pad", .n_in = 1, .shape = { PBL_SHAPE(3, 4) }, .attrs = pc, .n_attrs = 3 },
+        { .label = "pad reflect [3,4] pads 2,1,1,2", .op = "pad", .n_in = 1, .shape = { PBL_SHAPE(3, 4) }, .attrs = pr, .n_attrs = 2 },
+        { .label = "pad edge [3,4] pads 0,3,2,1", .op = "pad", .n_in = 1, .shape = { PBL_SHAPE(3, 4) }, .attrs = pe, .n_attrs = 2 },
+        { .label = "gather x[4,3] ids[2,5] axis 0", .op = "gather", .n_in = 2, .shape = { PBL_SHAPE(4, 3), PBL_SHAPE(2, 5) },
+          .dtype = { PBL_F32, PBL_I32 }, .int_hi = 4 },
+        { .label = "gather x[2,3,4] ids[5] axis 1", .op = "gather", .n_in = 2, .shape = { PBL_SHAPE(2, 3, 4), PBL_SHAPE(5) },
+          .dtype = { PBL_F32, PBL_I32 }, .int_hi = 3, .attrs = g1, .n_attrs = 1 },
+    };
+    assert_int_equal(run_cases(cases, NCASES(cases), 19), 0);
+}
+
 /* dropout p=0.5 behind a training switch (a runtime scalar, pebble/builder.h): evaluating
  * (0) it is the identity, and its gradient too; training (1) it is dropout. */
 static pbl_value build_dropout_eval(pbl_graph *g, const pbl_value *in)
@@ -1116,6 +1143,7 @@ int main(void)
         cmocka_unit_test(test_grad_reductions),
         cmocka_unit_test(test_grad_shape_ops),
         cmocka_unit_test(test_grad_norm_embedding),
+        cmocka_unit_test(test_grad_index),
         cmocka_unit_test(test_grad_dropout),
         cmocka_unit_test(test_grad_conv_pool),
         cmocka_unit_test(test_grad_clipping),
