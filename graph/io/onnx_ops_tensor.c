@@ -105,7 +105,7 @@ pbl_status pbl__onnx_unsqueeze_shape(pbl__onnx_ctx *c, const pbl_shape *x, int s
     uint32_t mark = 0;
     if (squeeze) {
         for (int32_t k = 0; k < na; k++) {
-            int64_t a;
+            int64_t a = 0;
             if ((s = norm_axis(c, "axes value", ax[k], x->ndim, &a)) != PBL_OK)
                 return s;
             if (x->dim[a] != 1)
@@ -125,7 +125,7 @@ pbl_status pbl__onnx_unsqueeze_shape(pbl__onnx_ctx *c, const pbl_shape *x, int s
     if (r > PBL_MAX_DIMS)
         NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "the result would have rank %d; pebble's limit is %d", (int)r, PBL_MAX_DIMS);
     for (int32_t k = 0; k < na; k++) {
-        int64_t a;
+        int64_t a = 0;
         if ((s = norm_axis(c, "axes value", ax[k], r, &a)) != PBL_OK)
             return s;
         if (mark & (1u << a))
