@@ -36,8 +36,20 @@
  * initializer or Constant), Identity, Transpose, ReduceSum, ReduceMean (axes as attribute or
  * as a constant input), Concat, Dropout (inference: identity), Constant,
  * BatchNormalization (inference, with constant statistics: folded into mul + add), Conv,
- * MaxPool, AveragePool, GlobalAveragePool (pebble's conv2d / pool ops).
- * Float tensors only (FLOAT; INT64/INT32 initializers only where they give shapes or axes).
+ * MaxPool, AveragePool, GlobalAveragePool (pebble's conv2d / pool ops); the tensor family:
+ * Gather (any axis, negative indices), Slice (attributes before opset 10, inputs from it;
+ * negative steps, clamped bounds), Split, Pad (constant, reflect, edge), Unsqueeze, Squeeze,
+ * Expand, Tile, Cast (between float and int32/int64), DepthToSpace, SpaceToDepth.
+ * FLOAT (and DOUBLE initializers, as f32) and INT32/INT64 tensors; integers are int32 in pebble:
+ * an int64 value outside int32 read as data is PBL_ERR_UNSUPPORTED naming the tensor.
+ *
+ * Shape arithmetic is folded at load time: pebble's shapes are static, so Shape and Size of
+ * any value are constants, and Shape, Size, ConstantOfShape, Range, Cast, Mod, Unsqueeze,
+ * Squeeze, Concat, Gather, Slice, Add, Sub, Mul, Div, Neg, Equal, Less, Greater, Where, Expand,
+ * Reshape and Identity on constants become constants (the exporters' Shape -> Gather ->
+ * Concat -> Reshape chains end as one reshape). Those that only ever run folded (Shape's
+ * kin, Range, ConstantOfShape, and ops no family maps) are refused naming the node when an
+ * input is computed from data.
  *
  * Shapes: a graph input's symbolic or unknown dim (dim_param "N", or no dim_value) takes
  * options.dim_value; a negative dim_value is PBL_ERR_FORMAT. Every node's output shape is inferred by pebble; it must agree with the
@@ -46,13 +58,14 @@
  * Errors: a model using ops pebble does not map gives ONE PBL_ERR_UNSUPPORTED whose message
  * lists every unsupported op type with the name of one node using it ("unsupported ONNX ops:
  * Gather (node 'g1'), LSTM (node 'lstm0')"); an attribute value pebble cannot honour
- * (ceil_mode 1, a non-constant Reshape shape) is PBL_ERR_UNSUPPORTED naming the node; so are
+ * (ceil_mode 1, a non-constant Reshape shape, an unknown Pad mode) is PBL_ERR_UNSUPPORTED naming the node; so are
  * a default-domain opset outside 1..22 and an attribute pebble does not know for its op (a
  * few that cannot change the result at inference are ignored: legacy consumed_inputs and
  * broadcast, Dropout's seed, BatchNormalization's momentum, Conv's kernel_shape; legacy
  * spatial only as 1). A value
  * outside its range (a flag such as transB not 0 or 1, Dropout's ratio outside [0, 1),
- * BatchNormalization's epsilon negative or not finite) is PBL_ERR_ATTR naming the node. A
+ * BatchNormalization's epsilon negative or not finite, an axis out of range, a constant Gather
+ * index outside its axis, reflect pads wider than the dim, a Squeeze of a dim not 1) is PBL_ERR_ATTR naming the node. A
  * malformed protobuf, a missing required field, a dangling value reference, a value defined
  * twice, a tensor whose data does not match its dims or an absurd shape gives
  * PBL_ERR_FORMAT; nodes that depend on each other in a cycle PBL_ERR_CYCLE; shapes that do
