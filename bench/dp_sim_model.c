@@ -145,7 +145,11 @@ int dps_simulate(const dps_step *s, const dps_link *l, int64_t ranks, int64_t bu
     out->exposed_s = tc - out->compute_s;
     if (out->exposed_s < 0.0) /* rounding: the sums were taken in another order */
         out->exposed_s = 0.0;
-    out->hidden = out->comm_s > 0.0 ? 1.0 - out->exposed_s / out->comm_s : -1.0;
+    out->hidden = -1.0;
+    if (out->comm_s > 0.0) { /* clamped: the sums round differently from the event times */
+        out->hidden = 1.0 - out->exposed_s / out->comm_s;
+        out->hidden = out->hidden < 0.0 ? 0.0 : out->hidden > 1.0 ? 1.0 : out->hidden;
+    }
     out->n_buckets = nb;
     rc = 0;
 done:
