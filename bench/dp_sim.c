@@ -488,6 +488,12 @@ int main(int argc, char **argv)
     pbl_graph *g = load_model(&o, batch);
     if (!g)
         return 1;
+    if (batch == 0) /* the model's default: the first input's leading dimension */
+        for (pbl_value v = 0; v < pbl_graph_value_count(g) && batch == 0; v++) {
+            pbl_value_info vi;
+            if (pbl_graph_value_info(g, v, &vi) == PBL_OK && vi.kind == PBL_VALUE_INPUT && vi.shape.ndim > 0)
+                batch = vi.shape.dim[0];
+        }
     step_desc d;
     if (describe(g, &d) != 0) {
         pbl_graph_destroy(g);
@@ -623,8 +629,8 @@ int main(int argc, char **argv)
                     continue;
                 if (o.json) {
                     printf("%s{\"ranks\": %lld, \"buckets\": \"%s\", \"overlap\": %d, \"bucket_bytes\": %lld, "
-                           "\"count\": %d, \"largest_bytes\": %lld, \"comm_ms\": %.6g, \"step_ms\": %.6g, "
-                           "\"exposed_ms\": %.6g, \"hidden\": ",
+                           "\"count\": %d, \"largest_bytes\": %lld, \"comm_ms\": %.9g, \"step_ms\": %.9g, "
+                           "\"exposed_ms\": %.9g, \"hidden\": ",
                            first_row ? "" : ", ", (long long)n, n == 1 ? "-" : name, cfg[c].overlap,
                            cfg[c].bucket_bytes == DPS_ONE_BUCKET ? -1LL : (long long)cfg[c].bucket_bytes,
                            (int)r.n_buckets, (long long)r.max_bucket_bytes, r.comm_s * 1e3, r.step_s * 1e3,
@@ -650,7 +656,7 @@ int main(int argc, char **argv)
         if (o.json) {
             printf("], \"picks\": [");
             for (int ri = 0; ri < o.n_ranks; ri++)
-                printf("%s{\"ranks\": %lld, \"buckets\": \"%s\", \"step_ms\": %.6g}", ri ? ", " : "",
+                printf("%s{\"ranks\": %lld, \"buckets\": \"%s\", \"step_ms\": %.9g}", ri ? ", " : "",
                        (long long)o.ranks[ri], o.ranks[ri] == 1 ? "-" : picks[ri], pick_ms[ri]);
             printf("]}");
         } else {
