@@ -13,7 +13,7 @@
  * docs/data_parallel_sim.md).
  *
  *     dp_sim [--model mlp|ZOO_TRAIN_NAME|FILE.json] [--hidden 512,512] [--batch 128]
- *            [--link eth100[,ib100,...]] [--alpha S] [--beta BYTES_PER_S] [--algo ring|rd|best]
+ *            [--link eth100[,ib100,...]] [--alpha S] [--beta BYTES_PER_S] [--algo ring|rd|rh|best]
  *            [--flops F | --threads 1] [--ranks 1,8,64,512] [--buckets 64K,256K,1M,4M,16M,64M]
  *            [--list] [--format table|json]
  *
@@ -83,7 +83,7 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: dp_sim [--model mlp|ZOO_TRAIN_NAME|FILE.json] [--hidden 512,512] [--batch N]\n"
-            "              [--link NAME[,NAME...]] [--alpha SECONDS] [--beta BYTES_PER_S] [--algo ring|rd|best]\n"
+            "              [--link NAME[,NAME...]] [--alpha SECONDS] [--beta BYTES_PER_S] [--algo ring|rd|rh|best]\n"
             "              [--flops F | --threads T] [--ranks 1,8,64,512] [--buckets 64K,...,64M]\n"
             "              [--list] [--format table|json]\n"
             "links:");
@@ -182,8 +182,8 @@ static int parse_args(int argc, char **argv, options *o)
             o->beta = strtod(v, &end);
             ok = *end == 0 && o->beta > 0 && isfinite(o->beta);
         } else if (!strcmp(a, "--algo")) {
-            o->algo = !strcmp(v, "ring") ? DPS_RING : !strcmp(v, "rd") ? DPS_RD : DPS_BEST;
-            ok = !strcmp(v, "ring") || !strcmp(v, "rd") || !strcmp(v, "best");
+            o->algo = !strcmp(v, "ring") ? DPS_RING : !strcmp(v, "rd") ? DPS_RD : !strcmp(v, "rh") ? DPS_RH : DPS_BEST;
+            ok = !strcmp(v, "ring") || !strcmp(v, "rd") || !strcmp(v, "rh") || !strcmp(v, "best");
         } else if (!strcmp(a, "--flops")) {
             char *end;
             o->flops = strtod(v, &end);
@@ -545,7 +545,7 @@ int main(int argc, char **argv)
     } else {
         snprintf(model_name, sizeof model_name, "%s", o.model);
     }
-    const char *algo = o.algo == DPS_RING ? "ring" : o.algo == DPS_RD ? "rd" : "best";
+    const char *algo = o.algo == DPS_RING ? "ring" : o.algo == DPS_RD ? "rd" : o.algo == DPS_RH ? "rh" : "best";
     int custom = o.alpha >= 0 || o.beta >= 0;
     int n_links = custom ? 1 : o.n_links;
 

@@ -16,11 +16,15 @@ double dps_allreduce_s(const dps_link *l, int64_t bytes, int64_t ranks)
     for (int64_t p = 1; p < ranks; p *= 2)
         rounds++;
     double rd = rounds * (l->alpha + b / l->beta);
+    double rh = 2.0 * rounds * l->alpha + 2.0 * (n - 1.0) / n * b / l->beta;
+    double best = rd < ring ? rd : ring;
     switch (l->algo) {
     case DPS_RD:
         return rd;
+    case DPS_RH:
+        return rh;
     case DPS_BEST:
-        return rd < ring ? rd : ring;
+        return rh < best ? rh : best;
     case DPS_RING:
     default:
         return ring;

@@ -17,7 +17,10 @@
  *    recursive doubling (the short-message algorithm of the same MPICH paper, N a power of 2;
  *    ceil(log2 N) rounds otherwise, an optimistic bound):
  *        T_rd(n, N)   = ceil(log2 N)·(α + n/β)
- *    and "best", the smaller of the two per message (what MPICH's size switch approximates).
+ *    Rabenseifner's (reduce-scatter by recursive halving, all-gather by recursive doubling; the
+ *    long-message algorithm of the same paper, sec. 4.5, N a power of 2):
+ *        T_rh(n, N)   = 2·ceil(log2 N)·α + 2(N-1)/N · n/β
+ *    and "best", the smallest of the three per message (what MPICH's size switch approximates).
  *    The reduction arithmetic (γ per byte) is left out: it is small beside n/β on a network.
  *  - Buckets: the gradients in the order the backward pass finishes them (the schedule index
  *    of the node producing each; ties by gradient index), packed greedily: a bucket takes the
@@ -44,7 +47,8 @@
 typedef enum dps_algo {
     DPS_RING, /* bandwidth-optimal ring */
     DPS_RD,   /* recursive doubling */
-    DPS_BEST, /* the faster of the two, per bucket */
+    DPS_RH,   /* Rabenseifner: recursive halving + doubling */
+    DPS_BEST, /* the fastest of the three, per bucket */
 } dps_algo;
 
 typedef struct dps_link {

@@ -33,10 +33,15 @@ static void test_allreduce_formulas(void **state)
     assert_float_equal(dps_allreduce_s(&l, 1000, 4), 22.0, EPS);
     assert_float_equal(dps_allreduce_s(&l, 1000, 5), 33.0, EPS);
     assert_float_equal(dps_allreduce_s(&l, 1000, 2), 11.0, EPS);
-    /* best: the ring for big messages, recursive doubling for small ones on many ranks */
+    /* Rabenseifner: 2·ceil(log2 N)·α + 2(N-1)/N·n/β */
+    l.algo = DPS_RH;
+    assert_float_equal(dps_allreduce_s(&l, 1000, 4), 4.0 + 15.0, EPS);
+    assert_float_equal(dps_allreduce_s(&l, 1000, 1), 0.0, EPS);
+    /* best: recursive doubling for small messages or few ranks, Rabenseifner's for big ones */
     l.algo = DPS_BEST;
-    assert_float_equal(dps_allreduce_s(&l, 1000, 4), 21.0, EPS);
+    assert_float_equal(dps_allreduce_s(&l, 1000, 4), 19.0, EPS);
     assert_float_equal(dps_allreduce_s(&l, 10, 512), 9.0 * 1.1, EPS);
+    assert_float_equal(dps_allreduce_s(&l, 1000, 2), 11.0, EPS); /* rd 11; ring and rh 12 */
 }
 
 static void test_buckets(void **state)
@@ -188,7 +193,7 @@ static void test_properties(void **state)
         for (int32_t i = 0; i < ng; i++)
             last_ready = g[i].ready > last_ready ? g[i].ready : last_ready;
         dps_step s = { c, nc, g, ng };
-        dps_link l = { 1e-6 * (double)(next() % 20), 1e8 * (double)(1 + next() % 100), (dps_algo)(next() % 3) };
+        dps_link l = { 1e-6 * (double)(next() % 20), 1e8 * (double)(1 + next() % 100), (dps_algo)(next() % 4) };
         for (int b = 0; b < 5; b++) {
             double prev = 0.0;
             for (int k = 0; k < 5; k++) {
