@@ -14,7 +14,7 @@
  *
  *     dp_sim [--model mlp|ZOO_TRAIN_NAME|FILE.json] [--hidden 512,512] [--batch 128]
  *            [--link eth100[,ib100,...]] [--alpha S] [--beta BYTES_PER_S] [--algo ring|rd|rh|best]
- *            [--flops F | --threads 1] [--ranks 1,8,64,512] [--buckets 64K,256K,1M,4M,16M,64M]
+ *            [--flops F | --threads 1] [--ranks 1,8,64,512] [--buckets 64K,128K,...,64M]
  *            [--list] [--format table|json]
  *
  * --batch is per rank (weak scaling: N ranks train on N·batch samples per step).
@@ -153,7 +153,9 @@ static int parse_args(int argc, char **argv, options *o)
     *o = (options){ .model = "mlp", .hidden = { 512, 512 }, .n_hidden = 2, .batch = -1, .link = { 1 },
                     .n_links = 1, .alpha = -1, .beta = -1, .algo = DPS_RING, .threads = 1,
                     .ranks = { 1, 8, 64, 512 }, .n_ranks = 4,
-                    .buckets = { 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20 }, .n_buckets = 6 };
+                    .n_buckets = 11 };
+    for (int i = 0; i < o->n_buckets; i++) /* 64 KiB, 128 KiB, ... 64 MiB */
+        o->buckets[i] = (int64_t)(64 << 10) << i;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int ok = 1;
