@@ -15,9 +15,12 @@
  *     dp_sim [--model mlp|ZOO_TRAIN_NAME|FILE.json] [--hidden 512,512] [--batch 128]
  *            [--link eth100[,ib100,...]] [--alpha S] [--beta BYTES_PER_S] [--algo ring|rd|rh|best]
  *            [--flops F | --threads 1] [--ranks 1,8,64,512] [--buckets 64K,128K,...,64M]
- *            [--list] [--format table|json]
+ *            [--max-grads 16] [--list] [--format table|json]
  *
- * --batch is per rank (weak scaling: N ranks train on N·batch samples per step).
+ * --batch is per rank (weak scaling: N ranks train on N·batch samples per step). --max-grads:
+ * a bucket holds at most that many gradients, as in pbl_graph_data_parallel (whose
+ * bucket_pack node takes 16 inputs); 0 lifts the cap. The no-overlap row is one all-reduce of
+ * every gradient after the backward pass, uncapped.
  */
 #include <errno.h>
 #include <math.h>
@@ -64,6 +67,7 @@ typedef struct options {
     int         n_ranks;
     int64_t     buckets[MAX_LIST];
     int         n_buckets;
+    int32_t     max_grads;   /* gradients a bucket holds at most (0: no limit) */
     int         list, json;
 } options;
 
@@ -85,7 +89,7 @@ static void usage(void)
             "usage: dp_sim [--model mlp|ZOO_TRAIN_NAME|FILE.json] [--hidden 512,512] [--batch N]\n"
             "              [--link NAME[,NAME...]] [--alpha SECONDS] [--beta BYTES_PER_S] [--algo ring|rd|rh|best]\n"
             "              [--flops F | --threads T] [--ranks 1,8,64,512] [--buckets 64K,...,64M]\n"
-            "              [--list] [--format table|json]\n"
+            "              [--max-grads 16] [--list] [--format table|json]\n"
             "links:");
     for (int i = 0; i < N_PRESETS; i++)
         fprintf(stderr, " %s", presets[i].name);
@@ -152,7 +156,7 @@ static int parse_args(int argc, char **argv, options *o)
 {
     *o = (options){ .model = "mlp", .hidden = { 512, 512 }, .n_hidden = 2, .batch = -1, .link = { 1 },
                     .n_links = 1, .alpha = -1, .beta = -1, .algo = DPS_RING, .threads = 1,
-                    .ranks = { 1, 8, 64, 512 }, .n_ranks = 4,
+                    .ranks = { 1, 8, 64, 512 }, .n_ranks = 4, .max_grads = 16,
                     .n_buckets = 11 };
     for (int i = 0; i < o->n_buckets; i++) /* 64 KiB, 128 KiB, ... 64 MiB */
         o->buckets[i] = (int64_t)(64 << 10) << i;
@@ -199,6 +203,11 @@ static int parse_args(int argc, char **argv, options *o)
         } else if (!strcmp(a, "--buckets")) {
             o->n_buckets = parse_list(v, o->buckets, MAX_LIST, 1);
             ok = o->n_buckets > 0;
+        } else if (!strcmp(a, "--max-grads")) {
+            char *end;
+            long m = strtol(v, &end, 10);
+            ok = *end == 0 && end != v && m >= 0 && m <= INT32_MAX;
+            o->max_grads = (int32_t)m;
         } else if (!strcmp(a, "--format")) {
             o->json = !strcmp(v, "json");
             ok = o->json || !strcmp(v, "table");
@@ -456,7 +465,7 @@ done:
 /* ---- the table --------------------------------------------------------------------------- */
 
 typedef struct config {
-    const char *label; /* "no overlap", "per gradient", "one bucket" or NULL: bucket bytes */
+    const char *label; /* "no overlap", "per gradient", "no byte limit" or NULL: bucket bytes */
     int64_t     bucket_bytes;
     int         overlap;
 } config;
@@ -535,7 +544,7 @@ int main(int argc, char **argv)
     cfg[nc++] = (config){ "per gradient", 0, 1 };
     for (int i = 0; i < o.n_buckets; i++)
         cfg[nc++] = (config){ NULL, o.buckets[i], 1 };
-    cfg[nc++] = (config){ "one bucket", DPS_ONE_BUCKET, 1 };
+    cfg[nc++] = (config){ "no byte limit", DPS_ONE_BUCKET, 1 };
 
     char model_name[128];
     if (is_mlp) {
@@ -553,8 +562,9 @@ int main(int argc, char **argv)
 
     if (o.json) {
         printf("{\"model\": \"%s\", \"batch_per_rank\": %lld, \"nodes\": %d, \"gradients\": %d, "
-               "\"gradient_bytes\": %lld, \"cost_units\": %.0f, ",
-               model_name, (long long)batch, (int)d.n_nodes, (int)d.n_grads, (long long)d.grad_bytes, d.total_units);
+               "\"gradient_bytes\": %lld, \"cost_units\": %.0f, \"max_grads\": %d, ",
+               model_name, (long long)batch, (int)d.n_nodes, (int)d.n_grads, (long long)d.grad_bytes, d.total_units,
+               (int)o.max_grads);
         if (measured > 0)
             printf("\"rate\": {\"source\": \"calibrated\", \"threads\": %d, \"clock\": \"%s\", "
                    "\"measured_step_ms\": %.4f, \"iters\": %d, \"s_per_unit\": %.6g}, ",
@@ -572,15 +582,16 @@ int main(int argc, char **argv)
                    d.total_units, s_per_unit * 1e9);
         else
             printf("compute rate: --flops %.4g: %.4g ns per cost unit\n", o.flops, s_per_unit * 1e9);
-        printf("forward+backward %.3f ms, updates %.3f ms; all-reduce: %s\n", fwd_bwd_ms,
-               (d.total_units * s_per_unit * 1e3) - fwd_bwd_ms, algo);
+        printf("forward+backward %.3f ms, updates %.3f ms; all-reduce: %s; at most %d gradients a bucket%s\n",
+               fwd_bwd_ms, (d.total_units * s_per_unit * 1e3) - fwd_bwd_ms, algo, (int)o.max_grads,
+               o.max_grads ? "" : " (0: no limit)");
     }
     if (o.list && !o.json) {
         printf("\ngradients in finishing order (the bucketing order; node: its producer's place among the\n"
                "non-update nodes in schedule order):\n%-28s %-28s %6s %12s %10s\n", "gradient", "made by", "node",
                "bytes", "ready ms");
         int32_t *order = malloc((size_t)d.n_grads * sizeof *order), *bk = malloc((size_t)d.n_grads * sizeof *bk);
-        if (order && bk && dps_buckets(d.grads, d.n_grads, 0, order, bk) >= 0)
+        if (order && bk && dps_buckets(d.grads, d.n_grads, 0, 0, order, bk) >= 0)
             for (int32_t i = 0; i < d.n_grads; i++) {
                 const dps_grad *gr = &d.grads[order[i]];
                 double t = 0;
@@ -614,7 +625,7 @@ int main(int argc, char **argv)
             double best = -1;
             for (int c = 0; c < nc; c++) {
                 dps_result r;
-                if (dps_simulate(&st, &l, n, cfg[c].bucket_bytes, cfg[c].overlap, &r) != 0) {
+                if (dps_simulate(&st, &l, n, cfg[c].bucket_bytes, cfg[c].overlap ? o.max_grads : 0, cfg[c].overlap, &r) != 0) {
                     fprintf(stderr, "dp_sim: simulation failed\n");
                     rc = 1;
                     continue;

@@ -44,9 +44,10 @@ static int cmp_key(const void *a, const void *b)
     return (x->index > y->index) - (x->index < y->index);
 }
 
-int32_t dps_buckets(const dps_grad *grads, int32_t n, int64_t bucket_bytes, int32_t *order, int32_t *bucket)
+int32_t dps_buckets(const dps_grad *grads, int32_t n, int64_t bucket_bytes, int32_t max_grads, int32_t *order,
+                    int32_t *bucket)
 {
-    if (n < 0 || bucket_bytes < 0)
+    if (n < 0 || bucket_bytes < 0 || max_grads < 0)
         return -1;
     key *k = malloc((size_t)(n ? n : 1) * sizeof *k);
     if (!k)
@@ -61,14 +62,17 @@ int32_t dps_buckets(const dps_grad *grads, int32_t n, int64_t bucket_bytes, int3
     }
     qsort(k, (size_t)n, sizeof *k, cmp_key);
     int64_t held = 0; /* bytes in the open bucket */
+    int32_t count = 0; /* its gradients */
     for (int32_t i = 0; i < n; i++) {
         int64_t b = grads[k[i].index].bytes;
         /* a full bucket closes; an empty one takes anything (a big gradient goes alone) */
-        if (held > 0 && b > bucket_bytes - held) {
+        if (held > 0 && (b > bucket_bytes - held || (max_grads > 0 && count == max_grads))) {
             nb++;
             held = 0;
+            count = 0;
         }
         held += b;
+        count++;
         order[i] = k[i].index;
         bucket[i] = nb;
     }
@@ -98,8 +102,8 @@ static int valid(const dps_step *s, const dps_link *l, int64_t ranks)
     return 1;
 }
 
-int dps_simulate(const dps_step *s, const dps_link *l, int64_t ranks, int64_t bucket_bytes, int overlap,
-                 dps_result *out)
+int dps_simulate(const dps_step *s, const dps_link *l, int64_t ranks, int64_t bucket_bytes, int32_t max_grads,
+                 int overlap, dps_result *out)
 {
     memset(out, 0, sizeof *out);
     if (!valid(s, l, ranks))
@@ -110,7 +114,7 @@ int dps_simulate(const dps_step *s, const dps_link *l, int64_t ranks, int64_t bu
     bucket_info *b = calloc(cnt, sizeof *b);
     if (!order || !bkt || !b)
         goto done;
-    nb = dps_buckets(s->grads, n, bucket_bytes, order, bkt);
+    nb = dps_buckets(s->grads, n, bucket_bytes, max_grads, order, bkt);
     if (nb < 0)
         goto done;
     for (int32_t i = 0; i < n; i++) {

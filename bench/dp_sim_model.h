@@ -25,7 +25,9 @@
  *  - Buckets: the gradients in the order the backward pass finishes them (the schedule index
  *    of the node producing each; ties by gradient index), packed greedily: a bucket takes the
  *    next gradient while its bytes stay <= B, a gradient larger than B is a bucket alone,
- *    B = 0 gives one bucket per gradient, DPS_ONE_BUCKET one bucket for all.
+ *    B = 0 gives one bucket per gradient, DPS_ONE_BUCKET one bucket for all; with a cap of
+ *    M gradients (pbl_graph_data_parallel packs at most 16, the inputs bucket_pack takes) a
+ *    bucket also closes when it holds M.
  *  - Compute stream: the non-update nodes in schedule order, each its cost in seconds, then
  *    the optimizer updates bucket by bucket, each waiting only for its own bucket's
  *    all-reduce. Updates do not run inside the backward pass: a compute stream that ran one
@@ -84,15 +86,18 @@ typedef struct dps_result {
 /* The time of one all-reduce of `bytes` over `ranks` ranks (0 for one rank). */
 double dps_allreduce_s(const dps_link *l, int64_t bytes, int64_t ranks);
 
-/* The bucketing rule. order[0..n) gets the gradient indices in finishing order, bucket[i]
- * the bucket of order[i] (0, 1, ... ascending). Returns the number of buckets, -1 on bad
- * input (n < 0, a gradient of <= 0 bytes, bucket_bytes < 0). */
-int32_t dps_buckets(const dps_grad *grads, int32_t n, int64_t bucket_bytes, int32_t *order, int32_t *bucket);
+/* The bucketing rule: at most bucket_bytes and (max_grads > 0) max_grads gradients a bucket.
+ * order[0..n) gets the gradient indices in finishing order, bucket[i] the bucket of order[i]
+ * (0, 1, ... ascending). Returns the number of buckets, -1 on bad input (n < 0, a gradient of
+ * <= 0 bytes, bucket_bytes or max_grads < 0) or when out of memory. */
+int32_t dps_buckets(const dps_grad *grads, int32_t n, int64_t bucket_bytes, int32_t max_grads, int32_t *order,
+                    int32_t *bucket);
 
-/* Simulates one step. overlap = 0: every all-reduce waits for the last compute node.
+/* Simulates one step with dps_buckets' buckets. overlap = 0: every all-reduce waits for the
+ * last compute node.
  * Returns 0, or -1 on bad input (a ready index out of range, negative times, ranks < 1, a
  * link with beta <= 0) or when out of memory; *out is then zeroed. */
-int dps_simulate(const dps_step *s, const dps_link *l, int64_t ranks, int64_t bucket_bytes, int overlap,
-                 dps_result *out);
+int dps_simulate(const dps_step *s, const dps_link *l, int64_t ranks, int64_t bucket_bytes, int32_t max_grads,
+                 int overlap, dps_result *out);
 
 #endif

@@ -2,9 +2,9 @@
 # bench/dp_sim (issue 19): with --flops (no timing, so the figures are exact) the 1-rank row is
 # the graph's cost over the rate, the no-overlap row's communication is the ring formula on
 # all the gradient bytes, every rank count gets a pick (the fastest overlapped row, never slower
-# than no overlap);
-# zoo models, a JSON graph file (written by `pebble export`) giving the same rows as the zoo
-# graph it came from, and the usage errors (exit 2) and graphs without updates (exit 1).
+# than no overlap); the cap of 16 gradients a bucket; zoo models; a JSON graph file (written by
+# `pebble export`) giving the same rows as the zoo graph it came from; the usage errors (exit 2)
+# and graphs without updates (exit 1).
 #
 # usage: dp_sim_cli.sh PATH/TO/dp_sim [PATH/TO/pebble]
 set -u
@@ -43,7 +43,7 @@ for l in d["links"]:
         ring = (2 * (n - 1) * alpha[l["link"]] + 2 * (n - 1) / n * d["gradient_bytes"] / beta[l["link"]]) * 1e3
         assert abs(no["comm_ms"] - ring) < 1e-6 * ring and no["hidden"] == 0 and no["count"] == 1, (no, ring)
         # the MLP's last gradient comes from its last backward node: one bucket cannot overlap
-        assert abs(rs["one bucket"]["step_ms"] - no["step_ms"]) < 1e-9 * no["step_ms"]
+        assert abs(rs["no byte limit"]["step_ms"] - no["step_ms"]) < 1e-9 * no["step_ms"]
         assert rs["per gradient"]["count"] == 6
         for r in rs.values():
             assert 0 <= r["hidden"] <= 1, r
@@ -64,7 +64,11 @@ pass "--alpha/--beta make a custom link"
 
 run --model mobilenet_v2_train --flops 1e12 --ranks 8 --link ib100
 [ "$rc" -eq 0 ] && grep -q 'batch 32 per rank: .* 158 gradients' "$tmp/out" || fail "mobilenet_v2_train: exit $rc"
-pass "a zoo CNN (mobilenet_v2_train, the model's batch)"
+# 158 gradients, at most 16 a bucket (pbl_graph_data_parallel's cap): 10 buckets without a byte limit
+grep -Eq '^ +8  no byte limit +10 ' "$tmp/out" || fail "mobilenet_v2_train: not 10 buckets of at most 16 gradients"
+run --model mobilenet_v2_train --flops 1e12 --ranks 8 --link ib100 --max-grads 0
+grep -Eq '^ +8  no byte limit +1 ' "$tmp/out" || fail "mobilenet_v2_train --max-grads 0: not one bucket"
+pass "a zoo CNN (mobilenet_v2_train, the model's batch), 16 gradients a bucket at most unless --max-grads 0"
 
 if [ -n "$cli" ]; then
     "$cli" export zoo:mlp_train --json "$tmp/mlp.json" >"$tmp/out" 2>"$tmp/err" || fail "pebble export zoo:mlp_train"
@@ -76,7 +80,7 @@ if [ -n "$cli" ]; then
     pass "a JSON graph file: the same rows as the zoo graph it was exported from"
 fi
 
-for bad in "--link foo" "--ranks 0" "--buckets 12Q" "--format xml" "--algo tree" "--flops -1" "--nope"; do
+for bad in "--link foo" "--ranks 0" "--max-grads -1" "--buckets 12Q" "--format xml" "--algo tree" "--flops -1" "--nope"; do
     # shellcheck disable=SC2086
     run $bad
     [ "$rc" -eq 2 ] && grep -q '^usage: dp_sim' "$tmp/err" || fail "dp_sim $bad: exit $rc, not 2 with the usage"

@@ -51,23 +51,31 @@ static void test_buckets(void **state)
     dps_grad g[] = { { 3, 0, 0 }, { 2, 0, 0 }, { 5, 2, 0 }, { 1, 4, 0 }, { 1, 3, 0 } };
     int32_t order[5], bucket[5];
     /* B = 4: {3} {2} {5: larger than B, alone} {1 1} */
-    assert_int_equal(dps_buckets(g, 5, 4, order, bucket), 4);
+    assert_int_equal(dps_buckets(g, 5, 4, 0, order, bucket), 4);
     int32_t want_order[] = { 0, 1, 2, 4, 3 }, want_bucket[] = { 0, 1, 2, 3, 3 };
     assert_memory_equal(order, want_order, sizeof order);
     assert_memory_equal(bucket, want_bucket, sizeof bucket);
     /* B = 5: {3 2} {5} {1 1}; B = 6: {3 2} {5 1} {1} */
-    assert_int_equal(dps_buckets(g, 5, 5, order, bucket), 3);
-    assert_int_equal(dps_buckets(g, 5, 6, order, bucket), 3);
+    assert_int_equal(dps_buckets(g, 5, 5, 0, order, bucket), 3);
+    assert_int_equal(dps_buckets(g, 5, 6, 0, order, bucket), 3);
     int32_t want6[] = { 0, 0, 1, 1, 2 };
     assert_memory_equal(bucket, want6, sizeof bucket);
     /* 0: one per gradient; DPS_ONE_BUCKET: one */
-    assert_int_equal(dps_buckets(g, 5, 0, order, bucket), 5);
-    assert_int_equal(dps_buckets(g, 5, DPS_ONE_BUCKET, order, bucket), 1);
-    assert_int_equal(dps_buckets(g, 0, 4, order, bucket), 0);
+    assert_int_equal(dps_buckets(g, 5, 0, 0, order, bucket), 5);
+    assert_int_equal(dps_buckets(g, 5, DPS_ONE_BUCKET, 0, order, bucket), 1);
+    assert_int_equal(dps_buckets(g, 0, 4, 0, order, bucket), 0);
+    /* a cap of 2 gradients a bucket (pbl_graph_data_parallel's is 16): {3 2} {5} {1 1} at
+     * B = 5 stays; one bucket becomes {3 2} {5 1} {1} */
+    assert_int_equal(dps_buckets(g, 5, 5, 2, order, bucket), 3);
+    assert_int_equal(dps_buckets(g, 5, DPS_ONE_BUCKET, 2, order, bucket), 3);
+    int32_t want_cap[] = { 0, 0, 1, 1, 2 };
+    assert_memory_equal(bucket, want_cap, sizeof bucket);
+    assert_int_equal(dps_buckets(g, 5, DPS_ONE_BUCKET, 1, order, bucket), 5);
+    assert_int_equal(dps_buckets(g, 5, 4, -1, order, bucket), -1);
     /* bad input */
-    assert_int_equal(dps_buckets(g, 5, -1, order, bucket), -1);
+    assert_int_equal(dps_buckets(g, 5, -1, 0, order, bucket), -1);
     dps_grad bad[] = { { 0, 0, 0 } };
-    assert_int_equal(dps_buckets(bad, 1, 4, order, bucket), -1);
+    assert_int_equal(dps_buckets(bad, 1, 4, 0, order, bucket), -1);
 }
 
 /* one bucket: the all-reduce starts after the last gradient whether or not overlap is on */
@@ -78,8 +86,8 @@ static void test_one_bucket_is_no_overlap(void **state)
     dps_grad g[] = { { 2, 1, 0.5 }, { 3, 2, 0.5 }, { 1, 3, 0.0 } };
     dps_step s = { c, 4, g, 3 };
     dps_result on, off;
-    assert_int_equal(dps_simulate(&s, &unit, 2, DPS_ONE_BUCKET, 1, &on), 0);
-    assert_int_equal(dps_simulate(&s, &unit, 2, DPS_ONE_BUCKET, 0, &off), 0);
+    assert_int_equal(dps_simulate(&s, &unit, 2, DPS_ONE_BUCKET, 0, 1, &on), 0);
+    assert_int_equal(dps_simulate(&s, &unit, 2, DPS_ONE_BUCKET, 0, 0, &off), 0);
     /* 4 s of compute, a 6-byte all-reduce (6 s), then 1 s of updates */
     assert_float_equal(on.step_s, 11.0, EPS);
     assert_float_equal(off.step_s, 11.0, EPS);
@@ -90,10 +98,10 @@ static void test_one_bucket_is_no_overlap(void **state)
     assert_int_equal(on.n_buckets, 1);
     assert_int_equal(on.max_bucket_bytes, 6);
     /* without overlap, per-gradient buckets: 4..6, 6..9, 9..10; updates 6.5, 9.5, 10 */
-    assert_int_equal(dps_simulate(&s, &unit, 2, 0, 0, &off), 0);
+    assert_int_equal(dps_simulate(&s, &unit, 2, 0, 0, 0, &off), 0);
     assert_float_equal(off.step_s, 10.0, EPS);
     /* one rank: no communication at all */
-    assert_int_equal(dps_simulate(&s, &unit, 1, 0, 1, &on), 0);
+    assert_int_equal(dps_simulate(&s, &unit, 1, 0, 0, 1, &on), 0);
     assert_float_equal(on.step_s, 5.0, EPS);
     assert_float_equal(on.comm_s, 0.0, EPS);
     assert_float_equal(on.hidden, -1.0, EPS);
@@ -107,16 +115,16 @@ static void test_overlap_hides_all_but_last(void **state)
     dps_grad g[] = { { 1, 0, 0 }, { 1, 1, 0 }, { 1, 2, 0 }, { 1, 3, 0 } };
     dps_step s = { c, 4, g, 4 };
     dps_result r;
-    assert_int_equal(dps_simulate(&s, &unit, 2, 0, 1, &r), 0);
+    assert_int_equal(dps_simulate(&s, &unit, 2, 0, 0, 1, &r), 0);
     assert_float_equal(r.step_s, 5.0, EPS); /* 4 of compute + the last bucket's 1 */
     assert_float_equal(r.comm_s, 4.0, EPS);
     assert_float_equal(r.exposed_s, 1.0, EPS);
     assert_float_equal(r.hidden, 0.75, EPS);
-    assert_int_equal(dps_simulate(&s, &unit, 2, 0, 0, &r), 0);
+    assert_int_equal(dps_simulate(&s, &unit, 2, 0, 0, 0, &r), 0);
     assert_float_equal(r.step_s, 8.0, EPS); /* 4 + 4: nothing hidden */
     assert_float_equal(r.hidden, 0.0, EPS);
     /* 2-byte buckets: {0,1} ready at 2 runs 2..4, {2,3} ready at 4 runs 4..6 */
-    assert_int_equal(dps_simulate(&s, &unit, 2, 2, 1, &r), 0);
+    assert_int_equal(dps_simulate(&s, &unit, 2, 2, 0, 1, &r), 0);
     assert_float_equal(r.step_s, 6.0, EPS);
     assert_int_equal(r.n_buckets, 2);
 }
@@ -130,7 +138,7 @@ static void test_updates_and_busy_link(void **state)
     dps_step s = { c, 4, g, 2 };
     dps_result r;
     /* b0 1..2, b1 4..5; updates: 4..4.5 (b0 done long ago), then 5..5.5 */
-    assert_int_equal(dps_simulate(&s, &unit, 2, 0, 1, &r), 0);
+    assert_int_equal(dps_simulate(&s, &unit, 2, 0, 0, 1, &r), 0);
     assert_float_equal(r.step_s, 5.5, EPS);
     assert_float_equal(r.exposed_s, 0.5, EPS);
     assert_float_equal(r.hidden, 0.75, EPS);
@@ -138,13 +146,13 @@ static void test_updates_and_busy_link(void **state)
     double c2[] = { 1, 1 };
     dps_grad g2[] = { { 4, 0, 0 }, { 1, 1, 0 } };
     dps_step s2 = { c2, 2, g2, 2 };
-    assert_int_equal(dps_simulate(&s2, &unit, 2, 0, 1, &r), 0);
+    assert_int_equal(dps_simulate(&s2, &unit, 2, 0, 0, 1, &r), 0);
     assert_float_equal(r.step_s, 6.0, EPS);
     /* latency counts per bucket: 8 ranks, α = 1, β huge: 14 s per all-reduce */
     dps_link lat = { .alpha = 1.0, .beta = 1e30, .algo = DPS_RING };
-    assert_int_equal(dps_simulate(&s2, &lat, 8, 0, 1, &r), 0);
+    assert_int_equal(dps_simulate(&s2, &lat, 8, 0, 0, 1, &r), 0);
     assert_float_equal(r.step_s, 1.0 + 14.0 + 14.0, EPS);
-    assert_int_equal(dps_simulate(&s2, &lat, 8, DPS_ONE_BUCKET, 1, &r), 0);
+    assert_int_equal(dps_simulate(&s2, &lat, 8, DPS_ONE_BUCKET, 0, 1, &r), 0);
     assert_float_equal(r.step_s, 2.0 + 14.0, EPS);
 }
 
@@ -155,13 +163,13 @@ static void test_bad_input(void **state)
     dps_grad g[] = { { 1, 1, 0 } }; /* ready past the last node */
     dps_step s = { c, 1, g, 1 };
     dps_result r;
-    assert_int_equal(dps_simulate(&s, &unit, 2, 0, 1, &r), -1);
+    assert_int_equal(dps_simulate(&s, &unit, 2, 0, 0, 1, &r), -1);
     g[0].ready = 0;
-    assert_int_equal(dps_simulate(&s, &unit, 0, 0, 1, &r), -1);
+    assert_int_equal(dps_simulate(&s, &unit, 0, 0, 0, 1, &r), -1);
     dps_link nob = { 0.0, 0.0, DPS_RING };
-    assert_int_equal(dps_simulate(&s, &nob, 2, 0, 1, &r), -1);
+    assert_int_equal(dps_simulate(&s, &nob, 2, 0, 0, 1, &r), -1);
     c[0] = -1;
-    assert_int_equal(dps_simulate(&s, &unit, 2, 0, 1, &r), -1);
+    assert_int_equal(dps_simulate(&s, &unit, 2, 0, 0, 1, &r), -1);
     assert_float_equal(r.step_s, 0.0, EPS);
 }
 
@@ -198,14 +206,14 @@ static void test_properties(void **state)
             double prev = 0.0;
             for (int k = 0; k < 5; k++) {
                 dps_result on, off, slow, thin;
-                assert_int_equal(dps_simulate(&s, &l, ranks[k], sizes[b], 1, &on), 0);
-                assert_int_equal(dps_simulate(&s, &l, ranks[k], sizes[b], 0, &off), 0);
+                assert_int_equal(dps_simulate(&s, &l, ranks[k], sizes[b], 0, 1, &on), 0);
+                assert_int_equal(dps_simulate(&s, &l, ranks[k], sizes[b], 0, 0, &off), 0);
                 dps_link l2 = l;
                 l2.alpha += 1e-6;
-                assert_int_equal(dps_simulate(&s, &l2, ranks[k], sizes[b], 1, &slow), 0);
+                assert_int_equal(dps_simulate(&s, &l2, ranks[k], sizes[b], 0, 1, &slow), 0);
                 l2 = l;
                 l2.beta *= 0.5;
-                assert_int_equal(dps_simulate(&s, &l2, ranks[k], sizes[b], 1, &thin), 0);
+                assert_int_equal(dps_simulate(&s, &l2, ranks[k], sizes[b], 0, 1, &thin), 0);
                 assert_true(on.step_s >= prev - EPS);               /* more ranks: never faster */
                 assert_true(on.step_s <= off.step_s + EPS);         /* overlap never hurts */
                 assert_true(slow.step_s >= on.step_s - EPS);        /* more latency: never faster */
