@@ -895,6 +895,133 @@ static void test_tensor_file_round_trip(void **state)
     remove(path);
 }
 
+/* ---- external tensor data --------------------------------------------------------------------- */
+
+/* z = x + w, w's three floats at byte 8 of w.data beside the model (what torch.onnx.export's
+ * default exporter writes for large weights); the entries of w's external_data are given. */
+typedef struct ext_model {
+    mb                          b;
+    Onnx__StringStringEntryProto e[3];
+    Onnx__StringStringEntryProto *ep[3];
+} ext_model;
+
+static const int64_t dExtX[] = { 2, 3 }, dExtW[] = { 3 };
+static char *in_ext[] = { "x", "w" }, *out_ext[] = { "z" };
+
+static void ext_build(ext_model *em, const char *location, const char *offset, const char *length)
+{
+    mb *b = &em->b;
+    mb_init(b, 13);
+    mb_input(b, "x", 2, dExtX);
+    Onnx__TensorProto *t = &b->inits[b->g.n_initializer];
+    onnx__tensor_proto__init(t);
+    t->name = (char *)"w";
+    t->n_dims = 1;
+    t->dims = (int64_t *)dExtW;
+    t->has_data_type = 1;
+    t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    t->has_data_location = 1;
+    t->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    const char *keys[3] = { "location", "offset", "length" }, *vals[3] = { location, offset, length };
+    for (int k = 0; k < 3; k++) {
+        if (!vals[k])
+            continue;
+        onnx__string_string_entry_proto__init(&em->e[t->n_external_data]);
+        em->e[t->n_external_data].key = (char *)keys[k];
+        em->e[t->n_external_data].value = (char *)vals[k];
+        em->ep[t->n_external_data] = &em->e[t->n_external_data];
+        t->n_external_data++;
+    }
+    t->external_data = em->ep;
+    b->init_ptrs[b->g.n_initializer++] = t;
+    mb_node(b, "Add", "add", in_ext, 2, out_ext, 1);
+    mb_output(b, "z");
+}
+
+/* Writes the model to dir/model.onnx and loads it from there; the status, err filled. */
+static pbl_status ext_load(ext_model *em, const char *dir, pbl_graph **g, pbl_onnx_weights **w, char *err, size_t errlen)
+{
+    size_t len;
+    uint8_t *p = mb_pack(&em->b, &len);
+    char path[512];
+    snprintf(path, sizeof path, "%s/model.onnx", dir);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(p, 1, len, f), len);
+    fclose(f);
+    pbl_onnx_options o = pbl_onnx_options_default();
+    o.weights = w;
+    pbl_status s = pbl_graph_load_onnx(g, path, &o, err, errlen);
+    printf("  load external: %s%s%s\n", pbl_status_name(s), s ? ": " : "", s ? err : "");
+    /* the same bytes from memory cannot name a file beside them */
+    pbl_graph *g2 = NULL;
+    char err2[512];
+    pbl_onnx_options o2 = pbl_onnx_options_default();
+    assert_int_equal(pbl_graph_from_onnx(&g2, p, len, &o2, err2, sizeof err2), PBL_ERR_UNSUPPORTED);
+    assert_null(g2);
+    free(p);
+    return s;
+}
+
+static void test_external_data(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/pebble_test_onnx_ext_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char data_path[512];
+    snprintf(data_path, sizeof data_path, "%s/w.data", dir);
+    float junk[2] = { 99, 99 }, wv[3] = { 0.5f, -1.25f, 4.0f };
+    FILE *f = fopen(data_path, "wb");
+    assert_non_null(f);
+    fwrite(junk, sizeof junk, 1, f);
+    fwrite(wv, sizeof wv, 1, f);
+    fclose(f);
+
+    ext_model em;
+    pbl_graph *g = NULL;
+    pbl_onnx_weights *w = NULL;
+    char err[1024];
+    ext_build(&em, "w.data", "8", "12");
+    assert_int_equal(ext_load(&em, dir, &g, &w, err, sizeof err), PBL_OK);
+    float x[6] = { 1, 2, 3, 4, 5, 6 }, z[6];
+    run1(g, w, "x", x, 6, "z", z, 6);
+    for (int i = 0; i < 6; i++)
+        assert_true(z[i] == x[i] + wv[i % 3]);
+    pbl_onnx_weights_destroy(w);
+    pbl_graph_destroy(g);
+
+    /* refused, each naming the initializer and why */
+    static const struct {
+        const char *loc, *off, *len, *needle;
+        pbl_status  want;
+    } bad[] = {
+        { "../w.data", "8", "12", "not a relative path inside", PBL_ERR_FORMAT },
+        { "/etc/passwd", NULL, NULL, "not a relative path inside", PBL_ERR_FORMAT },
+        { "", NULL, NULL, "not a relative path inside", PBL_ERR_FORMAT },
+        { "w.data", "16", "12", "past the end", PBL_ERR_FORMAT },
+        { "w.data", "8", "8", "length is 8 bytes, but its dims and type need 12", PBL_ERR_FORMAT },
+        { "w.data", "-8", NULL, "offset '-8' is not a non-negative integer", PBL_ERR_FORMAT },
+        { "w.data", "8", "12x", "length '12x' is not a non-negative integer", PBL_ERR_FORMAT },
+        { "missing.data", NULL, NULL, "missing.data", PBL_ERR_IO },
+        { ".", NULL, NULL, "not a regular file", PBL_ERR_IO },
+        { NULL, "8", "12", "without a location", PBL_ERR_FORMAT },
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        ext_build(&em, bad[k].loc, bad[k].off, bad[k].len);
+        g = NULL;
+        w = NULL;
+        assert_int_equal(ext_load(&em, dir, &g, &w, err, sizeof err), bad[k].want);
+        assert_null(g);
+        assert_non_null(strstr(err, "initializer 'w'"));
+        assert_non_null(strstr(err, bad[k].needle));
+    }
+    remove(data_path);
+    char model[512];
+    snprintf(model, sizeof model, "%s/model.onnx", dir);
+    remove(model);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -909,6 +1036,7 @@ int main(void)
         cmocka_unit_test(test_structure_errors),
         cmocka_unit_test(test_alloc_failures),
         cmocka_unit_test(test_tensor_file_round_trip),
+        cmocka_unit_test(test_external_data),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

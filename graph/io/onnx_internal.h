@@ -81,6 +81,8 @@ typedef struct pbl__onnx_ctx {
     int32_t           n_syms, cap_syms;
     int32_t          *hash;     /* open addressing over syms: index + 1, 0 empty */
     int32_t           hash_cap;
+    const char       *dir;      /* the model's folder (external tensor data); NULL when the
+                                   model came from memory */
     const Onnx__NodeProto *node; /* the node being converted */
     int32_t           node_index;
     char             *err;
@@ -100,6 +102,10 @@ const char *pbl__onnx_node_label(pbl__onnx_ctx *c, char *buf, size_t n);
                               __VA_ARGS__);                                                        \
     } while (0)
 
+/* Decodes initializer t whose data is external (graph/io/onnx_external.c: the file beside
+ * the model, only the tensor's range read), as pbl__onnx_data_decode does inline data. */
+pbl_status pbl__onnx_external_decode(pbl__onnx_ctx *c, const Onnx__TensorProto *t, pbl__onnx_data *out,
+                                     const char *what);
 /* The table entry of ONNX value `name`, or NULL. */
 pbl__onnx_sym *pbl__onnx_sym_find(pbl__onnx_ctx *c, const char *name);
 /* Adds a name; PBL_ERR_FORMAT when it is already defined (ONNX values are assigned once). */

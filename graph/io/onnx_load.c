@@ -436,7 +436,9 @@ static pbl_status convert_graph(pbl__onnx_ctx *c, const Onnx__ModelProto *m)
             return s;
         char what[300];
         snprintf(what, sizeof what, "initializer '%s'", t->name);
-        if ((s = pbl__onnx_data_decode(t, &c->w->mem, &c->mem, &sm->data, what, c->err, c->errlen)) != PBL_OK)
+        int external = t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+        if ((s = external ? pbl__onnx_external_decode(c, t, &sm->data, what)
+                          : pbl__onnx_data_decode(t, &c->w->mem, &c->mem, &sm->data, what, c->err, c->errlen)) != PBL_OK)
             return s;
         sm->is_const = 1;
     }
@@ -534,8 +536,9 @@ done:
     return s;
 }
 
-PBL__API pbl_status pbl_graph_from_onnx(pbl_graph **out, const void *data, size_t len,
-                                        const pbl_onnx_options *opt, char *err, size_t errlen)
+/* The model in data[0..len); dir: its folder, where external tensor data is found (NULL: none). */
+static pbl_status from_onnx(pbl_graph **out, const void *data, size_t len, const pbl_onnx_options *opt, const char *dir,
+                            char *err, size_t errlen)
 {
     pbl__errclear(err, errlen);
     if (!out)
@@ -546,7 +549,7 @@ PBL__API pbl_status pbl_graph_from_onnx(pbl_graph **out, const void *data, size_
         opt = &dflt;
     if (opt->weights)
         *opt->weights = NULL;
-    pbl__onnx_ctx c = { .opt = opt, .err = err, .errlen = errlen };
+    pbl__onnx_ctx c = { .opt = opt, .dir = dir, .err = err, .errlen = errlen };
     if (!data && len)
         return pbl__onnx_fail(&c, PBL_ERR_INVALID_ARG, "no data given");
     if (opt->dim_value < 1)
@@ -596,6 +599,12 @@ done:
     return PBL_OK;
 }
 
+PBL__API pbl_status pbl_graph_from_onnx(pbl_graph **out, const void *data, size_t len,
+                                        const pbl_onnx_options *opt, char *err, size_t errlen)
+{
+    return from_onnx(out, data, len, opt, NULL, err, errlen);
+}
+
 PBL__API pbl_status pbl_graph_load_onnx(pbl_graph **out, const char *path, const pbl_onnx_options *opt,
                                         char *err, size_t errlen)
 {
@@ -612,7 +621,18 @@ PBL__API pbl_status pbl_graph_load_onnx(pbl_graph **out, const char *path, const
     pbl_status s = pbl__onnx_read_file(path, &m, &data, &len, err, errlen);
     if (s != PBL_OK)
         return s;
-    s = pbl_graph_from_onnx(out, data, len, opt, err, errlen);
+    /* the model's folder: external tensor data is found relative to it */
+    const char *slash = strrchr(path, '/');
+    size_t dl = slash && slash != path ? (size_t)(slash - path) : 1; /* "/m.onnx": "/"; "m.onnx": "." */
+    char *dir = pbl__mem_alloc(&m, dl + 1);
+    if (!dir) {
+        pbl__mem_free(&m, data, len + 1);
+        return pbl__errf(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", path);
+    }
+    memcpy(dir, slash ? path : ".", dl);
+    dir[dl] = '\0';
+    s = from_onnx(out, data, len, opt, dir, err, errlen);
+    pbl__mem_free(&m, dir, dl + 1);
     if (s != PBL_OK && err && errlen) { /* name the file */
         size_t el = strlen(err), pl = strlen(path);
         if (pl + 2 + el < errlen) {

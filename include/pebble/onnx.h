@@ -105,10 +105,15 @@ pbl_onnx_options pbl_onnx_options_default(void);
 
 /* Loads the ONNX model file `path` as a new graph. opt may be NULL. Statuses: see above;
  * path must be a regular file (a FIFO or a device: PBL_ERR_IO at once, the open never blocks)
- * of at most 2 GiB (PBL_ERR_FORMAT, before reading). */
+ * of at most 2 GiB (PBL_ERR_FORMAT, before reading). Weights kept as external data (the
+ * `model.onnx.data` file torch.onnx.export's default exporter writes beside the model) are
+ * read from their file, found relative to the model's folder: only a plain relative location
+ * (no leading '/', no '..'), a regular file, and a range inside it of exactly the tensor's
+ * bytes are accepted (PBL_ERR_FORMAT / PBL_ERR_IO naming the initializer otherwise). */
 pbl_status pbl_graph_load_onnx(pbl_graph **out, const char *path, const pbl_onnx_options *opt,
                                char *err, size_t errlen);
-/* The same from the serialized ModelProto in data[0..len). */
+/* The same from the serialized ModelProto in data[0..len). External data cannot be found
+ * from memory: such a model is PBL_ERR_UNSUPPORTED (load it from its file). */
 pbl_status pbl_graph_from_onnx(pbl_graph **out, const void *data, size_t len,
                                const pbl_onnx_options *opt, char *err, size_t errlen);
 
