@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "graph/base/cpu.h"
 #include "onnx/onnx.pb-c.h"
 #include "pebble/pebble.h"
 
@@ -211,7 +212,8 @@ static void close_to(const float *got, const double *want, size_t n, double tol)
 /* ---- an MLP: Gemm(transB) -> Relu -> MatMul -> Add (broadcast) -> Softmax ------------------ */
 
 static float W1[4 * 3], B1[4], W2[4 * 2], B2[2];
-static const int64_t dW1[] = { 4, 3 }, dB1[] = { 4 }, dW2[] = { 4, 2 }, dB2[] = { 2 }, dX[] = { 2, 3 };
+static const int64_t dW1[] = { 4, 3 }, dB1[] = { 4 }, dW2[] = { 4, 2 }, dB2[] = { 2 };
+static int64_t dX[] = { 2, 3 }; /* the batch changes in test_pack_rule only */
 static char *in_gemm[] = { "x", "w1", "b1" }, *out_gemm[] = { "h" }, *in_relu[] = { "h" }, *out_relu[] = { "r" };
 static char *in_mm[] = { "r", "w2" }, *out_mm[] = { "m" }, *in_add[] = { "m", "b2" }, *out_add[] = { "z" };
 static char *in_sm[] = { "z" }, *out_sm[] = { "p" };
@@ -240,7 +242,8 @@ static void build_mlp(mb *b)
     mb_output(b, "p");
 }
 
-/* pack 1: the Gemm becomes fully_connected_packed on repacked weights; 0: fully_connected */
+/* pack 1 (at batch 2: every level) and 2: the Gemm becomes fully_connected_packed on repacked
+ * weights; 0: fully_connected */
 static void mlp_case(int pack)
 {
     mb b;
@@ -299,7 +302,45 @@ static void test_mlp(void **state)
 {
     (void)state;
     mlp_case(1);
+    mlp_case(2);
     mlp_case(0);
+}
+
+/* pack_weights 1 packs where the packed kernel won when measured: at every batch with AVX2 or
+ * AVX-512, below batch 16 at the SSE2 baseline (graph/io/onnx_ops.c, pack_wins) */
+static const char *gemm_op_at(int level, int64_t batch)
+{
+    static char op[64];
+    pbl__cpu_level_force(level);
+    dX[0] = batch;
+    mb b;
+    build_mlp(&b);
+    size_t len;
+    uint8_t *p = mb_pack(&b, &len);
+    pbl_graph *g;
+    char err[1024];
+    pbl_onnx_options opt = pbl_onnx_options_default();
+    pbl_status s = pbl_graph_from_onnx(&g, p, len, &opt, err, sizeof err);
+    dX[0] = 2;
+    pbl__cpu_level_force(-1);
+    assert_int_equal(s, PBL_OK);
+    pbl_node_info ni;
+    pbl_graph_node_info(g, pbl_graph_find_node(g, "h"), &ni);
+    snprintf(op, sizeof op, "%s", ni.op);
+    pbl_graph_destroy(g);
+    free(p);
+    return op;
+}
+
+static void test_pack_rule(void **state)
+{
+    (void)state;
+    assert_string_equal(gemm_op_at(PBL__CPU_BASELINE, 15), "fully_connected_packed");
+    assert_string_equal(gemm_op_at(PBL__CPU_BASELINE, 16), "fully_connected");
+    if (pbl__cpu_level_max() >= PBL__CPU_AVX2) {
+        assert_string_equal(gemm_op_at(PBL__CPU_AVX2, 16), "fully_connected_packed");
+        assert_string_equal(gemm_op_at(PBL__CPU_AVX2, 256), "fully_connected_packed");
+    }
 }
 
 /* ---- Softmax's axis: coerced to 2-D before opset 13, one axis from 13 ------------------------ */
@@ -1026,6 +1067,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mlp),
+        cmocka_unit_test(test_pack_rule),
         cmocka_unit_test(test_softmax_axis),
         cmocka_unit_test(test_reshape_reduce),
         cmocka_unit_test(test_unsupported_lists_every_op),

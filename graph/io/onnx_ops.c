@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "graph/base/cpu.h"
 #include "graph/io/onnx_internal.h"
 #include "pebble/builder.h"
 
@@ -114,6 +115,20 @@ static pbl_status pack_weights(pbl__onnx_ctx *c, const char *name, pbl_value *ou
     return st;
 }
 
+/* Whether packing w beats fully_connected's sgemm for an x of M rows on the kernel level in
+ * use (graph/base/cpu.h). pack_weights 2: always, 0: never, 1: where it won when measured
+ * (bench/onnx_vs_ort.sh's MLP, 784-512-512-10, 1 thread, OpenBLAS 0.3.21 on the same level):
+ * with AVX-512 and AVX2 at every batch (1: 0.024 vs 0.036 ms and 0.026 vs 0.12 ms; 256: 1.31 vs
+ * 1.40 and 2.45 vs 2.54 ms), at the SSE2 baseline only for small batches (1: 0.028 vs
+ * 0.24 ms; 64: 2.4 vs 2.0 ms: OpenBLAS's SSE kernel beats the packed one there). */
+static int pack_wins(pbl__onnx_ctx *c, pbl_value x)
+{
+    if (c->opt->pack_weights != 1)
+        return c->opt->pack_weights != 0;
+    pbl_shape sx = pbl__onnx_shape_of(c, x);
+    return pbl__cpu_level() != PBL__CPU_BASELINE || (sx.ndim == 2 && sx.dim[0] < 16);
+}
+
 static pbl_status cv_gemm(pbl__onnx_ctx *c)
 {
     const Onnx__NodeProto *n = c->node;
@@ -131,7 +146,7 @@ static pbl_status cv_gemm(pbl__onnx_ctx *c)
     /* x·wᵀ + b with w a constant not yet in the graph: fully_connected_packed on w repacked
      * once, here (w itself never becomes a parameter unless another node reads it) */
     pbl__onnx_sym *ws = pbl__onnx_sym_find(c, n->input[1]);
-    if (c->opt->pack_weights && !ta && tb && alpha == 1.0 && ws && ws->is_const && !ws->data.is_int && ws->data.f &&
+    if (pack_wins(c, a) && !ta && tb && alpha == 1.0 && ws && ws->is_const && !ws->data.is_int && ws->data.f &&
         ws->v == PBL_NONE && ws->data.shape.ndim == 2) {
         int64_t N = ws->data.shape.dim[0];
         int c_is_row = cc != PBL_NONE && ((sc.ndim == 1 && sc.dim[0] == N) || (sc.ndim == 2 && sc.dim[0] == 1 && sc.dim[1] == N));

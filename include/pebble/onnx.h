@@ -95,10 +95,13 @@ typedef struct pbl_onnx_options {
     int64_t              dim_value; /* size of symbolic/unknown input dims (default 1) */
     pbl_onnx_weights   **weights;   /* not NULL: receives the initializer data (the caller
                                        destroys it); NULL: the data is dropped (planning only) */
-    int32_t              pack_weights; /* default 1: a Gemm x·wᵀ + b whose w is a constant
-                                       becomes fully_connected_packed, w repacked at load time
-                                       into the CPU kernel's panels (pebble/ops.h); 0 keeps
-                                       fully_connected on w as stored */
+    int32_t              pack_weights; /* a Gemm x·wᵀ + b whose w is a constant may become
+                                       fully_connected_packed, w repacked at load time into
+                                       the CPU kernel's panels (pebble/ops.h). 1 (default):
+                                       where that is faster on this CPU's kernel level
+                                       (pbl_cpu_kernels: every batch with AVX2 or AVX-512,
+                                       batches below 16 at the SSE2 baseline); 2: always;
+                                       0: never (fully_connected on w as stored) */
 } pbl_onnx_options;
 
 pbl_onnx_options pbl_onnx_options_default(void);

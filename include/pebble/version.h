@@ -24,6 +24,16 @@ extern "C" {
 /* "MAJOR.MINOR.PATCH (commit C)": a static string; thread-safe. */
 const char *pbl_version(void);
 
+/* The CPU and the kernels pebble's CPU backend runs on it: "MODEL [EXTENSIONS]; kernels:
+ * LEVEL", e.g. "AMD EPYC [sse2 ... avx512f]; kernels: avx512". LEVEL is the highest x86-64
+ * vector level the CPU has (baseline = SSE2, avx2 = AVX2 + FMA, avx512 = AVX-512F), or the
+ * lower one the environment variable PEBBLE_CPU_LEVEL=baseline|avx2|avx512 asks for (read
+ * once per process, at first use). A static string; thread-safe. */
+const char *pbl_cpu_describe(void);
+
+/* LEVEL alone: "baseline", "avx2" or "avx512". */
+const char *pbl_cpu_kernels(void);
+
 #ifdef __cplusplus
 }
 #endif

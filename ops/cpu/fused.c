@@ -15,8 +15,8 @@ static PBL__HOT void epilogue(float *y, const float *b, int64_t rows, int64_t co
                 row[j] = row[j] + b[j];
         switch (act) {
         case PBL__ACT_RELU: for (int64_t j = 0; j < cols; j++) row[j] = pbl__act_relu(row[j]); break;
-        case PBL__ACT_SIGMOID: for (int64_t j = 0; j < cols; j++) row[j] = pbl__act_sigmoid(row[j]); break;
-        case PBL__ACT_TANH: for (int64_t j = 0; j < cols; j++) row[j] = pbl__act_tanh(row[j]); break;
+        case PBL__ACT_SIGMOID: pbl__cpu_sigmoid_n(row, row, cols); break;
+        case PBL__ACT_TANH: pbl__cpu_tanh_n(row, row, cols); break;
         case PBL__ACT_GELU: for (int64_t j = 0; j < cols; j++) row[j] = pbl__act_gelu(row[j]); break;
         default: break;
         }
@@ -44,8 +44,8 @@ static inline void chain_step(int64_t code, float *v, const float *b, int64_t n)
 {
     switch (code) {
     case PBL__CHAIN_RELU: for (int64_t j = 0; j < n; j++) v[j] = pbl__act_relu(v[j]); break;
-    case PBL__CHAIN_SIGMOID: for (int64_t j = 0; j < n; j++) v[j] = pbl__act_sigmoid(v[j]); break;
-    case PBL__CHAIN_TANH: for (int64_t j = 0; j < n; j++) v[j] = pbl__act_tanh(v[j]); break;
+    case PBL__CHAIN_SIGMOID: pbl__cpu_sigmoid_n(v, v, n); break;
+    case PBL__CHAIN_TANH: pbl__cpu_tanh_n(v, v, n); break;
     case PBL__CHAIN_GELU: for (int64_t j = 0; j < n; j++) v[j] = pbl__act_gelu(v[j]); break;
     case PBL__CHAIN_ADD: for (int64_t j = 0; j < n; j++) v[j] = v[j] + b[j]; break;
     case PBL__CHAIN_SUB: for (int64_t j = 0; j < n; j++) v[j] = v[j] - b[j]; break;

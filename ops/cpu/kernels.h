@@ -17,6 +17,11 @@ size_t pbl__cpu_conv2d_scratch(const pbl__kargs *a);
 size_t pbl__cpu_conv2d_grad_input_scratch(const pbl__kargs *a);
 size_t pbl__cpu_conv2d_grad_weight_scratch(const pbl__kargs *a);
 
+/* y[i] = tanh(x[i]) / sigmoid(x[i]) for i < n (y may be x), vectorised for the kernel level
+ * in use (graph/base/cpu.h); within a few ulp of the exact values (ops/cpu/activation.c). */
+void pbl__cpu_tanh_n(const float *x, float *y, int64_t n);
+void pbl__cpu_sigmoid_n(const float *x, float *y, int64_t n);
+
 /* Hot element-wise loops are compiled for AVX-512 and AVX2 beside the baseline, picked once
  * at load time by the dynamic linker (GCC target_clones), so one binary runs everywhere.
  * Not under ThreadSanitizer: the clones' ifunc resolvers are instrumented and run during

@@ -539,14 +539,17 @@ int cli_run(int argc, char **argv)
     if (json) {
         printf("], \"threads\": %lld, \"warmup\": %lld, \"repeat\": %lld, \"latency_ms\": {\"mean\": %.6f, \"median\": %.6f, "
                "\"min\": %.6f}, \"setup_ms\": %.3f, \"peak_rss_kib\": %ld, \"peak_rss_source\": \"%s\", \"arena_bytes\": %llu, "
-               "\"naive_bytes\": %llu, \"unshared_bytes\": %llu, \"lower_bound\": %llu, \"nodes\": %d}\n",
+               "\"naive_bytes\": %llu, \"unshared_bytes\": %llu, \"lower_bound\": %llu, \"nodes\": %d, \"cpu\": \"%s\", "
+               "\"cpu_kernels\": \"%s\"}\n",
                (long long)threads, (long long)warmup, (long long)repeat, mean, median, ms[0], t_load, rss, rss_source,
                (unsigned long long)st.arena_bytes, (unsigned long long)st.naive_bytes,
-               (unsigned long long)st.unshared_bytes, (unsigned long long)st.lower_bound, (int)st.nodes);
+               (unsigned long long)st.unshared_bytes, (unsigned long long)st.lower_bound, (int)st.nodes,
+               pbl_cpu_describe(), pbl_cpu_kernels());
     } else {
         printf("latency per run over %lld runs (after %lld warm-up): mean %.4f ms, median %.4f ms, min %.4f ms\n",
                (long long)repeat, (long long)warmup, mean, median, ms[0]);
         printf("load + plan + bind: %.2f ms; peak RSS %ld KiB (%s)\n", t_load, rss, rss_source);
+        printf("cpu: %s\n", pbl_cpu_describe());
     }
     if (rc == CLI_OK && mismatches) {
         cli_error("%s: %d output(s) differ from --expect", model_name, mismatches);
