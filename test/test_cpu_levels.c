@@ -150,6 +150,140 @@ static void test_tanh_sigmoid(void **state)
     assert_int_equal(fails, 0);
 }
 
+/* ---- pooling and depthwise convolution ------------------------------------------------------ */
+
+/* One window shape: kernel, stride, pad (top, left, bottom, right), dilation; for the pools
+ * ceil (ceil_mode) and count_pad (count_include_pad; depthwise cases ignore both). */
+typedef struct win_case {
+    int64_t k[2], s[2], p[4], d[2];
+    int     ceil, count_pad;
+} win_case;
+
+static const win_case wins[] = {
+    { { 2, 2 }, { 2, 2 }, { 0, 0, 0, 0 }, { 1, 1 }, 0, 0 }, { { 3, 3 }, { 2, 2 }, { 1, 1, 1, 1 }, { 1, 1 }, 0, 1 },
+    { { 3, 3 }, { 1, 1 }, { 1, 1, 1, 1 }, { 1, 1 }, 0, 0 }, { { 3, 2 }, { 1, 3 }, { 0, 2, 1, 0 }, { 2, 2 }, 0, 0 },
+    { { 5, 5 }, { 2, 1 }, { 2, 2, 2, 2 }, { 1, 1 }, 0, 1 }, { { 3, 3 }, { 2, 2 }, { 0, 0, 0, 0 }, { 1, 1 }, 1, 0 },
+    { { 2, 3 }, { 2, 2 }, { 1, 0, 0, 1 }, { 1, 1 }, 1, 1 },
+};
+
+/* the output size along one dim (pbl__window_out's rule) */
+static int64_t out_dim(int64_t in, int64_t k, int64_t s, int64_t p0, int64_t p1, int64_t d, int ceil)
+{
+    int64_t span = in + p0 + p1 - d * (k - 1) - 1;
+    if (span < 0)
+        return 0;
+    int64_t o = (ceil ? (span + s - 1) / s : span / s) + 1;
+    if (ceil && (o - 1) * s >= in + p0)
+        o--;
+    return o;
+}
+
+static void set_ints(pbl__attr_val *a, int64_t v0, int64_t v1)
+{
+    a->ints[0] = v0, a->ints[1] = v1, a->n_ints = 2, a->set = 1;
+}
+
+/* pool (is_max 1/0) or depthwise conv (is_max -1) of x[2, 3, H, W] at `level` vs a reference */
+static int window_case(int level, const win_case *wc, int64_t H, int64_t W, int is_max, th_rng *r)
+{
+    int ceil = is_max >= 0 && wc->ceil, count_pad = is_max == 0 && wc->count_pad;
+    int64_t N = 2, C = 3, OH = out_dim(H, wc->k[0], wc->s[0], wc->p[0], wc->p[2], wc->d[0], ceil),
+            OW = out_dim(W, wc->k[1], wc->s[1], wc->p[1], wc->p[3], wc->d[1], ceil);
+    if (OH < 1 || OW < 1)
+        return 0;
+    float *x = th_falloc(N * C * H * W), *wt = th_falloc(C * wc->k[0] * wc->k[1]), *b = th_falloc(C),
+          *y = th_falloc(N * C * OH * OW);
+    double *want = th_dalloc(N * C * OH * OW), *scale = th_dalloc(N * C * OH * OW);
+    th_fill(r, x, N * C * H * W, -1, 1);
+    th_fill(r, wt, C * wc->k[0] * wc->k[1], -1, 1);
+    th_fill(r, b, C, -1, 1);
+    for (int64_t nc = 0; nc < N * C; nc++)
+        for (int64_t oh = 0; oh < OH; oh++)
+            for (int64_t ow = 0; ow < OW; ow++) {
+                double acc = is_max == 1 ? -INFINITY : is_max == 0 ? 0 : b[nc % C], mag = is_max < 0 ? fabs(b[nc % C]) : 0;
+                int64_t count = 0;
+                for (int64_t kh = 0; kh < wc->k[0]; kh++)
+                    for (int64_t kw = 0; kw < wc->k[1]; kw++) {
+                        int64_t ih = oh * wc->s[0] - wc->p[0] + kh * wc->d[0], iw = ow * wc->s[1] - wc->p[1] + kw * wc->d[1];
+                        /* count_pad counts the taps inside the padded input (not the ceil tail) */
+                        if (count_pad && ih >= -wc->p[0] && ih < H + wc->p[2] && iw >= -wc->p[1] && iw < W + wc->p[3])
+                            count++;
+                        if (ih < 0 || ih >= H || iw < 0 || iw >= W)
+                            continue;
+                        double v = x[(nc * H + ih) * W + iw];
+                        count += !count_pad;
+                        if (is_max == 1)
+                            acc = v > acc ? v : acc;
+                        else if (is_max == 0)
+                            acc += v, mag += fabs(v);
+                        else
+                            acc += v * wt[(nc % C) * wc->k[0] * wc->k[1] + kh * wc->k[1] + kw],
+                                mag += fabs(v * wt[(nc % C) * wc->k[0] * wc->k[1] + kh * wc->k[1] + kw]);
+                    }
+                if (is_max == 1 && count == 0)
+                    acc = -FLT_MAX; /* no tap inside x: the kernel's starting value */
+                if (is_max == 0)
+                    acc = count ? acc / (double)count : 0, mag = count ? mag / (double)count : 0;
+                want[(nc * OH + oh) * OW + ow] = acc;
+                scale[(nc * OH + oh) * OW + ow] = is_max == 1 ? fabs(acc) : mag;
+            }
+    call c;
+    call_init(&c, is_max < 0 ? 3 : 1);
+    c.in[0] = x, c.out[0] = y;
+    c.in_meta[0] = meta(4, (int64_t[]){ N, C, H, W });
+    c.out_meta[0] = meta(4, (int64_t[]){ N, C, OH, OW });
+    char scratch[64];
+    c.a.scratch = scratch, c.a.scratch_bytes = sizeof scratch;
+    if (is_max >= 0) { /* attrs kernel, stride, pad, dilation */
+        set_ints(&c.attr[0], wc->k[0], wc->k[1]);
+        set_ints(&c.attr[1], wc->s[0], wc->s[1]);
+        set_ints(&c.attr[2], wc->p[0], wc->p[1]);
+        c.attr[2].ints[2] = wc->p[2], c.attr[2].ints[3] = wc->p[3], c.attr[2].n_ints = 4;
+        set_ints(&c.attr[3], wc->d[0], wc->d[1]);
+        c.attr[4].i = ceil, c.attr[5].i = count_pad;
+    } else { /* attrs stride, pad, dilation, group; w [C, 1, KH, KW], b [C] */
+        c.in[1] = wt, c.in[2] = b;
+        c.in_meta[1] = meta(4, (int64_t[]){ C, 1, wc->k[0], wc->k[1] });
+        c.in_meta[2] = meta(1, (int64_t[]){ C });
+        set_ints(&c.attr[0], wc->s[0], wc->s[1]);
+        set_ints(&c.attr[1], wc->p[0], wc->p[1]);
+        c.attr[1].ints[2] = wc->p[2], c.attr[1].ints[3] = wc->p[3], c.attr[1].n_ints = 4;
+        set_ints(&c.attr[2], wc->d[0], wc->d[1]);
+        c.attr[3].i = C, c.attr[3].set = 1;
+    }
+    pbl__cpu_level_force(level);
+    pbl_status s = is_max == 1 ? pbl__cpu_max_pool2d(&c.a) : is_max == 0 ? pbl__cpu_avg_pool2d(&c.a) : pbl__cpu_conv2d(&c.a);
+    pbl__cpu_level_force(-1);
+    th_set_case("%s at %s: x [2, 3, %lld, %lld] kernel %lldx%lld stride %lldx%lld pad %lld,%lld,%lld,%lld dilation %lldx%lld "
+                "ceil %d count_pad %d",
+                is_max == 1 ? "max_pool2d" : is_max == 0 ? "avg_pool2d" : "depthwise conv2d", pbl__cpu_level_name(level),
+                (long long)H, (long long)W, (long long)wc->k[0], (long long)wc->k[1], (long long)wc->s[0],
+                (long long)wc->s[1], (long long)wc->p[0], (long long)wc->p[1], (long long)wc->p[2], (long long)wc->p[3],
+                (long long)wc->d[0], (long long)wc->d[1], ceil, count_pad);
+    int fails = 0;
+    if (s != PBL_OK) {
+        printf("%s: %s (%s)\n", th_case, pbl_status_name(s), c.err);
+        fails++;
+    } else
+        fails += th_close(th_case, y, want, scale, N * C * OH * OW, 0.0, 1e-6);
+    free(x), free(wt), free(b), free(y), free(want), free(scale);
+    return fails;
+}
+
+static void test_pool_depthwise(void **state)
+{
+    (void)state;
+    th_rng r = th_rng_seed(5);
+    static const int64_t sizes[][2] = { { 1, 1 }, { 4, 4 }, { 7, 9 }, { 16, 33 }, { 28, 28 } };
+    int fails = 0;
+    for (int l = 0; l < levels(); l++)
+        for (size_t i = 0; i < sizeof wins / sizeof *wins; i++)
+            for (size_t j = 0; j < sizeof sizes / sizeof *sizes; j++)
+                for (int kind = -1; kind <= 1; kind++)
+                    fails += window_case(l, &wins[i], sizes[j][0], sizes[j][1], kind, &r);
+    assert_int_equal(fails, 0);
+}
+
 /* ---- PEBBLE_CPU_LEVEL ---------------------------------------------------------------------- */
 
 static void test_level_names(void **state)
@@ -172,6 +306,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fully_connected_packed),
         cmocka_unit_test(test_tanh_sigmoid),
+        cmocka_unit_test(test_pool_depthwise),
         cmocka_unit_test(test_level_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -32,7 +32,7 @@ typedef struct conv_geom {
 /* col[c·kd·kh·kw, OD·OH·OW]: for each (channel, kernel tap) the input value each output
  * position reads, 0 in the padding. Each row's in-bounds span is found once, so the copy loop
  * has no branch (a memcpy at stride 1). x is one (sample, group)'s C/g channels. */
-static void im2col(const float *x, const conv_geom *g, float *col)
+PBL__INLINE void im2col_body(const float *x, const conv_geom *g, float *col)
 {
     const pbl__window *w = &g->win;
     int64_t P = g->P, OW = g->OW, sw = w->stride[2], H = g->H, W = g->W;
@@ -64,6 +64,49 @@ static void im2col(const float *x, const conv_geom *g, float *col)
                     }
                 }
 }
+/* per CPU level (ops/cpu/kernels.h): the strided copy vectorises */
+PBL__LEVELS(im2col, (const float *x, const conv_geom *g, float *col), (x, g, col))
+
+/* A depthwise convolution (one input and one output channel per group: MobileNet's 3x3
+ * layers) is no product worth a sgemm call per channel (1 row of 9): each plane directly,
+ * y = b, then y[o] += w[tap] · x[o·s + tap·d − pad] tap by tap in (kd, kh, kw) order, a row of
+ * valid columns at a time so the loop over ow vectorises. x, wt and y are one channel's. */
+PBL__INLINE void depthwise_body(const float *x, const conv_geom *g, const float *wt, float bias, float *y)
+{
+    const pbl__window *w = &g->win;
+    int64_t OW = g->OW, sw = w->stride[2], H = g->H, W = g->W;
+    for (int64_t i = 0; i < g->P; i++)
+        y[i] = bias;
+    for (int64_t kd = 0; kd < w->kernel[0]; kd++)
+        for (int64_t kh = 0; kh < w->kernel[1]; kh++)
+            for (int64_t kw = 0; kw < w->kernel[2]; kw++) {
+                float t = wt[(kd * w->kernel[1] + kh) * w->kernel[2] + kw];
+                int64_t off = kw * w->dilation[2] - w->pad[2], lo, hi;
+                valid_range(W, OW, sw, off, &lo, &hi);
+                for (int64_t od = 0; od < g->OD; od++) {
+                    int64_t id = od * w->stride[0] - w->pad[0] + kd * w->dilation[0];
+                    if (id < 0 || id >= g->D)
+                        continue;
+                    for (int64_t oh = 0; oh < g->OH; oh++) {
+                        int64_t ih = oh * w->stride[1] - w->pad[1] + kh * w->dilation[1];
+                        if (ih < 0 || ih >= H)
+                            continue;
+                        const float *xr = x + (id * H + ih) * W + off;
+                        float *yr = y + (od * g->OH + oh) * OW;
+                        if (sw == 1)
+                            for (int64_t ow = lo; ow < hi; ow++)
+                                yr[ow] += t * xr[ow];
+                        else
+                            for (int64_t ow = lo; ow < hi; ow++)
+                                yr[ow] += t * xr[ow * sw];
+                    }
+                }
+            }
+}
+PBL__LEVELS(depthwise, (const float *x, const conv_geom *g, const float *wt, float bias, float *y),
+            (x, g, wt, bias, y))
+
+static int is_depthwise(const conv_geom *g) { return g->Cg == 1 && g->Cog == 1; }
 
 static conv_geom conv_geom_of(const pbl__kargs *a, const pbl_shape *xs, const pbl_shape *ws, const pbl_shape *ys)
 {
@@ -121,7 +164,7 @@ static pbl_status col_get(const pbl__kargs *a, const char *op, const conv_geom *
 size_t pbl__cpu_conv2d_scratch(const pbl__kargs *a)
 {
     conv_geom g = geom_conv2d(a);
-    return is_direct(&g) ? 0 : col_bytes(&g);
+    return is_direct(&g) || is_depthwise(&g) ? 0 : col_bytes(&g);
 }
 
 size_t pbl__cpu_conv2d_grad_input_scratch(const pbl__kargs *a)
@@ -144,7 +187,7 @@ pbl_status pbl__cpu_conv2d(const pbl__kargs *a)
     int direct = is_direct(&g);
     float *col = NULL;
     pbl_status s;
-    if (!direct && (s = col_get(a, "conv2d", &g, &col)) != PBL_OK)
+    if (!direct && !is_depthwise(&g) && (s = col_get(a, "conv2d", &g, &col)) != PBL_OK)
         return s;
     const float *x = PBL__IN(a, 0), *wt = PBL__IN(a, 1), *b = a->n_in == 3 ? PBL__IN(a, 2) : NULL;
     float *y = PBL__OUT(a, 0);
@@ -153,6 +196,10 @@ pbl_status pbl__cpu_conv2d(const pbl__kargs *a)
         for (int64_t gi = 0; gi < g.G; gi++) {
             const float *xg = x + (n * g.C + gi * Cg) * g.S;
             float *yg = y + (n * g.Co + gi * Cog) * P;
+            if (is_depthwise(&g)) {
+                depthwise(xg, &g, wt + gi * K, b ? b[gi] : 0.0f, yg);
+                continue;
+            }
             if (!direct)
                 im2col(xg, &g, col);
             float beta = 0.0f;

@@ -5,6 +5,7 @@
 
 #include <math.h>
 
+#include "graph/base/cpu.h"
 #include "graph/ir/registry.h"
 #include "ops/shared/formulas.h"
 
@@ -32,6 +33,29 @@ void pbl__cpu_sigmoid_n(const float *x, float *y, int64_t n);
 #else
 #define PBL__HOT
 #endif
+
+/* PBL__LEVELS(name, (params), (args)): a void function `name` that runs name##_body (a static
+ * always_inline function of those params) compiled once per x86-64 level, AVX-512, AVX2 + FMA
+ * and the SSE2 baseline, choosing by pbl__cpu_level() (graph/base/cpu.h) at each call, so
+ * PEBBLE_CPU_LEVEL can force a lower one. Elsewhere: name##_body as compiled. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define PBL__LEVELS(name, params, args)                                                        \
+    __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma"))) static void name##_avx512 params \
+    {                                                                                          \
+        name##_body args;                                                                      \
+    }                                                                                          \
+    __attribute__((target("avx2,fma"))) static void name##_avx2 params { name##_body args; }   \
+    static void name##_base params { name##_body args; }                                       \
+    static void name params                                                                    \
+    {                                                                                          \
+        int l_ = pbl__cpu_level();                                                             \
+        (l_ == PBL__CPU_AVX512 ? name##_avx512 : l_ == PBL__CPU_AVX2 ? name##_avx2 : name##_base)args; \
+    }
+#else
+#define PBL__LEVELS(name, params, args) \
+    static void name params { name##_body args; }
+#endif
+#define PBL__INLINE static inline __attribute__((always_inline))
 
 /* Runs fn(ctx, lo, hi) over [0, n): split over a->par's threads when the loop holds at least
  * two parts of par->min_work units of work (n elements of `cost` units each; 1: a streaming

@@ -73,14 +73,51 @@ static void pool_win_of(const pool_geom *g, const int64_t o[3], pool_win *pw)
         pw->count = padded;
 }
 
+/* n outputs y[0..n) along the last slot whose taps there all lie inside x: pw is the window
+ * of the first (its ranges in the other slots and its count hold for all n), s the stride.
+ * Each tap in window order is a pass over the row, so the loop over the outputs vectorises
+ * (strided loads when s > 1); every output still sees its taps in the same order as one
+ * output at a time would: the same max, the same sum bits. */
+PBL__INLINE void pool_row_body(const float *xb, const pool_win *pw, int64_t K, int64_t s, int64_t n, int is_max,
+                               float *y)
+{
+    for (int64_t j = 0; j < n; j++)
+        y[j] = is_max ? -FLT_MAX : 0.0f;
+    for (int64_t kd = pw->lo[0]; kd < pw->hi[0]; kd++)
+        for (int64_t kh = pw->lo[1]; kh < pw->hi[1]; kh++)
+            for (int64_t kw = 0; kw < K; kw++) {
+                const float *xr = xb + kd * pw->step[0] + kh * pw->step[1] + kw * pw->step[2];
+                if (is_max)
+                    for (int64_t j = 0; j < n; j++) {
+                        float v = xr[j * s];
+                        y[j] = v > y[j] ? v : y[j];
+                    }
+                else
+                    for (int64_t j = 0; j < n; j++)
+                        y[j] += xr[j * s];
+            }
+    if (!is_max)
+        for (int64_t j = 0; j < n; j++)
+            y[j] = pw->count ? y[j] / (float)pw->count : 0.0f;
+}
+PBL__LEVELS(pool_row, (const float *xb, const pool_win *pw, int64_t K, int64_t s, int64_t n, int is_max, float *y),
+            (xb, pw, K, s, n, is_max, y))
+
 /* x[N,C,d...] -> y[N,C,o...]: each output the max or mean of the window's taps that fall
  * inside x (the shape rule keeps every window overlapping x). Tap ranges are found per
- * output, so the inner loops have no bounds tests. */
+ * output, so the inner loops have no bounds tests; the outputs of a row whose taps along the
+ * last dim all lie inside x go together (pool_row, per CPU level), the edges one by one. */
 static pbl_status pool(const pbl__kargs *a, int is_max)
 {
     pool_geom g = pool_geom_of(a, &a->in_meta[0].shape, &a->out_meta[0].shape);
     const float *x = PBL__IN(a, 0);
     float *y = PBL__OUT(a, 0);
+    /* the interior of the last slot: o·s − pad ≥ 0 and o·s − pad + (K − 1)·d < in */
+    const pbl__window *w = &g.w;
+    int64_t s = w->stride[2], K = w->kernel[2], last = g.in[2] - 1 - (K - 1) * w->dilation[2] + w->pad[2];
+    int64_t in_hi = last < 0 ? 0 : last / s + 1, in_lo = (w->pad[2] + s - 1) / s;
+    in_hi = in_hi < g.out[2] ? in_hi : g.out[2];
+    in_lo = in_lo < in_hi ? in_lo : in_hi;
     for (int64_t nc = 0; nc < g.NC; nc++) {
         const float *xp = x + nc * g.S;
         float *yp = y + nc * g.OS;
@@ -91,6 +128,12 @@ static pbl_status pool(const pbl__kargs *a, int is_max)
                     pool_win pw;
                     pool_win_of(&g, o, &pw);
                     const float *xb = xp + pw.base;
+                    if (o[2] == in_lo && in_hi > in_lo) {
+                        pool_row(xb, &pw, K, s, in_hi - in_lo, is_max, yp + i);
+                        i += in_hi - in_lo - 1;
+                        o[2] = in_hi - 1;
+                        continue;
+                    }
                     float m = -FLT_MAX, sum = 0.0f;
                     for (int64_t kd = pw.lo[0]; kd < pw.hi[0]; kd++)
                         for (int64_t kh = pw.lo[1]; kh < pw.hi[1]; kh++)
