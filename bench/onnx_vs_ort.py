@@ -2,8 +2,11 @@
 """pebble run against ONNX Runtime on the same ONNX models, inputs and thread count.
 
 Exports an MLP (784-512-512-10, Linear+ReLU) and a small CNN (two Conv3x3+ReLU+MaxPool2
-blocks, then Linear) with torch.onnx at fixed batch sizes, writes one seeded input per model
-and batch, then runs each engine in its own process:
+blocks, then Linear), and issue 17's real exports (bench/onnx_exports.py: mlp_ln, the MLP with
+LayerNorm/GELU/Dropout; torchvision mobilenet_v2, resnet18, squeezenet1_1 at [1, 3, 224, 224];
+a 2-layer nn.TransformerEncoder) with torch.onnx at fixed batch sizes (the MLPs at every
+--batches, the others at 1), writes one seeded input per model and batch, then runs each
+engine in its own process:
 
   pebble   `pebble run MODEL --input NAME=x.npy --threads T --warmup W --repeat R --format json`:
            latency is pbl_exec_run's wall time per call (C, clock_gettime), peak memory the
@@ -19,7 +22,9 @@ Peak memory is VmHWM, not getrusage's ru_maxrss: on Linux ru_maxrss keeps the pe
 process that exec'd the program (this driver, with torch loaded: ~600 MiB), VmHWM only the
 program's own address space.
 
-Outputs are compared (max |pebble - ORT|, max |pebble - torch|). Prints one table.
+Outputs are compared (max |pebble - ORT|, max |pebble - torch|). Prints one table, headed by the
+CPU, its vector extensions and the kernel level pebble used (`path`: pbl_cpu_kernels; --cpu-level
+forces a lower one through PEBBLE_CPU_LEVEL). A model pebble refuses is listed with its message.
 """
 import argparse
 import json
@@ -31,29 +36,50 @@ import tempfile
 import time
 
 
-def export_models(out_dir, batches):
+ALL_MODELS = ("mlp", "cnn", "mlp_ln", "mobilenet_v2", "resnet18", "squeezenet1_1", "transformer")
+
+
+def export_models(out_dir, batches, names):
+    """The models of `names` as ONNX files with one seeded input each. mlp and cnn are this
+    script's own; the others are bench/onnx_exports.py's (issue 17's real exports: mlp_ln is its
+    MLP with LayerNorm/GELU/Dropout). The MLPs run at every batch of `batches`, the others at 1."""
     import numpy as np
     import torch
 
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import onnx_exports
+
     torch.manual_seed(0)
-    mlp = torch.nn.Sequential(
-        torch.nn.Linear(784, 512), torch.nn.ReLU(),
-        torch.nn.Linear(512, 512), torch.nn.ReLU(),
-        torch.nn.Linear(512, 10)).eval()
-    cnn = torch.nn.Sequential(
-        torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Flatten(), torch.nn.Linear(16 * 7 * 7, 10)).eval()
+    own = {
+        "mlp": (torch.nn.Sequential(
+            torch.nn.Linear(784, 512), torch.nn.ReLU(),
+            torch.nn.Linear(512, 512), torch.nn.ReLU(),
+            torch.nn.Linear(512, 10)).eval(), (784,)),
+        "cnn": (torch.nn.Sequential(
+            torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+            torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+            torch.nn.Flatten(), torch.nn.Linear(16 * 7 * 7, 10)).eval(), (1, 28, 28)),
+    }
+    if hasattr(torch.backends, "mha"):  # nn.TransformerEncoder's fused eval path has no export
+        torch.backends.mha.set_fastpath_enabled(False)
     cases = []
     rng = np.random.default_rng(1234)
-    for name, model, shape in (("mlp", mlp, (784,)), ("cnn", cnn, (1, 28, 28))):
-        for b in batches:
-            x = rng.standard_normal((b,) + shape).astype(np.float32)
+    for name in names:
+        if name in own:
+            model, shape = own[name]
+            runs = [(b, rng.standard_normal((b,) + shape).astype(np.float32)) for b in batches]
+        else:
+            model, x0 = onnx_exports.build("mlp" if name == "mlp_ln" else name, torch)
+            if name == "mlp_ln":
+                runs = [(b, rng.standard_normal((b, 784)).astype(np.float32)) for b in batches]
+            else:
+                runs = [(int(x0.shape[0]), x0.numpy())]
+        for b, x in runs:
             path = os.path.join(out_dir, f"{name}_b{b}.onnx")
             with torch.no_grad():
-                torch.onnx.export(model, (torch.from_numpy(x),), path, input_names=["x"],
-                                  output_names=["y"], opset_version=17, dynamo=False)
                 ref = model(torch.from_numpy(x)).numpy()
+            torch.onnx.export(model, (torch.from_numpy(x),), path, input_names=["x"],
+                              output_names=["y"], opset_version=17, dynamo=False)
             xp = os.path.join(out_dir, f"{name}_b{b}_x.npy")
             np.save(xp, x)
             cases.append({"model": name, "batch": b, "onnx": path, "x": xp, "torch": ref})
@@ -103,7 +129,9 @@ def ort_worker(args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pebble", required=False, help="the pebble program")
-    ap.add_argument("--batches", default="1,64")
+    ap.add_argument("--batches", default="1,64", help="the MLPs' batch sizes (the others run at batch 1)")
+    ap.add_argument("--models", default=",".join(ALL_MODELS), help="a subset of " + ",".join(ALL_MODELS))
+    ap.add_argument("--cpu-level", help="PEBBLE_CPU_LEVEL for pebble's runs (baseline, avx2, avx512)")
     ap.add_argument("--threads", default="1")
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--repeat", type=int, default=200)
@@ -123,7 +151,15 @@ def main():
     threads = [int(t) for t in args.threads.split(",")]
     work = args.keep or tempfile.mkdtemp(prefix="pebble_onnx_vs_ort_")
     os.makedirs(work, exist_ok=True)
-    cases = export_models(work, batches)
+    names = [m for m in args.models.split(",") if m]
+    unknown = [m for m in names if m not in ALL_MODELS]
+    if unknown:
+        raise SystemExit(f"onnx_vs_ort: unknown model(s) {', '.join(unknown)}; known: {', '.join(ALL_MODELS)}")
+    cases = export_models(work, batches, names)
+    penv = dict(os.environ)
+    if args.cpu_level:
+        penv["PEBBLE_CPU_LEVEL"] = args.cpu_level
+    cpu = "?"
     rows = []
     for c in cases:
         for t in threads:
@@ -133,12 +169,13 @@ def main():
             pdir = os.path.join(work, tag + "_pebble")
             cmd = [args.pebble, "run", c["onnx"], "--input", "x=" + c["x"], "--threads", str(t),
                    "--warmup", str(args.warmup), "--repeat", str(args.repeat), "--output-dir", pdir, "--format", "json"]
-            p = subprocess.run(cmd, capture_output=True, text=True)
+            p = subprocess.run(cmd, capture_output=True, text=True, env=penv)
             if p.returncode == 0:
                 pj = json.loads(p.stdout)
                 py = np.load(os.path.join(pdir, "y.npy"))
                 row["pebble"] = {"latency_ms": pj["latency_ms"], "peak_rss_kib": pj["peak_rss_kib"],
-                                 "arena_bytes": pj["arena_bytes"]}
+                                 "arena_bytes": pj["arena_bytes"], "kernels": pj.get("cpu_kernels", "?")}
+                cpu = pj.get("cpu", cpu)
             else:
                 py = None
                 msg = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else f"exit {p.returncode}"
@@ -158,11 +195,12 @@ def main():
                 row["pebble_vs_torch"] = float(np.max(np.abs(py - c["torch"])))
             rows.append(row)
     if args.format == "json":
-        print(json.dumps({"onnxruntime": ort.__version__, "rows": rows}, indent=1))
+        print(json.dumps({"onnxruntime": ort.__version__, "cpu": cpu, "rows": rows}, indent=1))
         return
     print(f"pebble run vs ONNX Runtime {ort.__version__} (CPU), warmup {args.warmup}, {args.repeat} timed runs; "
           "latency = median (min) per inference; peak = VmHWM of each process")
-    print(f"{'model':<5} {'batch':>5} {'thr':>3} | {'pebble ms':>18} {'ORT ms':>18} {'speedup':>7} | "
+    print(f"CPU: {cpu}")
+    print(f"{'model':<13} {'batch':>5} {'thr':>3} {'path':<8} | {'pebble ms':>18} {'ORT ms':>18} {'speedup':>7} | "
           f"{'pebble MiB':>10} {'ORT MiB':>8} {'ORT-floor':>9} | {'max|peb-ORT|':>12} {'max|peb-torch|':>14}")
     for r in rows:
         o = r["ort"]
@@ -170,13 +208,13 @@ def main():
         ot = f"{om:.4f} ({o['latency_ms']['min']:.4f})"
         if "error" in r["pebble"]:
             state = "planned only" if r["pebble"]["planned_only"] else "error"
-            print(f"{r['model']:<5} {r['batch']:>5} {r['threads']:>3} | {state:>18} {ot:>18} {'-':>7} | "
+            print(f"{r['model']:<13} {r['batch']:>5} {r['threads']:>3} {'-':<8} | {state:>18} {ot:>18} {'-':>7} | "
                   f"{'-':>10} {orss:>8.1f} {ofl:>9.1f} | {'-':>12} {'-':>14}   ({r['pebble']['error'][:90]})")
             continue
         p = r["pebble"]
         pm, prss = p["latency_ms"]["median"], p["peak_rss_kib"] / 1024
         pt = f"{pm:.4f} ({p['latency_ms']['min']:.4f})"
-        print(f"{r['model']:<5} {r['batch']:>5} {r['threads']:>3} | {pt:>18} {ot:>18} {om / pm:>6.2f}x | "
+        print(f"{r['model']:<13} {r['batch']:>5} {r['threads']:>3} {p['kernels']:<8} | {pt:>18} {ot:>18} {om / pm:>6.2f}x | "
               f"{prss:>10.1f} {orss:>8.1f} {ofl:>9.1f} | {r['pebble_vs_ort']:>12.3g} {r['pebble_vs_torch']:>14.3g}")
     print("speedup: ORT median / pebble median (above 1: pebble faster). ORT-floor: ORT's peak minus its process's peak before the session was created (interpreter, numpy, "
           "onnxruntime import). Work files: " + work)
