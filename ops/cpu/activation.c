@@ -6,120 +6,112 @@
 #include "graph/base/cpu.h"
 #include "ops/cpu/kernels.h"
 
-/* ---- tanh and sigmoid, 8 floats at a time ------------------------------------------------
+/* ---- tanh and sigmoid, a vector at a time ------------------------------------------------
  * libm's tanhf and expf are one element per call; these are branch-free over GCC/Clang vector
- * types (8 floats: two xmm with SSE2, one ymm with AVX2 or AVX-512), compiled once per level
- * (graph/base/cpu.h) and picked at run time. exp is Cephes' expf scheme: n = round(x·log2 e),
- * r = x − n·ln 2 (ln 2 in two parts), a degree-6 polynomial, then 2^n put in the exponent
- * bits; within 2 ulp. tanh: |x| < 0.625 an odd polynomial (Cephes' tanhf), else
- * 1 − 2/(e^{2|x|} + 1) with x's sign; sigmoid 1/(1 + e^{−x}) for x ≥ 0, e^{x}/(1 + e^{x}) below,
- * so e never overflows. Within a few ulp of the exact values (test/test_cpu_levels.c). */
+ * types as wide as each level's registers (4 floats with SSE2, 8 with AVX2, 16 with AVX-512),
+ * compiled once per level (graph/base/cpu.h) and picked at run time. exp is Cephes' expf
+ * scheme: n = round(x·log2 e), r = x − n·ln 2 (ln 2 in two parts), a degree-6 polynomial,
+ * then 2^n put in the exponent bits; within 2 ulp. tanh: |x| < 0.625 an odd polynomial
+ * (Cephes' tanhf), else 1 − 2/(e^{2|x|} + 1) with x's sign; sigmoid 1/(1 + e^{−x}) for x ≥ 0,
+ * e^{x}/(1 + e^{x}) below, so e never overflows. Every level computes the same expressions
+ * (no contraction into FMAs under -std=c11), so all give the same bits; within a few ulp of
+ * the exact values (test/test_cpu_levels.c). */
 #if defined(__GNUC__) || defined(__clang__)
-#define ACT_VEC 1
-#if !defined(__clang__)
-/* the helpers below pass 32-byte vectors by value, but are always inlined: no ABI is crossed */
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
-typedef float   v8f __attribute__((vector_size(32)));
-typedef int32_t v8i __attribute__((vector_size(32)));
 
-#define V8(c) ((v8f){ c, c, c, c, c, c, c, c })
-#define I8(c) ((v8i){ c, c, c, c, c, c, c, c })
-
-/* m (all bits set or clear per lane) ? a : b */
-__attribute__((always_inline)) static inline v8f vsel(v8i m, v8f a, v8f b)
-{
-    return (v8f)((m & (v8i)a) | (~m & (v8i)b));
-}
-
-__attribute__((always_inline)) static inline v8f vexp(v8f x)
-{
-    x = vsel(x < V8(-87.33654f), V8(-87.33654f), x);
-    x = vsel(x > V8(88.37626f), V8(88.37626f), x);
-    /* round to nearest: adding 1.5·2^23 leaves n in the low mantissa bits */
-    v8f t = x * V8(1.44269504088896341f) + V8(12582912.0f);
-    v8i n = (v8i)t - I8(0x4B400000);
-    v8f nf = t - V8(12582912.0f);
-    v8f r = x - nf * V8(0.693359375f) - nf * V8(-2.12194440e-4f);
-    v8f p = V8(1.9875691500e-4f);
-    p = p * r + V8(1.3981999507e-3f);
-    p = p * r + V8(8.3334519073e-3f);
-    p = p * r + V8(4.1665795894e-2f);
-    p = p * r + V8(1.6666665459e-1f);
-    p = p * r + V8(5.0000001201e-1f);
-    v8f y = p * (r * r) + r + V8(1.0f);
-    return y * (v8f)((n + I8(127)) << 23);
-}
-
-__attribute__((always_inline)) static inline v8f vtanh(v8f x)
-{
-    v8i sign = (v8i)x & I8((int32_t)0x80000000u);
-    v8f a = (v8f)((v8i)x & I8(0x7FFFFFFF));
-    v8f z = x * x;
-    v8f p = V8(-5.70498872745e-3f);
-    p = p * z + V8(2.06390887954e-2f);
-    p = p * z + V8(-5.37397155531e-2f);
-    p = p * z + V8(1.33314422036e-1f);
-    p = p * z + V8(-3.33332819422e-1f);
-    v8f small = p * z * x + x;
-    v8f e = vexp(V8(2.0f) * vsel(a < V8(9.0f), a, V8(9.0f)));
-    v8f big = (v8f)((v8i)(V8(1.0f) - V8(2.0f) / (e + V8(1.0f))) | sign);
-    v8f y = vsel(a < V8(0.625f), small, big);
-    return vsel(x != x, x, y); /* NaN stays NaN */
-}
-
-__attribute__((always_inline)) static inline v8f vsigmoid(v8f x)
-{
-    v8f a = (v8f)((v8i)x & I8(0x7FFFFFFF));
-    v8f e = vexp(-a);
-    v8f q = V8(1.0f) / (V8(1.0f) + e);
-    return vsel(x >= V8(0.0f), q, e * q);
-}
-
-/* y[i] = f(x[i]) for i < n, 8 at a time; the last n % 8 through a buffer. y may be x. */
-#define VEC_LOOP(f, x, y, n)                                          \
-    do {                                                              \
-        int64_t i_ = 0;                                               \
-        for (; i_ + 8 <= (n); i_ += 8) {                              \
-            v8f v_;                                                   \
-            memcpy(&v_, (x) + i_, sizeof v_);                         \
-            v_ = f(v_);                                               \
-            memcpy((y) + i_, &v_, sizeof v_);                         \
-        }                                                             \
-        if (i_ < (n)) {                                               \
-            float b_[8] = { 0 };                                      \
-            memcpy(b_, (x) + i_, (size_t)((n) - i_) * sizeof *b_);    \
-            v8f v_;                                                   \
-            memcpy(&v_, b_, sizeof v_);                               \
-            v_ = f(v_);                                               \
-            memcpy(b_, &v_, sizeof v_);                               \
-            memcpy((y) + i_, b_, (size_t)((n) - i_) * sizeof *b_);    \
-        }                                                             \
-    } while (0)
-
-/* one function per level: the same body, compiled for each target */
-#if defined(__x86_64__)
-#define ACT_LEVELS(name, f)                                                                              \
-    __attribute__((target("avx512f,avx2,fma"))) static void name##_avx512(const float *x, float *y, int64_t n) \
-    {                                                                                                    \
-        VEC_LOOP(f, x, y, n);                                                                            \
-    }                                                                                                    \
-    __attribute__((target("avx2,fma"))) static void name##_avx2(const float *x, float *y, int64_t n)     \
-    {                                                                                                    \
-        VEC_LOOP(f, x, y, n);                                                                            \
-    }                                                                                                    \
-    static void name##_base(const float *x, float *y, int64_t n) { VEC_LOOP(f, x, y, n); }               \
-    void pbl__cpu_##name##_n(const float *x, float *y, int64_t n)                                        \
-    {                                                                                                    \
-        int l = pbl__cpu_level();                                                                        \
-        (l == PBL__CPU_AVX512 ? name##_avx512 : l == PBL__CPU_AVX2 ? name##_avx2 : name##_base)(x, y, n); \
+/* One level's functions, suffix S, over vectors of W floats (VF) and ints (VI); ATTR holds
+ * the level's target attribute, so no vector crosses a function boundary of a narrower ISA. */
+#define ACT_VECTOR_LEVEL(S, W, ATTR)                                                              \
+    typedef float   vf##S __attribute__((vector_size(4 * (W))));                                  \
+    typedef int32_t vi##S __attribute__((vector_size(4 * (W))));                                  \
+    ATTR __attribute__((always_inline)) static inline vf##S vsel##S(vi##S m, vf##S a, vf##S b)    \
+    {                                                                                             \
+        return (vf##S)((m & (vi##S)a) | (~m & (vi##S)b));                                        \
+    }                                                                                             \
+    ATTR __attribute__((always_inline)) static inline vf##S vexp##S(vf##S x)                      \
+    {                                                                                             \
+        const vf##S z = { 0 };                                                                    \
+        x = vsel##S(x < z - 87.33654f, z - 87.33654f, x);                                         \
+        x = vsel##S(x > z + 88.37626f, z + 88.37626f, x);                                         \
+        /* round to nearest: adding 1.5·2^23 leaves n in the low mantissa bits */                 \
+        vf##S t = x * 1.44269504088896341f + 12582912.0f;                                         \
+        vi##S n = (vi##S)t - 0x4B400000;                                                          \
+        vf##S nf = t - 12582912.0f;                                                               \
+        vf##S r = x - nf * 0.693359375f - nf * -2.12194440e-4f;                                   \
+        vf##S p = z + 1.9875691500e-4f;                                                           \
+        p = p * r + 1.3981999507e-3f;                                                             \
+        p = p * r + 8.3334519073e-3f;                                                             \
+        p = p * r + 4.1665795894e-2f;                                                             \
+        p = p * r + 1.6666665459e-1f;                                                             \
+        p = p * r + 5.0000001201e-1f;                                                             \
+        vf##S y = p * (r * r) + r + 1.0f;                                                         \
+        return y * (vf##S)((n + 127) << 23);                                                      \
+    }                                                                                             \
+    ATTR __attribute__((always_inline)) static inline vf##S vtanh##S(vf##S x)                     \
+    {                                                                                             \
+        const vf##S z = { 0 };                                                                    \
+        vi##S sign = (vi##S)x & (int32_t)0x80000000u;                                             \
+        vf##S a = (vf##S)((vi##S)x & 0x7FFFFFFF);                                                 \
+        vf##S x2 = x * x;                                                                         \
+        vf##S p = z - 5.70498872745e-3f;                                                          \
+        p = p * x2 + 2.06390887954e-2f;                                                           \
+        p = p * x2 - 5.37397155531e-2f;                                                           \
+        p = p * x2 + 1.33314422036e-1f;                                                           \
+        p = p * x2 - 3.33332819422e-1f;                                                           \
+        vf##S small = p * x2 * x + x;                                                             \
+        vf##S e = vexp##S(2.0f * vsel##S(a < z + 9.0f, a, z + 9.0f));                             \
+        vf##S big = (vf##S)((vi##S)(1.0f - 2.0f / (e + 1.0f)) | sign);                            \
+        vf##S y = vsel##S(a < z + 0.625f, small, big);                                            \
+        return vsel##S(x != x, x, y); /* NaN stays NaN */                                         \
+    }                                                                                             \
+    ATTR __attribute__((always_inline)) static inline vf##S vsigmoid##S(vf##S x)                  \
+    {                                                                                             \
+        const vf##S z = { 0 };                                                                    \
+        vf##S a = (vf##S)((vi##S)x & 0x7FFFFFFF);                                                 \
+        vf##S e = vexp##S(-a);                                                                    \
+        vf##S q = 1.0f / (1.0f + e);                                                              \
+        return vsel##S(x >= z, q, e * q);                                                         \
+    }                                                                                             \
+    /* y[i] = f(x[i]) for i < n, W at a time; the last n % W through a buffer. y may be x. */     \
+    ATTR static void tanh##S(const float *x, float *y, int64_t n)                                 \
+    {                                                                                             \
+        ACT_LOOP(vtanh##S, vf##S, W);                                                             \
+    }                                                                                             \
+    ATTR static void sigmoid##S(const float *x, float *y, int64_t n)                              \
+    {                                                                                             \
+        ACT_LOOP(vsigmoid##S, vf##S, W);                                                          \
     }
+
+#define ACT_LOOP(f, VF, W)                                                \
+    int64_t i_ = 0;                                                       \
+    for (; i_ + (W) <= n; i_ += (W)) {                                    \
+        VF v_;                                                            \
+        memcpy(&v_, x + i_, sizeof v_);                                   \
+        v_ = f(v_);                                                       \
+        memcpy(y + i_, &v_, sizeof v_);                                   \
+    }                                                                     \
+    if (i_ < n) {                                                         \
+        float b_[W] = { 0 };                                              \
+        memcpy(b_, x + i_, (size_t)(n - i_) * sizeof *b_);                \
+        VF v_;                                                            \
+        memcpy(&v_, b_, sizeof v_);                                       \
+        v_ = f(v_);                                                       \
+        memcpy(b_, &v_, sizeof v_);                                       \
+        memcpy(y + i_, b_, (size_t)(n - i_) * sizeof *b_);                \
+    }
+
+#define ACT_NO_ATTR
+ACT_VECTOR_LEVEL(_base, 4, ACT_NO_ATTR)
+#if defined(__x86_64__)
+ACT_VECTOR_LEVEL(_avx2, 8, __attribute__((target("avx2,fma"))))
+ACT_VECTOR_LEVEL(_avx512, 16, __attribute__((target("avx512f,avx2,fma"))))
+#define ACT_PICK(name) \
+    (pbl__cpu_level() == PBL__CPU_AVX512 ? name##_avx512 : pbl__cpu_level() == PBL__CPU_AVX2 ? name##_avx2 : name##_base)
 #else
-#define ACT_LEVELS(name, f) \
-    void pbl__cpu_##name##_n(const float *x, float *y, int64_t n) { VEC_LOOP(f, x, y, n); }
+#define ACT_PICK(name) name##_base
 #endif
-ACT_LEVELS(tanh, vtanh)
-ACT_LEVELS(sigmoid, vsigmoid)
+
+void pbl__cpu_tanh_n(const float *x, float *y, int64_t n) { ACT_PICK(tanh)(x, y, n); }
+void pbl__cpu_sigmoid_n(const float *x, float *y, int64_t n) { ACT_PICK(sigmoid)(x, y, n); }
 #else
 void pbl__cpu_tanh_n(const float *x, float *y, int64_t n)
 {
