@@ -6,7 +6,9 @@
  * the layout the CPU kernel (ops/cpu/fully_connected_packed.c) streams: one 64-byte row of a
  * panel per k, loaded once and used by every row of x. The ONNX loader repacks a Gemm's
  * constant weights into it at load time (ONNX Runtime's MLAS prepacks its weights likewise),
- * so an inference never repacks w the way a BLAS sgemm call does on every call.
+ * so an inference never repacks w the way a BLAS sgemm call does on every call; it does so
+ * only where the packed kernel beat sgemm when measured on the kernel level in use
+ * (pack_wins in graph/io/onnx_ops.c).
  * Attribute `out` is N. Inference only: not differentiable.
  */
 #include "ops/cpu/kernels.h"
