@@ -2,8 +2,11 @@
 """Real PyTorch exports through pebble and ONNX Runtime: do they load, and do they agree?
 
 Exports, with seeded random weights (batch-norm running statistics and affine parameters
-randomised too, so activations neither vanish nor blow up), with torch.onnx.export
-(TorchScript exporter, opset 17, eval mode):
+randomised too, so activations neither vanish nor blow up), in eval mode, with each of
+torch.onnx.export's two exporters (--exporters): `torchscript` (dynamo=False, opset 17: the
+Shape/Gather/Concat chains, Erf-form GELU, inline weights) and `dynamo` (the torch.export-based
+exporter, PyTorch's default since 2.9: opset 18+, Gelu and LayerNormalization ops, weights as
+external data in MODEL.onnx.data beside the model):
 
   mobilenet_v2    torchvision, x [1, 3, 224, 224]
   resnet18        torchvision, x [1, 3, 224, 224]
@@ -87,6 +90,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pebble", required=True, help="the pebble program")
     ap.add_argument("--models", default=",".join(MODELS), help="a comma-separated subset of " + ",".join(MODELS))
+    ap.add_argument("--exporters", default="torchscript,dynamo",
+                    help="a comma-separated subset of torchscript,dynamo (default both; dynamo needs onnxscript)")
     ap.add_argument("--keep", help="write the models and tensors here (default: a temporary directory)")
     ap.add_argument("--strict", action="store_true", help="fail unless every model loads and agrees")
     ap.add_argument("--format", choices=["table", "json"], default="table")
@@ -95,6 +100,10 @@ def main():
     bad = [m for m in names if m not in MODELS]
     if bad:
         print(f"onnx_exports: unknown model(s) {', '.join(bad)}; known: {', '.join(MODELS)}", file=sys.stderr)
+        return 2
+    exporters = [e for e in args.exporters.split(",") if e]
+    if not exporters or any(e not in ("torchscript", "dynamo") for e in exporters):
+        print(f"onnx_exports: --exporters: a list of torchscript,dynamo, got '{args.exporters}'", file=sys.stderr)
         return 2
 
     import numpy as np
@@ -105,11 +114,12 @@ def main():
     work = args.keep or tempfile.mkdtemp(prefix="pebble_onnx_exports_")
     os.makedirs(work, exist_ok=True)
     rows = []
-    for name in names:
-        row = {"model": name, "export": "-", "ort_vs_torch": None, "pebble": "-", "agree": "-", "max_err": None,
+    for name, exporter in [(n, e) for n in names for e in exporters]:
+        row = {"model": name, "exporter": exporter, "export": "-", "ort_vs_torch": None, "pebble": "-", "agree": "-", "max_err": None,
                "allowed": None, "error": ""}
         rows.append(row)
-        path = os.path.join(work, name + ".onnx")
+        stem = f"{name}_{exporter}"
+        path = os.path.join(work, stem + ".onnx")
         try:
             model, x = build(name, torch)
             with torch.no_grad():
@@ -118,14 +128,18 @@ def main():
             # fast path (aten::_transformer_encoder_layer_fwd) has no ONNX export
             if hasattr(torch.backends, "mha"):
                 torch.backends.mha.set_fastpath_enabled(False)
-            torch.onnx.export(model, (x,), path, input_names=["x"], output_names=["y"], opset_version=17,
-                              dynamo=False)
+            if exporter == "torchscript":
+                torch.onnx.export(model, (x,), path, input_names=["x"], output_names=["y"], opset_version=17,
+                                  dynamo=False)
+            else:
+                torch.onnx.export(model, (x,), path, input_names=["x"], output_names=["y"], dynamo=True,
+                                  external_data=True, verbose=False)
             row["export"] = "ok"
         except Exception as e:  # an exporter failure is reported, not fatal
             row["export"] = "failed"
             row["error"] = f"export: {type(e).__name__}: {first_line(str(e))}"
             continue
-        xp, yp = os.path.join(work, name + "_x.npy"), os.path.join(work, name + "_ort.npy")
+        xp, yp = os.path.join(work, stem + "_x.npy"), os.path.join(work, stem + "_ort.npy")
         np.save(xp, x.numpy())
         so = ort.SessionOptions()
         so.intra_op_num_threads = 1
@@ -135,7 +149,7 @@ def main():
         row["ort_vs_torch"] = float(np.max(np.abs(want - ref)))
         atol = 1e-4 * float(np.max(np.abs(want)))
         row["allowed"] = f"1e-3·|y| + {atol:.3g}"
-        out = os.path.join(work, name + "_pebble")
+        out = os.path.join(work, stem + "_pebble")
         cmd = [args.pebble, "run", path, "--input", "x=" + xp, "--threads", "1", "--expect", "y=" + yp,
                "--rtol", "1e-3", "--atol", repr(atol), "--output-dir", out]
         p = subprocess.run(cmd, capture_output=True, text=True)
@@ -158,11 +172,11 @@ def main():
     else:
         print(f"real exports: torch {torch.__version__}, ONNX Runtime {ort.__version__}; pebble run --expect with "
               f"rtol 1e-3, atol 1e-4 x max|y_ORT|; work files: {work}")
-        print(f"{'model':<14} {'export':<7} {'ORT-torch':>9} {'pebble':<8} {'agree':<5} {'max|peb-ORT|':>12}  first error")
+        print(f"{'model':<14} {'exporter':<11} {'export':<7} {'ORT-torch':>9} {'pebble':<8} {'agree':<5} {'max|peb-ORT|':>12}  first error")
         for r in rows:
             ot = f"{r['ort_vs_torch']:.2g}" if r["ort_vs_torch"] is not None else "-"
             me = f"{r['max_err']:.3g}" if r["max_err"] is not None else "-"
-            print(f"{r['model']:<14} {r['export']:<7} {ot:>9} {r['pebble']:<8} {r['agree']:<5} {me:>12}  "
+            print(f"{r['model']:<14} {r['exporter']:<11} {r['export']:<7} {ot:>9} {r['pebble']:<8} {r['agree']:<5} {me:>12}  "
                   f"{r['error'][:160]}")
         print(f"{sum(r['agree'] == 'yes' for r in rows)} of {len(rows)} agree; {len(not_run)} not run by pebble; "
               f"{len(loaded_bad)} run but disagree")
