@@ -523,6 +523,7 @@ static const pbl__onnx_op_table *const op_tables[] = {
     &pbl__onnx_ops_core,
     &pbl__onnx_ops_nn,
     &pbl__onnx_ops_tensor,
+    &pbl__onnx_ops_math,
 };
 
 static const pbl__onnx_op *find_op(const Onnx__NodeProto *n)

@@ -64,9 +64,12 @@ pbl_status pbl__onnx_data_decode(const Onnx__TensorProto *t, pbl__mem *fmem, pbl
     if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
         return pbl__errf(err, errlen, PBL_ERR_UNSUPPORTED, "%s: external tensor data is not supported", what);
     if (type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT && type != ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE &&
-        type != ONNX__TENSOR_PROTO__DATA_TYPE__INT32 && type != ONNX__TENSOR_PROTO__DATA_TYPE__INT64)
+        type != ONNX__TENSOR_PROTO__DATA_TYPE__INT32 && type != ONNX__TENSOR_PROTO__DATA_TYPE__INT64 &&
+        type != ONNX__TENSOR_PROTO__DATA_TYPE__BOOL)
         return pbl__errf(err, errlen, PBL_ERR_UNSUPPORTED, "%s: element type %s (%d) is not supported "
-                    "(FLOAT, DOUBLE, INT32, INT64 are)", what, type_name(type), (int)type);
+                    "(FLOAT, DOUBLE, INT32, INT64, BOOL are)", what, type_name(type), (int)type);
+    /* BOOL is stored as one byte per element (raw) or in int32_data: integers 0/1 from here on */
+    int is_bool = type == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL;
     if (t->n_dims > PBL_MAX_DIMS)
         return pbl__errf(err, errlen, PBL_ERR_UNSUPPORTED, "%s: rank %zu is above pebble's limit of %d", what,
                     t->n_dims, PBL_MAX_DIMS);
@@ -83,8 +86,8 @@ pbl_status pbl__onnx_data_decode(const Onnx__TensorProto *t, pbl__mem *fmem, pbl
     if (numel == 0)
         return pbl__errf(err, errlen, PBL_ERR_UNSUPPORTED, "%s: empty tensors (a zero dim) are not supported", what);
     out->numel = numel;
-    out->is_int = type == ONNX__TENSOR_PROTO__DATA_TYPE__INT32 || type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
-    size_t esize = type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT || type == ONNX__TENSOR_PROTO__DATA_TYPE__INT32 ? 4 : 8;
+    out->is_int = type == ONNX__TENSOR_PROTO__DATA_TYPE__INT32 || type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 || is_bool;
+    size_t esize = is_bool ? 1 : type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT || type == ONNX__TENSOR_PROTO__DATA_TYPE__INT32 ? 4 : 8;
     size_t have;
     if (t->has_raw_data)
         have = t->raw_data.len / esize;
@@ -92,7 +95,7 @@ pbl_status pbl__onnx_data_decode(const Onnx__TensorProto *t, pbl__mem *fmem, pbl
         have = t->n_float_data;
     else if (type == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE)
         have = t->n_double_data;
-    else if (type == ONNX__TENSOR_PROTO__DATA_TYPE__INT32)
+    else if (type == ONNX__TENSOR_PROTO__DATA_TYPE__INT32 || is_bool)
         have = t->n_int32_data;
     else
         have = t->n_int64_data;
@@ -106,7 +109,9 @@ pbl_status pbl__onnx_data_decode(const Onnx__TensorProto *t, pbl__mem *fmem, pbl
         if (!out->ints)
             return pbl__errf(err, errlen, PBL_ERR_NOMEM, "%s: out of memory", what);
         for (int64_t i = 0; i < numel; i++) {
-            if (type == ONNX__TENSOR_PROTO__DATA_TYPE__INT32) {
+            if (is_bool) {
+                out->ints[i] = raw ? raw[i] != 0 : t->int32_data[i] != 0;
+            } else if (type == ONNX__TENSOR_PROTO__DATA_TYPE__INT32) {
                 int32_t v;
                 if (raw)
                     memcpy(&v, raw + 4 * i, 4); /* little-endian by the format; so is every host we build on */

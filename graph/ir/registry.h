@@ -4,6 +4,25 @@
 
 #include "graph/ir/op.h"
 
+/* The math family (ops/math.c), element-wise maps whose formulas are one table
+ * (ops/shared/math.h). The differentiable maps come with a gradient op each, named with
+ * S = _grad: unary <n>_grad (dy, x) -> dx, binary <n>_grad (dy, a, b) -> the full-shape
+ * gradient of input "wrt". The rest (comparisons, logic, where's condition) output or read
+ * int32 0/1. */
+#define PBL__MATH_UNARY_LIST(X, S)                                                 \
+    X(clip##S) X(leaky_relu##S) X(elu##S) X(selu##S) X(softplus##S)                \
+    X(softsign##S) X(hard_sigmoid##S) X(hard_swish##S) X(thresholded_relu##S)      \
+    X(shrink##S) X(gelu_tanh##S) X(erf##S) X(exp##S) X(log##S) X(sqrt##S)          \
+    X(neg##S) X(abs##S) X(reciprocal##S) X(sign##S) X(floor##S) X(ceil##S)         \
+    X(round##S) X(sin##S) X(cos##S)
+#define PBL__MATH_BINARY_LIST(X, S) X(pow##S) X(prelu##S) X(min##S) X(max##S)
+#define PBL__MATH_COMPARE_LIST(X) X(equal) X(less) X(greater) X(less_equal) X(greater_equal)
+#define PBL__MATH_LOGIC_LIST(X) X(logical_and) X(logical_or) X(logical_xor)
+#define PBL__MATH_OP_LIST(X)                                                       \
+    PBL__MATH_UNARY_LIST(X, ) PBL__MATH_UNARY_LIST(X, _grad)                       \
+    PBL__MATH_BINARY_LIST(X, ) PBL__MATH_BINARY_LIST(X, _grad)                     \
+    PBL__MATH_COMPARE_LIST(X) PBL__MATH_LOGIC_LIST(X) X(logical_not) X(where)
+
 /* Every op; each descriptor is defined in the ops/<family>.c file that owns it. */
 #define PBL__OP_LIST(X)                                                            \
     X(fully_connected) X(matmul)                                                   \
@@ -28,7 +47,8 @@
     X(fully_connected_grad_wb) X(matmul_act_grad)                                 \
     X(global_norm) X(clip_by_norm) X(batch_norm_update)                           \
     X(global_norm_grad) X(clip_by_norm_grad_norm)                               \
-    X(slice) X(slice_grad) X(pad) X(pad_grad) X(gather) X(gather_grad) X(cast)
+    X(slice) X(slice_grad) X(pad) X(pad_grad) X(gather) X(gather_grad) X(cast)     \
+    PBL__MATH_OP_LIST(X)
 
 enum {
 #define PBL__OP_ENUM(n) PBL__OP_##n,
