@@ -347,6 +347,69 @@ static void test_grad_activations(void **state)
     assert_int_equal(run_cases(cases, NCASES(cases), 14), 0);
 }
 
+/* ---- the math family (ops/math.c): every map with a gradient ------------------------------------ */
+
+static pbl_value op_node(pbl_graph *g, const char *op, const pbl_value *in, int32_t n, const char *name)
+{
+    pbl_value out[4] = { PBL_NONE, PBL_NONE, PBL_NONE, PBL_NONE };
+    pbl_node_desc d = { .op = op, .name = name, .inputs = in, .n_inputs = n };
+    return pbl_graph_add_node(g, &d, NULL, out) == PBL_OK ? out[0] : PBL_NONE;
+}
+
+/* log, sqrt and pow's base need positive inputs: abs or exp first (their gradients chain) */
+static pbl_value build_log_abs(pbl_graph *g, const pbl_value *in)
+{
+    pbl_value a = op_node(g, "abs", in, 1, "abs");
+    return op_node(g, "log", &a, 1, "f");
+}
+static pbl_value build_sqrt_abs(pbl_graph *g, const pbl_value *in)
+{
+    pbl_value a = op_node(g, "abs", in, 1, "abs");
+    return op_node(g, "sqrt", &a, 1, "f");
+}
+static pbl_value build_pow_exp(pbl_graph *g, const pbl_value *in)
+{
+    pbl_value a = op_node(g, "exp", in, 1, "exp");
+    return op_node(g, "pow", (pbl_value[]){ a, in[1] }, 2, "f");
+}
+
+static void test_grad_math(void **state)
+{
+    (void)state;
+    static const pbl_attr clip[] = { PBL_ATTR_FLOAT("min", -0.02), PBL_ATTR_FLOAT("max", 5.0) };
+    static const pbl_attr leaky[] = { PBL_ATTR_FLOAT("alpha", 0.1) };
+    static const pbl_attr elu[] = { PBL_ATTR_FLOAT("alpha", 0.7) };
+    static const pbl_attr thr[] = { PBL_ATTR_FLOAT("alpha", 0.0) };
+    static const pbl_attr shrink[] = { PBL_ATTR_FLOAT("lambd", 0.02), PBL_ATTR_FLOAT("bias", 0.1) };
+#define U(o_, a, n, amp_, min_) { .label = o_ " [3,5]", .op = o_, .n_in = 1, .shape = { PBL_SHAPE(3, 5) }, \
+                                  .attrs = a, .n_attrs = n, .amp = amp_, .min_abs = min_ }
+    /* kinks stay away from the inputs by more than h: |x| ≥ 0.05 where a map bends at 0 (clip's
+     * lower bound and shrink's ±lambd are 0.02), hard_sigmoid's and hard_swish's bends (±2.5,
+     * ±3) lie beyond the inputs, round's steps (±0.5) too; the steps' gradients are 0 */
+    const gcase cases[] = {
+        U("clip", clip, 2, 2, 0.05), U("leaky_relu", leaky, 1, 2, 0.05), U("elu", elu, 1, 2, 0.05),
+        U("selu", NULL, 0, 2, 0.05), U("softplus", NULL, 0, 3, 0), U("softsign", NULL, 0, 2, 0.05),
+        U("hard_sigmoid", NULL, 0, 2, 0), U("hard_swish", NULL, 0, 2.5, 0), U("thresholded_relu", thr, 1, 2, 0.05),
+        U("shrink", shrink, 2, 2, 0.05), U("gelu_tanh", NULL, 0, 3, 0), U("erf", NULL, 0, 2, 0),
+        U("exp", NULL, 0, 2, 0), U("neg", NULL, 0, 2, 0), U("abs", NULL, 0, 2, 0.05),
+        U("reciprocal", NULL, 0, 2, 0.5), U("sign", NULL, 0, 2, 0.05), U("floor", NULL, 0, 0.9, 0.05),
+        U("ceil", NULL, 0, 0.9, 0.05), U("round", NULL, 0, 0.4, 0), U("sin", NULL, 0, 3, 0), U("cos", NULL, 0, 3, 0),
+        { .label = "log(abs) [3,5]", .build = build_log_abs, .n_in = 1, .shape = { PBL_SHAPE(3, 5) }, .amp = 2, .min_abs = 0.5 },
+        { .label = "sqrt(abs) [3,5]", .build = build_sqrt_abs, .n_in = 1, .shape = { PBL_SHAPE(3, 5) }, .amp = 2, .min_abs = 0.5 },
+        { .label = "pow(exp a, b[4])", .build = build_pow_exp, .n_in = 2, .shape = { PBL_SHAPE(3, 4), PBL_SHAPE(4) } },
+        { .label = "pow a[2,3,4] b[3,1]", .build = build_pow_exp, .n_in = 2, .shape = { PBL_SHAPE(2, 3, 4), PBL_SHAPE(3, 1) } },
+        { .label = "prelu x[3,4] slope[4]", .op = "prelu", .n_in = 2, .shape = { PBL_SHAPE(3, 4), PBL_SHAPE(4) }, .min_abs = 0.05 },
+        { .label = "prelu x[2,3,4] slope[3,1]", .op = "prelu", .n_in = 2, .shape = { PBL_SHAPE(2, 3, 4), PBL_SHAPE(3, 1) },
+          .min_abs = 0.05 },
+        { .label = "min a[3,4] b[3,4]", .op = "min", .n_in = 2, .shape = { PBL_SHAPE(3, 4), PBL_SHAPE(3, 4) } },
+        { .label = "max a[3,4] b[4]", .op = "max", .n_in = 2, .shape = { PBL_SHAPE(3, 4), PBL_SHAPE(4) } },
+        { .label = "where c x y [3,4]", .op = "where", .n_in = 3, .shape = { PBL_SHAPE(3, 4), PBL_SHAPE(3, 4), PBL_SHAPE(3, 4) },
+          .dtype = { PBL_I32, PBL_F32, PBL_F32 }, .no_wrt = { 1, 0, 0 }, .int_hi = 2 },
+    };
+#undef U
+    assert_int_equal(run_cases(cases, NCASES(cases), 17), 0);
+}
+
 static void test_grad_losses(void **state)
 {
     (void)state;
@@ -1140,6 +1203,7 @@ int main(void)
         cmocka_unit_test(test_grad_binary),
         cmocka_unit_test(test_grad_activations),
         cmocka_unit_test(test_grad_losses),
+        cmocka_unit_test(test_grad_math),
         cmocka_unit_test(test_grad_reductions),
         cmocka_unit_test(test_grad_shape_ops),
         cmocka_unit_test(test_grad_norm_embedding),
