@@ -48,6 +48,7 @@
 #include <string.h>
 
 #include "pebble/pebble.h"
+#include "graph/ir/registry.h" /* the math family's list of unary maps */
 
 static pbl_backend_kind other = PBL_BACKEND_CUDA;
 static int failures;
@@ -445,6 +446,52 @@ static void run_cases(void)
         for (int streams = 1; streams <= 2; streams++)
             for (int graph = 0; graph <= 1; graph++)
                 compare_op(&cases[i], streams, graph);
+    /* The math family (ops/math.c, one formula table for both backends): every unary map and
+     * its gradient at the default attributes (log, sqrt, pow's base on positive inputs), the
+     * binary maps and their gradients with b broadcast, comparisons on 3 levels (ties for
+     * equal), logical_not and where on 0/1 ints. */
+    static const char *const math_unary[] = {
+#define PBL__NAME(n) #n,
+        PBL__MATH_UNARY_LIST(PBL__NAME, )
+#undef PBL__NAME
+    };
+    int nm = 0;
+    for (size_t i = 0; i < sizeof math_unary / sizeof math_unary[0]; i++) {
+        int pos = strcmp(math_unary[i], "log") == 0 || strcmp(math_unary[i], "sqrt") == 0;
+        char grad[64];
+        snprintf(grad, sizeof grad, "%s_grad", math_unary[i]);
+        const op_case u[] = {
+            { math_unary[i], 1, { S(9, 7) }, -1, 0, { { 0 } }, 0, pos ? 0.1f : -3, 3, 1e-5 },
+            { grad, 2, { S(9, 7), S(9, 7) }, -1, 0, { { 0 } }, 0, pos ? 0.1f : -3, 3, 1e-5 },
+        };
+        for (int k = 0; k < 2; k++, nm++)
+            for (int streams = 1; streams <= 2; streams++)
+                compare_op(&u[k], streams, streams - 1);
+    }
+    const op_case math_cases[] = {
+    { "pow", 2, { S(4, 6), S(6) }, -1, 0, { { 0 } }, 0, 0.5f, 2, 1e-5 },
+    { "pow_grad", 3, { S(4, 6), S(4, 6), S(4, 1) }, -1, 0, { PBL_ATTR_INT("wrt", 1) }, 1, 0.5f, 2, 1e-5 },
+    { "prelu", 2, { S(2, 3, 4), S(3, 1) }, -1, 0, { { 0 } }, 0, -1, 1, 1e-6 },
+    { "prelu_grad", 3, { S(2, 3, 4), S(2, 3, 4), S(3, 1) }, -1, 0, { PBL_ATTR_INT("wrt", 0) }, 1, -1, 1, 1e-6 },
+    { "prelu_grad", 3, { S(2, 3, 4), S(2, 3, 4), S(3, 1) }, -1, 0, { PBL_ATTR_INT("wrt", 1) }, 1, -1, 1, 1e-6 },
+    { "min", 2, { S(4, 6), S(4, 6) }, -1, 0, { { 0 } }, 0, -1, 1, 0 },
+    { "max_grad", 3, { S(4, 6), S(4, 6), S(6) }, -1, 0, { PBL_ATTR_INT("wrt", 1) }, 1, -1, 1, 0 },
+    { "where", 3, { S(5, 3), S(5, 3), S(5, 3) }, 0, 2, { { 0 } }, 0, -1, 1, 0 },
+    { "logical_not", 1, { S(5, 3) }, 0, 2, { { 0 } }, 0, -1, 1, 0 },
+    };
+    const op_case math_ties[] = {
+    { "equal", 2, { S(4, 6), S(6) }, -1, 0, { { 0 } }, 0, -1, 1, 0 },
+    { "less", 2, { S(4, 6), S(4, 1) }, -1, 0, { { 0 } }, 0, -1, 1, 0 },
+    { "greater_equal", 2, { S(4, 6), S(4, 6) }, -1, 0, { { 0 } }, 0, -1, 1, 0 },
+    };
+    for (size_t i = 0; i < sizeof math_cases / sizeof math_cases[0]; i++, nm++)
+        for (int streams = 1; streams <= 2; streams++)
+            compare_op(&math_cases[i], streams, streams - 1);
+    for (size_t i = 0; i < sizeof math_ties / sizeof math_ties[0]; i++, nm++) {
+        levels = 3;
+        compare_op(&math_ties[i], 1, 0);
+        levels = 0;
+    }
     /* Inputs of 3 values (-1, 0, 1), so windows hold several taps equal to their max and, for
      * max_pool2d_grad (dy, x, y), several taps equal to y: the first in window order takes the
      * gradient (y need not be x's true max for that rule to be tested). */
@@ -480,8 +527,8 @@ static void run_cases(void)
     int nc = (int)(sizeof chunked / sizeof chunked[0]);
     for (int i = 0; i < nc; i++)
         compare_op(&chunked[i], 1, 0);
-    printf("%d op cases + %d with tied inputs x {1, 2 streams} x {eager, CUDA graph}, %d chunked convolutions\n", n,
-           nt, nc);
+    printf("%d op cases + %d with tied inputs x {1, 2 streams} x {eager, CUDA graph}, %d chunked convolutions, %d math-family cases\n", n,
+           nt, nc, nm);
 }
 
 /* ---- a label out of range, found on the device ------------------------------------------ */
