@@ -30,6 +30,7 @@ static const pbl__attr_spec selu_attrs[] = { F("alpha", 1.6732631921768188476562
 static const pbl__attr_spec hard_sigmoid_attrs[] = { F("alpha", 0.2), F("beta", 0.5) };
 static const pbl__attr_spec thresholded_relu_attrs[] = { F("alpha", 1.0) };
 static const pbl__attr_spec shrink_attrs[] = { F("lambd", 0.5), F("bias", 0.0) };
+static const pbl__attr_spec celu_attrs[] = { F("alpha", 1.0) };
 #undef F
 /* the maps without attributes */
 #define softplus_attrs   NULL
@@ -49,6 +50,15 @@ static const pbl__attr_spec shrink_attrs[] = { F("lambd", 0.5), F("bias", 0.0) }
 #define round_attrs      NULL
 #define sin_attrs        NULL
 #define cos_attrs        NULL
+#define tan_attrs        NULL
+#define asin_attrs       NULL
+#define acos_attrs       NULL
+#define atan_attrs       NULL
+#define sinh_attrs       NULL
+#define cosh_attrs       NULL
+#define asinh_attrs      NULL
+#define acosh_attrs      NULL
+#define atanh_attrs      NULL
 
 /* ---- unary maps ------------------------------------------------------------------------------- */
 

@@ -447,7 +447,8 @@ static void run_cases(void)
             for (int graph = 0; graph <= 1; graph++)
                 compare_op(&cases[i], streams, graph);
     /* The math family (ops/math.c, one formula table for both backends): every unary map and
-     * its gradient at the default attributes (log, sqrt, pow's base on positive inputs), the
+     * its gradient at the default attributes (each on its domain: log, sqrt, pow's base
+     * positive, asin, acos, atanh inside (-1, 1), acosh above 1), the
      * binary maps and their gradients with b broadcast, comparisons on 3 levels (ties for
      * equal), logical_not and where on 0/1 ints. */
     static const char *const math_unary[] = {
@@ -457,12 +458,15 @@ static void run_cases(void)
     };
     int nm = 0;
     for (size_t i = 0; i < sizeof math_unary / sizeof math_unary[0]; i++) {
-        int pos = strcmp(math_unary[i], "log") == 0 || strcmp(math_unary[i], "sqrt") == 0;
+        const char *m = math_unary[i];
+        int pos = strcmp(m, "log") == 0 || strcmp(m, "sqrt") == 0, acosh = strcmp(m, "acosh") == 0;
+        int unit = strcmp(m, "asin") == 0 || strcmp(m, "acos") == 0 || strcmp(m, "atanh") == 0;
+        float lo = pos ? 0.1f : acosh ? 1.1f : unit ? -0.9f : -3, hi = unit ? 0.9f : 3;
         char grad[64];
-        snprintf(grad, sizeof grad, "%s_grad", math_unary[i]);
+        snprintf(grad, sizeof grad, "%s_grad", m);
         const op_case u[] = {
-            { math_unary[i], 1, { S(9, 7) }, -1, 0, { { 0 } }, 0, pos ? 0.1f : -3, 3, 1e-5 },
-            { grad, 2, { S(9, 7), S(9, 7) }, -1, 0, { { 0 } }, 0, pos ? 0.1f : -3, 3, 1e-5 },
+            { m, 1, { S(9, 7) }, -1, 0, { { 0 } }, 0, lo, hi, 1e-5 },
+            { grad, 2, { S(9, 7), S(9, 7) }, -1, 0, { { 0 } }, 0, lo, hi, 1e-5 },
         };
         for (int k = 0; k < 2; k++, nm++)
             for (int streams = 1; streams <= 2; streams++)

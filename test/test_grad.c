@@ -373,6 +373,12 @@ static pbl_value build_pow_exp(pbl_graph *g, const pbl_value *in)
     return op_node(g, "pow", (pbl_value[]){ a, in[1] }, 2, "f");
 }
 
+static pbl_value build_acosh_cosh(pbl_graph *g, const pbl_value *in)
+{
+    pbl_value a = op_node(g, "cosh", in, 1, "cosh");
+    return op_node(g, "acosh", &a, 1, "f");
+}
+
 static void test_grad_math(void **state)
 {
     (void)state;
@@ -394,6 +400,11 @@ static void test_grad_math(void **state)
         U("exp", NULL, 0, 2, 0), U("neg", NULL, 0, 2, 0), U("abs", NULL, 0, 2, 0.05),
         U("reciprocal", NULL, 0, 2, 0.5), U("sign", NULL, 0, 2, 0.05), U("floor", NULL, 0, 0.9, 0.05),
         U("ceil", NULL, 0, 0.9, 0.05), U("round", NULL, 0, 0.4, 0), U("sin", NULL, 0, 3, 0), U("cos", NULL, 0, 3, 0),
+        U("tan", NULL, 0, 1.2, 0), U("asin", NULL, 0, 0.8, 0), U("acos", NULL, 0, 0.8, 0), U("atan", NULL, 0, 2, 0),
+        U("sinh", NULL, 0, 2, 0), U("cosh", NULL, 0, 2, 0), U("asinh", NULL, 0, 2, 0), U("atanh", NULL, 0, 0.8, 0),
+        U("celu", elu, 1, 2, 0.05),
+        /* acosh(cosh x) = |x|: acosh's domain, x ≥ 1, from cosh's range, away from acosh's pole at 1 */
+        { .label = "acosh(cosh) [3,5]", .build = build_acosh_cosh, .n_in = 1, .shape = { PBL_SHAPE(3, 5) }, .amp = 2, .min_abs = 0.5 },
         { .label = "log(abs) [3,5]", .build = build_log_abs, .n_in = 1, .shape = { PBL_SHAPE(3, 5) }, .amp = 2, .min_abs = 0.5 },
         { .label = "sqrt(abs) [3,5]", .build = build_sqrt_abs, .n_in = 1, .shape = { PBL_SHAPE(3, 5) }, .amp = 2, .min_abs = 0.5 },
         { .label = "pow(exp a, b[4])", .build = build_pow_exp, .n_in = 2, .shape = { PBL_SHAPE(3, 4), PBL_SHAPE(4) } },

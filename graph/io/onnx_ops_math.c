@@ -70,6 +70,16 @@ MAP0(cv_ceil, "ceil")
 MAP0(cv_round, "round")
 MAP0(cv_sin, "sin")
 MAP0(cv_cos, "cos")
+MAP0(cv_tan, "tan")
+MAP0(cv_asin, "asin")
+MAP0(cv_acos, "acos")
+MAP0(cv_atan, "atan")
+MAP0(cv_sinh, "sinh")
+MAP0(cv_cosh, "cosh")
+MAP0(cv_asinh, "asinh")
+MAP0(cv_acosh, "acosh")
+MAP0(cv_atanh, "atanh")
+static pbl_status cv_celu(pbl__onnx_ctx *c) { return map(c, "celu", "alpha", 1.0, NULL, 0); }
 static pbl_status cv_leaky_relu(pbl__onnx_ctx *c) { return map(c, "leaky_relu", "alpha", 0.01, NULL, 0); }
 static pbl_status cv_elu(pbl__onnx_ctx *c) { return map(c, "elu", "alpha", 1.0, NULL, 0); }
 static pbl_status cv_selu(pbl__onnx_ctx *c)
@@ -283,7 +293,10 @@ static const pbl__onnx_op math_ops[] = {
     { "Shrink", cv_shrink, "lambd bias" }, { "Gelu", cv_gelu, "approximate" }, { "Erf", cv_erf, "" },
     { "Exp", cv_exp, CI }, { "Log", cv_log, CI }, { "Sqrt", cv_sqrt, CI }, { "Neg", cv_neg, CI }, { "Abs", cv_abs, CI },
     { "Reciprocal", cv_reciprocal, CI }, { "Sign", cv_sign, "" }, { "Floor", cv_floor, CI }, { "Ceil", cv_ceil, CI },
-    { "Round", cv_round, "" }, { "Sin", cv_sin, "" }, { "Cos", cv_cos, "" }, { "Pow", cv_pow, "broadcast" },
+    { "Round", cv_round, "" }, { "Sin", cv_sin, "" }, { "Cos", cv_cos, "" }, { "Tan", cv_tan, "" },
+    { "Asin", cv_asin, "" }, { "Acos", cv_acos, "" }, { "Atan", cv_atan, "" }, { "Sinh", cv_sinh, "" },
+    { "Cosh", cv_cosh, "" }, { "Asinh", cv_asinh, "" }, { "Acosh", cv_acosh, "" }, { "Atanh", cv_atanh, "" },
+    { "Celu", cv_celu, "alpha" }, { "Pow", cv_pow, "broadcast" },
     { "Min", cv_min, CI }, { "Max", cv_max, CI }, { "Sum", cv_sum, CI }, { "Mean", cv_mean, CI },
     { "Equal", cv_equal, "broadcast" }, { "Less", cv_less, "broadcast" }, { "Greater", cv_greater, "broadcast" },
     { "LessOrEqual", cv_less_equal, "" }, { "GreaterOrEqual", cv_greater_equal, "" },

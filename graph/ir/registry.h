@@ -14,7 +14,8 @@
     X(softsign##S) X(hard_sigmoid##S) X(hard_swish##S) X(thresholded_relu##S)      \
     X(shrink##S) X(gelu_tanh##S) X(erf##S) X(exp##S) X(log##S) X(sqrt##S)          \
     X(neg##S) X(abs##S) X(reciprocal##S) X(sign##S) X(floor##S) X(ceil##S)         \
-    X(round##S) X(sin##S) X(cos##S)
+    X(round##S) X(sin##S) X(cos##S) X(tan##S) X(asin##S) X(acos##S) X(atan##S)     \
+    X(sinh##S) X(cosh##S) X(asinh##S) X(acosh##S) X(atanh##S) X(celu##S)
 #define PBL__MATH_BINARY_LIST(X, S) X(pow##S) X(prelu##S) X(min##S) X(max##S)
 #define PBL__MATH_COMPARE_LIST(X) X(equal) X(less) X(greater) X(less_equal) X(greater_equal)
 #define PBL__MATH_LOGIC_LIST(X) X(logical_and) X(logical_or) X(logical_xor)

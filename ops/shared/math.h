@@ -72,6 +72,17 @@ PBL__MU(ceil, 0, ceilf(x), 0.0f)
 PBL__MU(round, 0, rintf(x), 0.0f)
 PBL__MU(sin, 0, sinf(x), cosf(x))
 PBL__MU(cos, 0, cosf(x), -sinf(x))
+PBL__MU(tan, 0, tanf(x), 1.0f + tanf(x) * tanf(x))
+PBL__MU(asin, 0, asinf(x), 1.0f / sqrtf(1.0f - x * x))
+PBL__MU(acos, 0, acosf(x), -1.0f / sqrtf(1.0f - x * x))
+PBL__MU(atan, 0, atanf(x), 1.0f / (1.0f + x * x))
+PBL__MU(sinh, 0, sinhf(x), coshf(x))
+PBL__MU(cosh, 0, coshf(x), sinhf(x))
+PBL__MU(asinh, 0, asinhf(x), 1.0f / sqrtf(x * x + 1.0f))
+PBL__MU(acosh, 0, acoshf(x), 1.0f / sqrtf(x * x - 1.0f))
+PBL__MU(atanh, 0, atanhf(x), 1.0f / (1.0f - x * x))
+/* celu(alpha p): max(0, x) + min(0, p·(e^(x/p) − 1)) */
+PBL__MU(celu, 1, x > 0.0f ? x : p * (expf(x / p) - 1.0f), x > 0.0f ? 1.0f : expf(x / p))
 
 #define PBL__MB(n, f, da, db)                                                                 \
     PBL__HD static inline float pbl__mf_##n(float a, float b) { return (f); }                 \
