@@ -226,22 +226,43 @@ static pbl_status cv_not(pbl__onnx_ctx *c)
     return pbl__onnx_define(c, c->node->output[0], y);
 }
 
-/* Min, Max, Sum, Mean over 1..n float inputs, folded left to right with two-way broadcasting;
- * Mean then scales by 1/n. One input is the output itself. */
+/* Min and Max over int32 inputs of one shape: where(less(a, b), a, b) (greater for Max), from
+ * ops that take int32, so no integer kernel of their own is needed. */
+static pbl_status int_pick(pbl__onnx_ctx *c, const char *op, pbl_value a, pbl_value b, const char *sfx, pbl_value *out)
+{
+    pbl_shape sa = pbl__onnx_shape_of(c, a), sb = pbl__onnx_shape_of(c, b);
+    if (!pbl_shape_equal(&sa, &sb))
+        NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "int32 inputs of different shapes (pebble broadcasts f32 only)%s", "");
+    char tsfx[48];
+    snprintf(tsfx, sizeof tsfx, "%s%stest", sfx ? sfx : "", sfx ? "_" : "");
+    pbl_value t;
+    pbl_status s = pbl__onnx_emit(c, strcmp(op, "min") == 0 ? "less" : "greater", (pbl_value[]){ a, b }, 2, NULL, 0, tsfx, &t);
+    if (s != PBL_OK)
+        return s;
+    return pbl__onnx_emit(c, "where", (pbl_value[]){ t, a, b }, 3, NULL, 0, sfx, out);
+}
+
+/* Min, Max, Sum, Mean over 1..n float inputs (Min and Max int32 too), folded left to right
+ * with two-way broadcasting; Mean then scales by 1/n. One input is the output itself. */
 static pbl_status variadic(pbl__onnx_ctx *c, const char *op, int mean)
 {
     const Onnx__NodeProto *n = c->node;
     pbl_value acc, x;
     pbl_status s;
-    if ((s = pbl__onnx_need_inputs(c, 1, n->n_input)) != PBL_OK || (s = input_of(c, 0, PBL_F32, &acc)) != PBL_OK)
+    if ((s = pbl__onnx_need_inputs(c, 1, n->n_input)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &acc)) != PBL_OK)
+        return s;
+    int ints = strcmp(op, "add") != 0 && dtype_of(c, acc) == PBL_I32;
+    pbl_dtype dt = ints ? PBL_I32 : PBL_F32;
+    if ((s = input_of(c, 0, dt, &acc)) != PBL_OK)
         return s;
     for (size_t i = 1; i < n->n_input; i++) {
         char sfx[32];
         snprintf(sfx, sizeof sfx, "%s%zu", op, i);
         if (!pbl__onnx_in_name(n, i))
             NODE_FAIL(c, PBL_ERR_FORMAT, "input %zu is empty", i);
-        if ((s = input_of(c, i, PBL_F32, &x)) != PBL_OK ||
-            (s = pbl__onnx_binary(c, op, 1, acc, x, i + 1 < n->n_input || mean ? sfx : NULL, &acc)) != PBL_OK)
+        const char *last = i + 1 < n->n_input || mean ? sfx : NULL;
+        if ((s = input_of(c, i, dt, &x)) != PBL_OK ||
+            (s = ints ? int_pick(c, op, acc, x, last, &acc) : pbl__onnx_binary(c, op, 1, acc, x, last, &acc)) != PBL_OK)
             return s;
     }
     if (mean && n->n_input > 1) {
