@@ -633,6 +633,136 @@ static void test_tensor_ops_refused(void **state)
     (void)d2;
 }
 
+/* ---- the math family's converters (graph/io/onnx_ops_math.c) -------------------------------- */
+
+/* The op of the node named `name`, or "" */
+static const char *op_of(const pbl_graph *g, const char *name)
+{
+    pbl_node_info ni;
+    pbl_node n = pbl_graph_find_node(g, name);
+    return n != PBL_NONE && pbl_graph_node_info(g, n, &ni) == PBL_OK ? ni.op : "";
+}
+
+/* Loads b, checks node `node` is pebble op `op`, runs x through it and compares output y. */
+static void math_case(mb *b, const char *node, const char *op, const float *x, size_t n, const double *want)
+{
+    size_t len;
+    uint8_t *p = mb_pack(b, &len);
+    pbl_graph *g;
+    pbl_onnx_weights *w;
+    char err[1024];
+    float y[16];
+    assert_int_equal(load(p, len, &g, &w, err, sizeof err), PBL_OK);
+    assert_string_equal(op_of(g, node), op);
+    run1(g, w, "x", x, n, "y", y, n);
+    close_to(y, want, n, 1e-6);
+    pbl_onnx_weights_destroy(w);
+    pbl_graph_destroy(g);
+    free(p);
+}
+
+static void test_math_converters(void **state)
+{
+    (void)state;
+    static const int64_t d6[] = { 6 }, d123[] = { 1, 2, 3 }, d2[] = { 2 };
+    static float zero[] = { 0 }, six[] = { 6 }, slope[] = { 0.5f, -2 };
+    static char *in_clip[] = { "x", "lo", "hi" }, *in_x[] = { "x" }, *out_y[] = { "y" }, *in_pr[] = { "x", "slope" };
+    const float x[6] = { -1, 3, 7, 0.5f, 6.5f, -0.2f };
+    mb b;
+
+    /* ReLU6 as PyTorch exports it (opset 13): Clip with constant bounds is one clip node */
+    mb_init(&b, 13);
+    mb_input(&b, "x", 1, d6);
+    mb_init_f(&b, "lo", 0, NULL, zero, 1);
+    mb_init_f(&b, "hi", 0, NULL, six, 1);
+    mb_node(&b, "Clip", "c", in_clip, 3, out_y, 1);
+    mb_output(&b, "y");
+    math_case(&b, "y", "clip", x, 6, (const double[]){ 0, 3, 6, 0.5, 6, 0 });
+
+    /* opset 6: the bounds are attributes */
+    mb_init(&b, 6);
+    mb_input(&b, "x", 1, d6);
+    Onnx__NodeProto *n = mb_node(&b, "Clip", "c", in_x, 1, out_y, 1);
+    mb_attr_f(&b, n, "min", -0.5f);
+    mb_attr_f(&b, n, "max", 1);
+    mb_output(&b, "y");
+    math_case(&b, "y", "clip", x, 6, (const double[]){ -0.5, 1, 1, 0.5, 1, -0.2 });
+
+    /* Gelu (opset 20) with approximate "tanh" */
+    mb_init(&b, 20);
+    mb_input(&b, "x", 1, d6);
+    n = mb_node(&b, "Gelu", "g", in_x, 1, out_y, 1);
+    Onnx__AttributeProto *a = &b.attrs[b.n_attrs];
+    onnx__attribute_proto__init(a);
+    a->name = (char *)"approximate";
+    a->has_type = 1;
+    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+    a->has_s = 1;
+    a->s.data = (uint8_t *)"tanh";
+    a->s.len = 4;
+    b.attr_ptrs[b.n_attrs++] = a;
+    n->n_attribute++;
+    mb_output(&b, "y");
+    double want[6];
+    for (int i = 0; i < 6; i++)
+        want[i] = 0.5 * x[i] * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (x[i] + 0.044715 * x[i] * x[i] * x[i])));
+    math_case(&b, "y", "gelu_tanh", x, 6, want);
+
+    /* PRelu before opset 7: a slope of X's channel count is per channel ([C] -> [C, 1]) */
+    mb_init(&b, 6);
+    mb_input(&b, "x", 3, d123);
+    mb_init_f(&b, "slope", 1, d2, slope, 2);
+    mb_node(&b, "PRelu", "p", in_pr, 2, out_y, 1);
+    mb_output(&b, "y");
+    math_case(&b, "y", "prelu", x, 6, (const double[]){ -0.5, 3, 7, 0.5, 6.5, 0.4 });
+
+    /* Pow with an int32 exponent: unsupported (pebble's pow is f32), never run as floats */
+    static char *in_pow[] = { "x", "e" };
+    mb_init(&b, 13);
+    mb_input(&b, "x", 1, d6);
+    mb_input(&b, "e", 1, d6);
+    b.tts[1].elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT32;
+    mb_node(&b, "Pow", "pw", in_pow, 2, out_y, 1);
+    mb_output(&b, "y");
+    expect_fail(&b, PBL_ERR_UNSUPPORTED, "input 'e' is i32");
+}
+
+/* BOOL tensors read as int32 0/1, from raw bytes (any nonzero byte is true) or int32_data */
+static void test_bool_tensor(void **state)
+{
+    (void)state;
+    static int64_t dims[] = { 3 };
+    static uint8_t raw[] = { 0, 1, 2 };
+    static int32_t ints[] = { 1, 0, 5 };
+    for (int k = 0; k < 2; k++) {
+        Onnx__TensorProto t;
+        onnx__tensor_proto__init(&t);
+        t.n_dims = 1;
+        t.dims = dims;
+        t.has_data_type = 1;
+        t.data_type = ONNX__TENSOR_PROTO__DATA_TYPE__BOOL;
+        if (k == 0) {
+            t.has_raw_data = 1;
+            t.raw_data.data = raw;
+            t.raw_data.len = 3;
+        } else {
+            t.n_int32_data = 3;
+            t.int32_data = ints;
+        }
+        uint8_t buf[64];
+        size_t len = onnx__tensor_proto__pack(&t, buf);
+        pbl_onnx_tensor out;
+        char err[256];
+        assert_int_equal(pbl_onnx_tensor_parse(buf, len, "b", &out, err, sizeof err), PBL_OK);
+        assert_int_equal(out.dtype, PBL_I32);
+        const int32_t *v = out.data;
+        assert_int_equal(v[0], k == 0 ? 0 : 1);
+        assert_int_equal(v[1], k == 0 ? 1 : 0);
+        assert_int_equal(v[2], 1);
+        pbl_onnx_tensor_free(&out);
+    }
+}
+
 /* Values a model may not silently carry (issue 14): each is refused, naming the field and
  * the accepted range; the same model with a valid value loads. 17 hostile cases. */
 static void test_strict_validation(void **state)
@@ -1070,6 +1200,8 @@ int main(void)
         cmocka_unit_test(test_pack_rule),
         cmocka_unit_test(test_softmax_axis),
         cmocka_unit_test(test_reshape_reduce),
+        cmocka_unit_test(test_math_converters),
+        cmocka_unit_test(test_bool_tensor),
         cmocka_unit_test(test_unsupported_lists_every_op),
         cmocka_unit_test(test_fold_shape_chain),
         cmocka_unit_test(test_tensor_ops_refused),
