@@ -39,9 +39,18 @@
  * MaxPool, AveragePool, GlobalAveragePool (pebble's conv2d / pool ops); the tensor family:
  * Gather (any axis, negative indices), Slice (attributes before opset 10, inputs from it;
  * negative steps, clamped bounds), Split, Pad (constant, reflect, edge), Unsqueeze, Squeeze,
- * Expand, Tile, Cast (between float and int32/int64), DepthToSpace, SpaceToDepth.
- * FLOAT (and DOUBLE initializers, as f32) and INT32/INT64 tensors; integers are int32 in pebble:
- * an int64 value outside int32 read as data is PBL_ERR_UNSUPPORTED naming the tensor.
+ * Expand, Tile, Cast (between float and int32/int64), DepthToSpace, SpaceToDepth; the math
+ * family (element-wise, one pebble op per ONNX op, two-way broadcasting): Clip (bounds as
+ * attributes before opset 11, as inputs from it), LeakyRelu, Elu, Selu, Celu, PRelu, Softplus,
+ * Softsign, HardSigmoid, HardSwish, ThresholdedRelu, Shrink, Gelu (approximate none or tanh),
+ * Erf, Exp, Log, Sqrt, Neg, Abs, Reciprocal, Sign, Floor, Ceil, Round, Sin, Cos, Tan, Asin,
+ * Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Pow, Min, Max, Sum, Mean, Mod (fmod 1 on floats,
+ * fmod 0 on int32); Equal, Less, Greater, LessOrEqual, GreaterOrEqual, IsNaN, IsInf, Not, And,
+ * Or, Xor giving, and Where taking, int32 0/1.
+ * FLOAT (and DOUBLE initializers, as f32), INT32/INT64 and BOOL tensors; integers are int32 in
+ * pebble (BOOL as 0/1): an int64 value outside int32 read as data is PBL_ERR_UNSUPPORTED naming
+ * the tensor. An op over a dtype its pebble op does not take (Pow's int exponent) is
+ * PBL_ERR_UNSUPPORTED naming the input and its dtype.
  *
  * Shape arithmetic is folded at load time: pebble's shapes are static, so Shape and Size of
  * any value are constants, and Shape, Size, ConstantOfShape, Range, Cast, Mod, Unsqueeze,
