@@ -8,6 +8,8 @@
  *           <n>_grad(dy, a, b; wrt) -> dy·∂f/∂(a or b), a's shape (summed down to b's by the rule)
  *   compare <n>(a, b) -> int32 0/1, a and b both f32 or both int32, b broadcast to a;
  *           logical_* take int32 (nonzero is true); logical_not(x) likewise
+ *   predicate <n>(x) -> int32 0/1, x f32 (is_nan, is_inf)
+ *   int map <n>(a, b) -> int32, a and b int32, b broadcast to a (mod)
  *   where   (cond, x, y) -> cond ? x : y, cond int32, all three one shape (any dtype for x, y)
  */
 #include <float.h>
@@ -235,6 +237,32 @@ const pbl__op pbl__op_logical_not = {
     .infer = not_infer, .inplace = out0_over_in0, .n_inplace = 1,
     .cpu = pbl__cpu_logical_not,
 };
+
+/* ---- predicates: f32 -> int32 0/1; int maps: int32 -> int32 ------------------------------------- */
+
+static pbl_status predicate_infer(pbl__infer_ctx *c)
+{
+    pbl_status s = pbl__infer_check_f32(c, 0, "x");
+    if (s == PBL_OK) {
+        c->out[0].dtype = PBL_I32;
+        c->out[0].shape = c->in[0].shape;
+    }
+    return s;
+}
+
+#define I(n, v) { .name = (n), .type = PBL_ATTR_INT, .i = (v) }
+static const pbl__attr_spec is_inf_attrs[] = { I("detect_negative", 1), I("detect_positive", 1) };
+#undef I
+#define is_nan_attrs NULL
+
+#define PREDICATE(n)                                                                                \
+    const pbl__op pbl__op_##n = {                                                                   \
+        .name = #n, .n_in_min = 1, .n_in_max = 1, .n_out = 1,                                       \
+        .attrs = n##_attrs, .n_attrs = PBL__MATH_ATTRS_##n,                                         \
+        .infer = predicate_infer, .cpu = pbl__cpu_##n,                                              \
+    };
+PBL__MATH_PREDICATE_LIST(PREDICATE)
+PBL__MATH_INT_LIST(LOGIC)
 
 /* ---- where ------------------------------------------------------------------------------------ */
 

@@ -379,6 +379,16 @@ static pbl_value build_acosh_cosh(pbl_graph *g, const pbl_value *in)
     return op_node(g, "acosh", &a, 1, "f");
 }
 
+/* fmod(0.3·a, b) with |0.3·a| ≤ 0.3 < |b|: away from the jumps at multiples of b (∂/∂b = 0 there) */
+static pbl_value build_fmod(pbl_graph *g, const pbl_value *in)
+{
+    pbl_attr k = PBL_ATTR_FLOAT("alpha", 0.3);
+    pbl_value out[1], a;
+    pbl_node_desc d = { .op = "scale", .name = "a03", .inputs = in, .n_inputs = 1, .attrs = &k, .n_attrs = 1 };
+    a = pbl_graph_add_node(g, &d, NULL, out) == PBL_OK ? out[0] : PBL_NONE;
+    return op_node(g, "fmod", (pbl_value[]){ a, in[1] }, 2, "f");
+}
+
 static void test_grad_math(void **state)
 {
     (void)state;
@@ -412,6 +422,8 @@ static void test_grad_math(void **state)
         { .label = "prelu x[3,4] slope[4]", .op = "prelu", .n_in = 2, .shape = { PBL_SHAPE(3, 4), PBL_SHAPE(4) }, .min_abs = 0.05 },
         { .label = "prelu x[2,3,4] slope[3,1]", .op = "prelu", .n_in = 2, .shape = { PBL_SHAPE(2, 3, 4), PBL_SHAPE(3, 1) },
           .min_abs = 0.05 },
+        { .label = "fmod(0.3 a, b[4])", .build = build_fmod, .n_in = 2, .shape = { PBL_SHAPE(3, 4), PBL_SHAPE(4) },
+          .amp = 1, .min_abs = 0.5 },
         { .label = "min a[3,4] b[3,4]", .op = "min", .n_in = 2, .shape = { PBL_SHAPE(3, 4), PBL_SHAPE(3, 4) } },
         { .label = "max a[3,4] b[4]", .op = "max", .n_in = 2, .shape = { PBL_SHAPE(3, 4), PBL_SHAPE(4) } },
         { .label = "where c x y [3,4]", .op = "where", .n_in = 3, .shape = { PBL_SHAPE(3, 4), PBL_SHAPE(3, 4), PBL_SHAPE(3, 4) },

@@ -725,6 +725,38 @@ static void test_math_converters(void **state)
     mb_node(&b, "Pow", "pw", in_pow, 2, out_y, 1);
     mb_output(&b, "y");
     expect_fail(&b, PBL_ERR_UNSUPPORTED, "input 'e' is i32");
+
+    /* Mod over int32 (fmod 0): Python's sign rule; a zero divisor and −1 give 0 rather than
+     * trapping (INT32_MIN % −1 overflows) */
+    static const int64_t d4[] = { 4 };
+    mb_init(&b, 13);
+    mb_input(&b, "x", 1, d4);
+    mb_input(&b, "e", 1, d4);
+    b.tts[0].elem_type = b.tts[1].elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT32;
+    mb_node(&b, "Mod", "m", in_pow, 2, out_y, 1);
+    mb_output(&b, "y");
+    size_t len;
+    uint8_t *p = mb_pack(&b, &len);
+    pbl_graph *g;
+    pbl_onnx_weights *w;
+    pbl_exec *e;
+    char err[1024];
+    assert_int_equal(load(p, len, &g, &w, err, sizeof err), PBL_OK);
+    assert_int_equal(pbl_exec_create(&e, g, NULL, err, sizeof err), PBL_OK);
+    const int32_t xi[4] = { 7, -7, INT32_MIN, 5 }, ei[4] = { -3, 3, -1, 0 };
+    int32_t yi[4];
+    assert_int_equal(pbl_exec_write(e, pbl_graph_find_value(g, "x"), xi, sizeof xi), PBL_OK);
+    assert_int_equal(pbl_exec_write(e, pbl_graph_find_value(g, "e"), ei, sizeof ei), PBL_OK);
+    assert_int_equal(pbl_exec_run(e), PBL_OK);
+    assert_int_equal(pbl_exec_read(e, pbl_graph_output(g, "y"), yi, sizeof yi), PBL_OK);
+    assert_int_equal(yi[0], -2);
+    assert_int_equal(yi[1], 2);
+    assert_int_equal(yi[2], 0);
+    assert_int_equal(yi[3], 0);
+    pbl_exec_destroy(e);
+    pbl_onnx_weights_destroy(w);
+    pbl_graph_destroy(g);
+    free(p);
 }
 
 /* BOOL tensors read as int32 0/1, from raw bytes (any nonzero byte is true) or int32_data */

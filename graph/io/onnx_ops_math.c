@@ -216,6 +216,43 @@ static pbl_status cv_and(pbl__onnx_ctx *c) { return binary(c, "logical_and", 1, 
 static pbl_status cv_or(pbl__onnx_ctx *c) { return binary(c, "logical_or", 1, PBL_I32); }
 static pbl_status cv_xor(pbl__onnx_ctx *c) { return binary(c, "logical_xor", 1, PBL_I32); }
 
+/* IsNaN, IsInf: float in, int32 0/1 out */
+static pbl_status predicate(pbl__onnx_ctx *c, const char *op, int inf)
+{
+    pbl_value x, y;
+    pbl_status s;
+    int64_t neg = 1, pos = 1;
+    if ((s = pbl__onnx_need_inputs(c, 1, 1)) != PBL_OK || (s = input_of(c, 0, PBL_F32, &x)) != PBL_OK)
+        return s;
+    if (inf && ((s = pbl__onnx_attr_bool(c, "detect_negative", 1, &neg)) != PBL_OK ||
+                (s = pbl__onnx_attr_bool(c, "detect_positive", 1, &pos)) != PBL_OK))
+        return s;
+    pbl_attr at[] = { PBL_ATTR_INT("detect_negative", neg), PBL_ATTR_INT("detect_positive", pos) };
+    if ((s = pbl__onnx_emit(c, op, &x, 1, at, inf ? 2 : 0, NULL, &y)) != PBL_OK)
+        return s;
+    return pbl__onnx_define(c, c->node->output[0], y);
+}
+
+static pbl_status cv_is_nan(pbl__onnx_ctx *c) { return predicate(c, "is_nan", 0); }
+static pbl_status cv_is_inf(pbl__onnx_ctx *c) { return predicate(c, "is_inf", 1); }
+
+/* Mod: fmod 1 is C's remainder (floats: pebble's fmod); fmod 0, integers only, Python's (mod) */
+static pbl_status cv_mod(pbl__onnx_ctx *c)
+{
+    int64_t fm;
+    pbl_value a;
+    pbl_status s;
+    if ((s = pbl__onnx_attr_bool(c, "fmod", 0, &fm)) != PBL_OK || (s = pbl__onnx_need_inputs(c, 2, 2)) != PBL_OK ||
+        (s = pbl__onnx_get(c, c->node->input[0], &a)) != PBL_OK)
+        return s;
+    pbl_dtype dt = dtype_of(c, a);
+    if (dt == PBL_F32 && !fm)
+        NODE_FAIL(c, PBL_ERR_ATTR, "fmod is 0 with float inputs; ONNX requires 1 for floats%s", "");
+    if (dt == PBL_I32 && fm)
+        NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "fmod 1 over int32 inputs is not supported (fmod 0 is)%s", "");
+    return binary(c, dt == PBL_F32 ? "fmod" : "mod", 0, dt);
+}
+
 static pbl_status cv_not(pbl__onnx_ctx *c)
 {
     pbl_value x, y;
@@ -322,7 +359,8 @@ static const pbl__onnx_op math_ops[] = {
     { "Equal", cv_equal, "broadcast" }, { "Less", cv_less, "broadcast" }, { "Greater", cv_greater, "broadcast" },
     { "LessOrEqual", cv_less_equal, "" }, { "GreaterOrEqual", cv_greater_equal, "" },
     { "Not", cv_not, "" }, { "And", cv_and, "broadcast" }, { "Or", cv_or, "broadcast" }, { "Xor", cv_xor, "broadcast" },
-    { "Where", cv_where, "" },
+    { "Where", cv_where, "" }, { "IsNaN", cv_is_nan, "" }, { "IsInf", cv_is_inf, "detect_negative detect_positive" },
+    { "Mod", cv_mod, "fmod" },
 };
 
 const pbl__onnx_op_table pbl__onnx_ops_math = { math_ops, sizeof math_ops / sizeof math_ops[0] };

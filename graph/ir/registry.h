@@ -7,8 +7,8 @@
 /* The math family (ops/math.c), element-wise maps whose formulas are one table
  * (ops/shared/math.h). The differentiable maps come with a gradient op each, named with
  * S = _grad: unary <n>_grad (dy, x) -> dx, binary <n>_grad (dy, a, b) -> the full-shape
- * gradient of input "wrt". The rest (comparisons, logic, where's condition) output or read
- * int32 0/1. */
+ * gradient of input "wrt". The rest (comparisons, logic, predicates, where's condition)
+ * output or read int32 0/1; the int maps take and give int32. */
 #define PBL__MATH_UNARY_LIST(X, S)                                                 \
     X(clip##S) X(leaky_relu##S) X(elu##S) X(selu##S) X(softplus##S)                \
     X(softsign##S) X(hard_sigmoid##S) X(hard_swish##S) X(thresholded_relu##S)      \
@@ -16,13 +16,16 @@
     X(neg##S) X(abs##S) X(reciprocal##S) X(sign##S) X(floor##S) X(ceil##S)         \
     X(round##S) X(sin##S) X(cos##S) X(tan##S) X(asin##S) X(acos##S) X(atan##S)     \
     X(sinh##S) X(cosh##S) X(asinh##S) X(acosh##S) X(atanh##S) X(celu##S)
-#define PBL__MATH_BINARY_LIST(X, S) X(pow##S) X(prelu##S) X(min##S) X(max##S)
+#define PBL__MATH_BINARY_LIST(X, S) X(pow##S) X(prelu##S) X(min##S) X(max##S) X(fmod##S)
 #define PBL__MATH_COMPARE_LIST(X) X(equal) X(less) X(greater) X(less_equal) X(greater_equal)
 #define PBL__MATH_LOGIC_LIST(X) X(logical_and) X(logical_or) X(logical_xor)
+#define PBL__MATH_PREDICATE_LIST(X) X(is_nan) X(is_inf)
+#define PBL__MATH_INT_LIST(X) X(mod)
 #define PBL__MATH_OP_LIST(X)                                                       \
     PBL__MATH_UNARY_LIST(X, ) PBL__MATH_UNARY_LIST(X, _grad)                       \
     PBL__MATH_BINARY_LIST(X, ) PBL__MATH_BINARY_LIST(X, _grad)                     \
-    PBL__MATH_COMPARE_LIST(X) PBL__MATH_LOGIC_LIST(X) X(logical_not) X(where)
+    PBL__MATH_COMPARE_LIST(X) PBL__MATH_LOGIC_LIST(X) X(logical_not) X(where)         \
+    PBL__MATH_PREDICATE_LIST(X) PBL__MATH_INT_LIST(X)
 
 /* Every op; each descriptor is defined in the ops/<family>.c file that owns it. */
 #define PBL__OP_LIST(X)                                                            \

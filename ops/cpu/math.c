@@ -131,6 +131,35 @@ PBL__MATH_BINARY_LIST(BINARY, )
 PBL__MATH_COMPARE_LIST(COMPARE)
 PBL__MATH_LOGIC_LIST(COMPARE)
 
+#define PREDICATE(n)                                                                                \
+    pbl_status pbl__cpu_##n(const pbl__kargs *a)                                                    \
+    {                                                                                               \
+        const float *x = PBL__IN(a, 0);                                                             \
+        int32_t *y = a->out[0];                                                                     \
+        int64_t p = PBL__MATH_ATTRS_##n > 0 ? a->attr[0].i : 0, q = PBL__MATH_ATTRS_##n > 1 ? a->attr[1].i : 0; \
+        int64_t cnt = PBL__NUMEL(a->in_meta[0]);                                                    \
+        for (int64_t i = 0; i < cnt; i++)                                                           \
+            y[i] = pbl__mp_##n(x[i], p, q);                                                         \
+        return PBL_OK;                                                                              \
+    }
+PBL__MATH_PREDICATE_LIST(PREDICATE)
+
+#define INT_MAP(n)                                                                                  \
+    static void n##_row(void *y, const void *const *f, const void *b, int64_t cols, int64_t bs, int64_t wrt) \
+    {                                                                                               \
+        const int32_t *x = f[0], *v = b;                                                            \
+        int32_t *o = y;                                                                             \
+        (void)wrt;                                                                                  \
+        for (int64_t j = 0; j < cols; j++)                                                          \
+            o[j] = pbl__mi_##n(x[j], v[j * bs]);                                                    \
+    }                                                                                               \
+    pbl_status pbl__cpu_##n(const pbl__kargs *a)                                                    \
+    {                                                                                               \
+        walk(a, 0, 1, 1, (const int32_t[]){ 0 }, 0, n##_row);                                       \
+        return PBL_OK;                                                                              \
+    }
+PBL__MATH_INT_LIST(INT_MAP)
+
 pbl_status pbl__cpu_logical_not(const pbl__kargs *a)
 {
     const int32_t *x = a->in[0];

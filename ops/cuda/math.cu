@@ -77,6 +77,15 @@ PBL__MATH_BINARY_LIST(FUNCTORS, )
 PBL__MATH_COMPARE_LIST(CMP_FUNCTORS)
 PBL__MATH_LOGIC_LIST(CMP_FUNCTORS)
 
+#define INT_FUNCTOR(n)                                                                              \
+    struct n##_if {                                                                                 \
+        __device__ void operator()(int32_t *o, const int32_t *const *f, int32_t b, int64_t i, int64_t) const \
+        {                                                                                           \
+            o[i] = pbl__mi_##n(f[0][i], b);                                                         \
+        }                                                                                           \
+    };
+PBL__MATH_INT_LIST(INT_FUNCTOR)
+
 /* Up to two full-shape operands, passed by value */
 template <typename T> struct fulls {
     const T *p[2];
@@ -128,6 +137,31 @@ PBL__MATH_BINARY_LIST(BINARY, )
     }
 PBL__MATH_COMPARE_LIST(COMPARE)
 PBL__MATH_LOGIC_LIST(COMPARE)
+
+#define INT_MAP(n)                                                                                  \
+    extern "C" pbl_status pbl__cuda_##n(const pbl__cuda_launch *l, const pbl__kargs *a)            \
+    {                                                                                               \
+        return bcast<n##_if, int32_t, int32_t>(l, a, 0, 1, 0);                                      \
+    }
+PBL__MATH_INT_LIST(INT_MAP)
+
+#define PREDICATE(n)                                                                                \
+    __global__ static void n##_k(int32_t *y, const float *x, int64_t p, int64_t q, int64_t cnt)     \
+    {                                                                                               \
+        PBL__GRID_LOOP(i, cnt)                                                                      \
+            y[i] = pbl__mp_##n(x[i], p, q);                                                         \
+    }                                                                                               \
+    extern "C" pbl_status pbl__cuda_##n(const pbl__cuda_launch *l, const pbl__kargs *a)            \
+    {                                                                                               \
+        pbl_status s = PBL_OK;                                                                      \
+        int64_t cnt = PBL__NUMEL(a->in_meta[0]);                                                    \
+        int64_t p = PBL__MATH_ATTRS_##n > 0 ? a->attr[0].i : 0, q = PBL__MATH_ATTRS_##n > 1 ? a->attr[1].i : 0; \
+        PBL__LAUNCH(n##_k, pbl__blocks(cnt), PBL__THREADS, 0, l->stream)((int32_t *)a->out[0], PBL__IN(a, 0), p, q, cnt); \
+        PBL__LAUNCHED();                                                                            \
+    done:                                                                                           \
+        return s;                                                                                   \
+    }
+PBL__MATH_PREDICATE_LIST(PREDICATE)
 
 __global__ static void not_k(int32_t *y, const int32_t *x, int64_t cnt)
 {

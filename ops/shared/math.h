@@ -10,6 +10,8 @@
 #ifndef PBL_OPS_MATH_H
 #define PBL_OPS_MATH_H
 
+#include <float.h>
+
 #include "ops/shared/formulas.h"
 
 #define PBL__MU(n, na, fx, dfx)                                                               \
@@ -93,6 +95,8 @@ PBL__MU(celu, 1, x > 0.0f ? x : p * (expf(x / p) - 1.0f), x > 0.0f ? 1.0f : expf
 PBL__MB(pow, powf(a, b), b * powf(a, b - 1.0f), powf(a, b) * logf(a))
 /* prelu: a the input, b the slope */
 PBL__MB(prelu, a > 0.0f ? a : a * b, a > 0.0f ? 1.0f : b, a > 0.0f ? 0.0f : a)
+/* fmod: C's remainder, the sign of a; ∂/∂b = −trunc(a / b) */
+PBL__MB(fmod, fmodf(a, b), 1.0f, -truncf(a / b))
 /* min, max: a tie's gradient goes to a; NaN propagates, as numpy's minimum and maximum */
 PBL__MB(min, a != a || a < b ? a : b, a <= b ? 1.0f : 0.0f, a <= b ? 0.0f : 1.0f)
 PBL__MB(max, a != a || a > b ? a : b, a >= b ? 1.0f : 0.0f, a >= b ? 0.0f : 1.0f)
@@ -110,5 +114,33 @@ PBL__MC(greater_equal, a >= b)
 PBL__MC(logical_and, a != 0 && b != 0)
 PBL__MC(logical_or, a != 0 || b != 0)
 PBL__MC(logical_xor, (a != 0) != (b != 0))
+
+/* Predicates over floats, int32 0/1 out: PBL__MP(name, n_attrs, test(x; p, q)), p and q the
+ * op's int attributes. */
+#define PBL__MP(n, na, t)                                                                     \
+    enum { PBL__MATH_ATTRS_##n = (na) };                                                      \
+    PBL__HD static inline int32_t pbl__mp_##n(float x, int64_t p, int64_t q)                  \
+    {                                                                                         \
+        (void)p, (void)q;                                                                     \
+        return (t) ? 1 : 0;                                                                   \
+    }
+
+PBL__MP(is_nan, 0, x != x)
+/* is_inf(detect_negative p, detect_positive q) */
+PBL__MP(is_inf, 2, fabsf(x) > FLT_MAX && (x > 0.0f ? q != 0 : p != 0))
+
+/* Integer maps, int32 in and out: PBL__MI(name, f(a, b)). mod is Python's (numpy's): the sign
+ * of b. A zero divisor gives 0 (numpy's value, without its warning), and so does −1, whose
+ * INT32_MIN % −1 would trap. */
+#define PBL__MI(n, f) PBL__HD static inline int32_t pbl__mi_##n(int32_t a, int32_t b) { return (f); }
+
+PBL__HD static inline int32_t pbl__int_mod(int32_t a, int32_t b)
+{
+    if (b == 0 || b == -1)
+        return 0;
+    int32_t r = a % b;
+    return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
+}
+PBL__MI(mod, pbl__int_mod(a, b))
 
 #endif
