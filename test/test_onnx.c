@@ -688,6 +688,15 @@ static void test_math_converters(void **state)
     mb_output(&b, "y");
     math_case(&b, "y", "clip", x, 6, (const double[]){ -0.5, 1, 1, 0.5, 1, -0.2 });
 
+    /* min above max: every element is max, as numpy's clip (and ONNX's reference) gives */
+    mb_init(&b, 6);
+    mb_input(&b, "x", 1, d6);
+    n = mb_node(&b, "Clip", "c", in_x, 1, out_y, 1);
+    mb_attr_f(&b, n, "min", 2);
+    mb_attr_f(&b, n, "max", 1);
+    mb_output(&b, "y");
+    math_case(&b, "y", "clip", x, 6, (const double[]){ 1, 1, 1, 1, 1, 1 });
+
     /* Gelu (opset 20) with approximate "tanh" */
     mb_init(&b, 20);
     mb_input(&b, "x", 1, d6);

@@ -146,6 +146,8 @@ static pbl_status cv_clip(pbl__onnx_ctx *c)
                 return s;
         }
     }
+    if (lo == -FLT_MAX && hi == FLT_MAX) /* no constant bound: x as the max/min nodes left it */
+        return pbl__onnx_define(c, n->output[0], x);
     pbl_attr at[] = { PBL_ATTR_FLOAT("min", lo), PBL_ATTR_FLOAT("max", hi) };
     if ((s = pbl__onnx_emit(c, "clip", &x, 1, at, 2, NULL, &y)) != PBL_OK)
         return s;

@@ -36,8 +36,14 @@ PBL__HD static inline float pbl__gelu_tanh_u(float x) { return PBL__SQRT_2_OVER_
 /* softplus without overflow: log(1 + eˣ) = max(x, 0) + log1p(e^−|x|) */
 PBL__HD static inline float pbl__softplus(float x) { return fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x))); }
 
-/* clip(min p, max q): NaN stays NaN; the gradient passes inside [p, q] (PyTorch's clamp) */
-PBL__MU(clip, 2, x < p ? p : x > q ? q : x, x >= p && x <= q ? 1.0f : 0.0f)
+/* clip(min p, max q) = min(max(x, p), q), numpy's clip: q when p > q; NaN stays NaN; the
+ * gradient passes inside [p, q] (PyTorch's clamp) */
+PBL__HD static inline float pbl__clamp(float x, float p, float q)
+{
+    float t = x < p ? p : x;
+    return t > q ? q : t;
+}
+PBL__MU(clip, 2, pbl__clamp(x, p, q), x >= p && x <= q ? 1.0f : 0.0f)
 /* leaky_relu(alpha p) */
 PBL__MU(leaky_relu, 1, x > 0.0f ? x : p * x, x > 0.0f ? 1.0f : p)
 /* elu(alpha p) */
