@@ -79,7 +79,7 @@ static pbl_status unary_grad_infer(pbl__infer_ctx *c)
 /* dx = <op>_grad(dy, x) with the forward node's attributes */
 static pbl_status unary_grad(pbl__grad_ctx *c, const char *op, const pbl__attr_spec *spec, int32_t n_attrs)
 {
-    pbl_attr at[2];
+    pbl_attr at[2] = { PBL_ATTR_FLOAT("", 0.0), PBL_ATTR_FLOAT("", 0.0) }; /* set for -O3's sake: n_attrs <= 2 */
     for (int32_t k = 0; k < n_attrs; k++)
         at[k] = PBL_ATTR_FLOAT(spec[k].name, c->attr[k].f);
     c->dx[0] = pbl__grad_emit(c, op, "grad", (pbl_value[]){ c->dy[0], c->x[0] }, 2, at, n_attrs);
