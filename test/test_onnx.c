@@ -565,6 +565,59 @@ static void test_fold_shape_chain(void **state)
 }
 
 /* Bad tensor-family models: each refused naming the node and what is wrong. */
+/* Shape sliced past its end is empty; concatenated with [2, -1] it is still the shape
+ * [2, -1] (the TorchScript exporter's attention reshapes do this). An empty tensor read as
+ * data is refused. Opset 13: Slice takes starts/ends as inputs. */
+static void test_fold_empty_slice(void **state)
+{
+    (void)state;
+    static const int64_t dx[] = { 2, 3, 4 }, d1[] = { 1 }, d2[] = { 2 };
+    static int64_t three[] = { 3 }, big[] = { 100 }, tail[] = { 2, -1 };
+    static char *in_sh[] = { "x" }, *out_sh[] = { "s" }, *in_sl[] = { "s", "three", "big" }, *out_sl[] = { "e" };
+    static char *in_c[] = { "e", "tail" }, *out_c[] = { "shape" }, *in_r[] = { "x", "shape" }, *out_r[] = { "y" };
+    static char *in_a[] = { "x", "e" }, *out_a[] = { "z" };
+    for (int as_data = 0; as_data < 2; as_data++) {
+        mb b;
+        mb_init(&b, 13);
+        mb_input(&b, "x", 3, dx);
+        mb_init_i64(&b, "three", d1, three, 1);
+        mb_init_i64(&b, "big", d1, big, 1);
+        mb_init_i64(&b, "tail", d2, tail, 2);
+        mb_node(&b, "Shape", "sh", in_sh, 1, out_sh, 1);
+        mb_node(&b, "Slice", "sl", in_sl, 3, out_sl, 1);
+        Onnx__NodeProto *n = mb_node(&b, "Concat", "c", in_c, 2, out_c, 1);
+        mb_attr_i(&b, n, "axis", 0);
+        if (as_data) { /* the empty slice added to x: data, refused */
+            mb_node(&b, "Add", "add", in_a, 2, out_a, 1);
+            mb_output(&b, "z");
+        } else {
+            mb_node(&b, "Reshape", "rs", in_r, 2, out_r, 1);
+            mb_output(&b, "y");
+        }
+        size_t len;
+        uint8_t *p = mb_pack(&b, &len);
+        pbl_graph *g = NULL;
+        pbl_onnx_weights *w = NULL;
+        char err[1024];
+        pbl_status s = load(p, len, &g, &w, err, sizeof err);
+        if (as_data) {
+            assert_int_equal(s, PBL_ERR_UNSUPPORTED);
+            assert_non_null(strstr(err, "node 'add'"));
+            assert_non_null(strstr(err, "'e' is an empty tensor"));
+        } else {
+            assert_int_equal(s, PBL_OK);
+            pbl_value_info vi;
+            pbl_graph_value_info(g, pbl_graph_output(g, "y"), &vi);
+            assert_int_equal(vi.shape.ndim, 2);
+            assert_int_equal(vi.shape.dim[0], 2);
+            assert_int_equal(vi.shape.dim[1], 12);
+            pbl_onnx_weights_destroy(w);
+            pbl_graph_destroy(g);
+        }
+        free(p);
+    }
+}
+
 static void test_tensor_ops_refused(void **state)
 {
     (void)state;
@@ -1245,6 +1298,7 @@ int main(void)
         cmocka_unit_test(test_bool_tensor),
         cmocka_unit_test(test_unsupported_lists_every_op),
         cmocka_unit_test(test_fold_shape_chain),
+        cmocka_unit_test(test_fold_empty_slice),
         cmocka_unit_test(test_tensor_ops_refused),
         cmocka_unit_test(test_strict_validation),
         cmocka_unit_test(test_malformed),

@@ -35,7 +35,7 @@ static const pbl__onnx_data *cin(pbl__onnx_ctx *c, size_t i)
 {
     const char *name = pbl__onnx_in_name(c->node, i);
     pbl__onnx_sym *s = name ? pbl__onnx_sym_find(c, name) : NULL;
-    if (!s || !s->is_const || (!s->data.f && !s->data.ints))
+    if (!s || !s->is_const || (!s->data.f && !s->data.ints && !s->data.empty))
         return NULL;
     return &s->data;
 }
@@ -48,7 +48,9 @@ static pbl_status out_new(pbl__onnx_ctx *c, pbl__onnx_data *d, int is_int, pbl_s
     memset(d, 0, sizeof *d);
     int64_t n = 1;
     for (int32_t k = 0; k < shape.ndim; k++) {
-        if (shape.dim[k] < 1 || shape.dim[k] > PBL__ONNX_MAX_NUMEL / n)
+        /* integers may fold to nothing (Shape sliced past its end, then concatenated: the
+         * TorchScript exporter's attention reshapes); an empty float tensor would be data */
+        if (shape.dim[k] < (is_int ? 0 : 1) || (n > 0 && shape.dim[k] > PBL__ONNX_MAX_NUMEL / n))
             NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "it folds to a tensor with dim %d of %lld (pebble has no empty tensors)", (int)k,
                       (long long)shape.dim[k]);
         n *= shape.dim[k];
@@ -56,6 +58,10 @@ static pbl_status out_new(pbl__onnx_ctx *c, pbl__onnx_data *d, int is_int, pbl_s
     d->shape = shape;
     d->numel = n;
     d->is_int = is_int;
+    if (n == 0) {
+        d->empty = 1;
+        return PBL_OK;
+    }
     if (is_int)
         d->ints = pbl__mem_calloc(&c->mem, (size_t)n * sizeof *d->ints);
     else

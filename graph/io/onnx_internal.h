@@ -33,6 +33,8 @@ typedef struct pbl__onnx_data {
     int       is_int;    /* 1: ints holds the data; 0: f holds it */
     float    *f;         /* numel floats from the weights' memory */
     int64_t  *ints;      /* numel int64 from the loader's memory */
+    int       empty;     /* an integer constant with no elements (a shape sliced to nothing), which
+                            folding may use (a Concat of it and others); never a graph value */
 } pbl__onnx_data;
 
 /* Decodes t. Float data is allocated from fmem, integer data from imem. PBL_ERR_FORMAT (dims

@@ -198,6 +198,8 @@ pbl_status pbl__onnx_get(pbl__onnx_ctx *c, const char *name, pbl_value *out)
         NODE_FAIL(c, PBL_ERR_FORMAT, "input '%s' names no value", name);
     if (s->unsupported)
         NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "input '%s': %s", name, s->unsupported);
+    if (s->v == PBL_NONE && s->data.empty)
+        NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "input '%s' is an empty tensor, which pebble cannot hold as data", name);
     if (s->v == PBL_NONE && s->data.is_int) /* integers read as data: an i32 parameter */
         return int_weight(c, s, out);
     if (s->v == PBL_NONE) {
@@ -220,7 +222,7 @@ pbl_status pbl__onnx_get_ints(pbl__onnx_ctx *c, const char *name, const int64_t 
     pbl__onnx_sym *s = pbl__onnx_sym_find(c, name);
     if (!s)
         NODE_FAIL(c, PBL_ERR_FORMAT, "input '%s' names no value", name);
-    if (!s->is_const || !s->data.is_int || !s->data.ints)
+    if (!s->is_const || !s->data.is_int || (!s->data.ints && !s->data.empty))
         NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "input '%s' must be a constant integer tensor (an initializer or a Constant): "
                   "pebble's shapes are static", name);
     *ints = s->data.ints;
