@@ -18,13 +18,22 @@
  * common point — Helly's theorem in one dimension), so no two records the search kept apart
  * in the window can meet outside it.
  *
- * Which window: none is chosen for a particular instance. The window starts at the peak step
- * and doubles its half-width (in elementary steps: between consecutive distinct firsts and
- * lasts) while it holds at most half the records (beyond that it is nearly the whole instance,
- * which the full search handles); each window's search gets a node budget proportional to its
- * records (deterministic, like the full search's), and the first completion at the target
- * stops the step. A wider window gives the search more of the structure around the peak, a
- * narrower one is cheaper and leaves the greedy more freedom; the best completion is kept.
+ * Which windows: none is chosen for a particular instance. The first is centred on the peak
+ * step; its half-width (in elementary steps: between consecutive distinct firsts and lasts)
+ * doubles while the windows hold at most half the records (beyond that they are nearly the
+ * whole instance, which the full search handles). Where the completion puts a record above
+ * the target, that record met no window, and the bound broke at some step of its lifetime
+ * that no window covers: the hottest one (most live bytes) becomes one more centre, and the
+ * windows (each centre's, merged where they meet) are searched together at the same width.
+ * Instances with several steps near their peak (two phases of a model, a model run twice, a
+ * pipeline of stages) need that: a single window's completion rises at the other near-peaks,
+ * which a wider single window reaches only once it holds most of the run. The records that
+ * live only between two windows are left to the completion: they live where no break was
+ * seen, i.e. where there is room. While more centres may be added, a completion stops at its
+ * first record above the target (about a third of the way through on the two-copy stand-ins
+ * built from pangu_2.6B), since the windows are searched again anyway. Each window search
+ * gets a node budget proportional to its records (deterministic, like the full search's);
+ * the first completion at the target stops the step, and the best completion is kept.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -34,6 +43,7 @@
 #include "graph/planner/sort.h"
 #include "graph/planner/strategies/exact.h"
 
+#define MAX_CENTRES 16 /* windows searched together; see pbl__exact_window */
 #define WINDOW_NODES(k) (20 * (int64_t)(k) + 1000) /* search nodes per window of k records */
 
 typedef struct window {
@@ -50,14 +60,15 @@ typedef struct window {
     int64_t                *trial; /* [n] a completed packing */
     uint8_t                *fixed; /* [n] 1: placed by the search */
     pbl__key2              *by_size;
+    int64_t                *live;  /* [m] bytes live at each elementary step */
+    int32_t                 broke; /* the first record the last completion put above target, or -1 */
+    int32_t                 stop_at_break; /* 1: a completion stops there (see pbl__exact_window) */
 } window;
 
-/* The elementary step with the most live bytes (the first on a tie), or -1 when out of memory. */
-static int32_t peak_step(const window *w)
+/* Fills w->live and returns the elementary step with the most live bytes (the first on a tie). */
+static int32_t peak_step(window *w)
 {
-    int64_t *live = pbl__plan_alloc(w->al, (size_t)w->m * sizeof *live);
-    if (!live)
-        return -1;
+    int64_t *live = w->live;
     memset(live, 0, (size_t)w->m * sizeof *live);
     for (int32_t i = 0; i < w->n; i++) {
         live[w->step[2 * i]] += w->r[i].size;
@@ -67,12 +78,23 @@ static int32_t peak_step(const window *w)
     int64_t cur = 0, best = -1;
     for (int32_t s = 0; s + 1 < w->m; s++) {
         cur += live[s];
+        live[s] = cur;
         if (cur > best) {
             best = cur;
             p = s;
         }
     }
-    pbl__plan_free(w->al, live, (size_t)w->m * sizeof *live);
+    live[w->m - 1] = 0;
+    return p;
+}
+
+/* The step of [a, b) with the most live bytes (the first on a tie). */
+static int32_t hottest_step(const window *w, int32_t a, int32_t b)
+{
+    int32_t p = a;
+    for (int32_t s = a + 1; s < b; s++)
+        if (w->live[s] > w->live[p])
+            p = s;
     return p;
 }
 
@@ -81,7 +103,7 @@ static int32_t peak_step(const window *w)
  * 0 when deadline (0: none) passed first or a record reached `above` (the completion can no
  * longer beat the packing in hand: stopping there halves the cost of the windows that fail),
  * or -1 when out of memory. */
-static int64_t complete(window *w, int64_t above, double deadline)
+static int64_t complete(window *w, int64_t target, int64_t above, double deadline)
 {
     pbl__spacetime taken;
     pbl__spacetime_scan scan = { 0 };
@@ -110,7 +132,9 @@ static int64_t complete(window *w, int64_t above, double deadline)
         if (pbl__spacetime_taken(&taken, w->step[2 * i], w->step[2 * i + 1], &scan, &taken_now, &n_taken) != PBL_OK)
             goto done;
         w->trial[i] = pbl__spans_smallest_gap(taken_now, n_taken, size);
-        if (w->trial[i] + size >= above) {
+        if (w->trial[i] + size > target && w->broke < 0)
+            w->broke = i;
+        if (w->trial[i] + size >= above || (w->broke >= 0 && w->stop_at_break)) {
             arena = 0;
             goto done;
         }
@@ -128,16 +152,34 @@ done:
     return arena;
 }
 
-/* The search on the records overlapping steps [a, b), then the completion. Returns the
- * completed arena (in w->trial), 0 when the search found no packing within target (or the
- * window cannot be searched) or the completion reached `above`, -1 when out of memory. */
-static int64_t try_window(window *w, int32_t a, int32_t b, int64_t target, int64_t above, double deadline)
+/* Whether a record over steps [a, b) meets one of the windows win[0, 2·nw) (pairs of steps
+ * [from, to), disjoint, by step). */
+static int meets(const int32_t *win, int32_t nw, int32_t a, int32_t b)
 {
-    int64_t t0 = w->times[a], t1 = w->times[b];
+    for (int32_t j = 0; j < nw; j++)
+        if (a < win[2 * j + 1] && win[2 * j] < b)
+            return 1;
+    return 0;
+}
+
+/* The search on the records meeting the windows win[0, 2·nw), then the completion. Their
+ * lifetimes are clipped to the windows' hull [win[0], win[2·nw - 1]): two records that overlap
+ * each other and both meet the hull overlap inside it (Helly, as above), so the search keeps
+ * apart exactly the pairs that must be. The records that live only between two windows are
+ * left to the completion: the windows are put where the live bytes come near the target, so
+ * between them there is room. Returns the completed arena (in w->trial), 0 when the search
+ * found no packing within target (or the windows cannot be searched) or the completion
+ * reached `above`, -1 when out of memory. w->broke: the first record the completion put above
+ * target (-1: none, or no completion). */
+static int64_t try_windows(window *w, const int32_t *win, int32_t nw, int64_t target, int64_t above,
+                           double deadline)
+{
+    int64_t t0 = w->times[win[0]], t1 = w->times[win[2 * nw - 1]];
     int32_t ns = 0;
+    w->broke = -1;
     for (int32_t i = 0; i < w->n; i++) {
         w->fixed[i] = 0;
-        if (w->r[i].first < t1 && t0 < w->r[i].last) {
+        if (meets(win, nw, w->step[2 * i], w->step[2 * i + 1])) {
             w->in[ns] = i;
             w->sub[ns] = (pbl_usage_record){ w->r[i].size, w->r[i].first > t0 ? w->r[i].first : t0,
                                              w->r[i].last < t1 ? w->r[i].last : t1 };
@@ -150,8 +192,8 @@ static int64_t try_window(window *w, int32_t a, int32_t b, int64_t target, int64
         return -1;
     if (s != PBL_OK)
         return 0;
-    /* with an alignment the window's own bound (its records padded in the stack at the peak)
-     * can be above target; it binds the whole instance too (the window is a relaxation) */
+    /* with an alignment the windows' own bound (their records padded in the stack at the peak)
+     * can be above target; it binds the whole instance too (the windows are a relaxation) */
     int64_t cap = pbl__exact_lower_bound(e) > target ? pbl__exact_lower_bound(e) : target;
     if (cap >= above) {
         pbl__exact_destroy(e);
@@ -168,7 +210,38 @@ static int64_t try_window(window *w, int32_t a, int32_t b, int64_t target, int64
         w->fixed[w->in[j]] = 1;
         w->trial[w->in[j]] = w->sub_off[j];
     }
-    return complete(w, above, deadline);
+    return complete(w, cap, above, deadline);
+}
+
+/* The windows of half-width h around the centres c[0, nc) (sorted), merged where they meet,
+ * into win[0, 2·nw); returns nw. */
+static int32_t windows_around(const window *w, const int32_t *c, int32_t nc, int64_t h, int32_t *win)
+{
+    int32_t nw = 0;
+    for (int32_t j = 0; j < nc; j++) {
+        int32_t a = c[j] - h + 1 > 0 ? (int32_t)(c[j] - h + 1) : 0;
+        int32_t b = c[j] + h < w->m - 1 ? (int32_t)(c[j] + h) : w->m - 1;
+        if (nw > 0 && a <= win[2 * nw - 1]) {
+            if (b > win[2 * nw - 1])
+                win[2 * nw - 1] = b;
+        } else {
+            win[2 * nw] = a;
+            win[2 * nw + 1] = b;
+            nw++;
+        }
+    }
+    return nw;
+}
+
+static void add_centre(int32_t *c, int32_t *nc, int32_t q)
+{
+    int32_t j = *nc;
+    while (j > 0 && c[j - 1] > q) {
+        c[j] = c[j - 1];
+        j--;
+    }
+    c[j] = q;
+    (*nc)++;
 }
 
 int64_t pbl__exact_window(const pbl_usage_record *r, int32_t n, int64_t align, int64_t target, int64_t stop,
@@ -177,13 +250,14 @@ int64_t pbl__exact_window(const pbl_usage_record *r, int32_t n, int64_t align, i
     window w = { .r = r, .n = n, .align = align > 0 ? align : 1, .al = al };
     size_t nn = (size_t)n;
     size_t bytes = nn * (2 * sizeof(int64_t) + 2 * sizeof(int32_t) + sizeof(int32_t) + sizeof(pbl_usage_record) +
-                         2 * sizeof(int64_t) + sizeof(uint8_t) + sizeof(pbl__key2));
+                         2 * sizeof(int64_t) + sizeof(uint8_t) + sizeof(pbl__key2) + 2 * sizeof(int64_t));
     char *block = pbl__plan_alloc(al, bytes), *at = block;
     if (!block)
         return -1;
     w.by_size = (pbl__key2 *)at;        at += nn * sizeof *w.by_size;
     w.sub = (pbl_usage_record *)at;     at += nn * sizeof *w.sub;
     w.times = (int64_t *)at;            at += 2 * nn * sizeof *w.times;
+    w.live = (int64_t *)at;             at += 2 * nn * sizeof *w.live;
     w.sub_off = (int64_t *)at;          at += nn * sizeof *w.sub_off;
     w.trial = (int64_t *)at;            at += nn * sizeof *w.trial;
     w.step = (int32_t *)at;             at += 2 * nn * sizeof *w.step;
@@ -199,27 +273,42 @@ int64_t pbl__exact_window(const pbl_usage_record *r, int32_t n, int64_t align, i
         w.step[2 * i] = pbl__search_i64(w.times, w.m, r[i].first, 0);
         w.step[2 * i + 1] = pbl__search_i64(w.times, w.m, r[i].last, 0);
     }
-    int32_t p = w.m > 1 ? peak_step(&w) : -1;
-    if (p < 0 && w.m > 1) {
-        arena = -1;
-        goto done;
-    }
+    /* Centres: the peak step, then every step where a completion first rose above the target
+     * (the hottest step in the lifetime of the first record it put there: no window met that
+     * record, so the step lies outside them). An instance with several steps near its peak
+     * (two phases of a model, or a model run twice) needs a window at each: one window's
+     * completion rises at the others, which a wider single window reaches only once it holds
+     * most of the run. Each added centre is one more search and completion on the same width,
+     * at most MAX_CENTRES (the deadline bounds them too). */
+    int32_t centre[MAX_CENTRES], win[2 * MAX_CENTRES];
+    int32_t nc = 0;
+    if (w.m > 1)
+        centre[nc++] = peak_step(&w);
     int32_t last_k = -1;
-    for (int64_t h = 1; p >= 0 && arena > stop; h *= 2) {
-        if (deadline > 0 && pbl__exact_now() > deadline)
-            break;
-        int32_t a = p - h + 1 > 0 ? (int32_t)(p - h + 1) : 0;
-        int32_t b = p + h < w.m - 1 ? (int32_t)(p + h) : w.m - 1;
-        int32_t k = 0;
-        for (int32_t i = 0; i < n; i++)
-            k += w.step[2 * i] < b && a < w.step[2 * i + 1];
-        if (k > n / 2)
-            break;
-        /* the peak step alone: every record there overlaps every other, so any stack is a
-         * packing and the search has nothing to choose; the window must reach beyond it */
-        if (k != last_k && b - a > 1) {
+    for (int64_t h = 1; nc > 0 && arena > stop; h *= 2) {
+        int whole = 0, over = 0;
+        for (;;) {
+            if (deadline > 0 && pbl__exact_now() > deadline) {
+                over = 1;
+                break;
+            }
+            int32_t nw = windows_around(&w, centre, nc, h, win);
+            int32_t k = 0;
+            for (int32_t i = 0; i < n; i++)
+                k += meets(win, nw, w.step[2 * i], w.step[2 * i + 1]);
+            if (k > n / 2) {
+                over = 1;
+                break;
+            }
+            whole = win[0] == 0 && win[2 * nw - 1] == w.m - 1 && nw == 1;
+            /* a window of the peak step alone: every record there overlaps every other, so
+             * any stack is a packing and the search has nothing to choose; it must reach
+             * beyond it */
+            if (k == last_k || (nw == 1 && win[1] - win[0] <= 1))
+                break;
             last_k = k;
-            int64_t got = try_window(&w, a, b, target, arena, deadline);
+            w.stop_at_break = nc < MAX_CENTRES;
+            int64_t got = try_windows(&w, win, nw, target, arena, deadline);
             if (got < 0) {
                 arena = -1;
                 goto done;
@@ -228,8 +317,11 @@ int64_t pbl__exact_window(const pbl_usage_record *r, int32_t n, int64_t align, i
                 arena = got;
                 memcpy(offset, w.trial, nn * sizeof *offset);
             }
+            if (arena <= stop || w.broke < 0 || nc == MAX_CENTRES)
+                break;
+            add_centre(centre, &nc, hottest_step(&w, w.step[2 * w.broke], w.step[2 * w.broke + 1]));
         }
-        if (a == 0 && b == w.m - 1)
+        if (over || whole)
             break;
     }
 done:
