@@ -572,6 +572,53 @@ static void test_window_never_worse(void **state)
     }
 }
 
+/* Two separated peaks, which one window cannot both fix: a five-record pattern whose own
+ * offset greedy by size gives 23 over its lower bound 21 (7 bytes over [0, 7), 8 over [0, 6),
+ * then 5, 3 and 6 over [6, 7): the greedy puts 8 at 0, 7 above it at 8, and the three short
+ * ones, 14 bytes, fit neither under 7 nor in a gap; stacked as 5, 3, 6 on 7 at 0 with 8 on
+ * 7 before step 6 they make 21), twice: copy A over [0, 7), copy B over [100, 107), and twelve
+ * 1-byte fillers between them, so that any window reaching both peaks holds more than half the
+ * records (which the step never searches) while the two copies' windows hold less. A window around A's peak (the first highest step)
+ * alone packs A at 21 and leaves B to the completion, which is offset greedy by size again:
+ * 23. The step must put a second window at B's peak, where the completion broke the bound;
+ * both copies packed as the pattern can be give the lower bound, 21, which it must reach from
+ * offset greedy by size's packing (23). Three copies and two alignments the same way. */
+static void test_window_two_separated_peaks(void **state)
+{
+    (void)state;
+    enum { P = 5, F = 12, MAX_N = 3 * P + 2 * F };
+    const pbl_usage_record pat[P] = { { 7, 0, 7 }, { 8, 0, 6 }, { 5, 6, 7 }, { 3, 6, 7 }, { 6, 6, 7 } };
+    pbl_usage_record r[MAX_N];
+    int64_t o[MAX_N];
+    for (int32_t copies = 2; copies <= 3; copies++) {
+        int32_t n = 0;
+        for (int32_t c = 0; c < copies; c++) {
+            for (int32_t i = 0; i < P; i++)
+                r[n++] = (pbl_usage_record){ pat[i].size, pat[i].first + 100 * c, pat[i].last + 100 * c };
+            for (int32_t j = 0; c + 1 < copies && j < F; j++)
+                r[n++] = (pbl_usage_record){ 1, 20 + 100 * c + j, 21 + 100 * c + j };
+        }
+        assert_int_equal(pbl_records_lower_bound(r, n), 21);
+        for (int64_t align = 1; align <= 2; align++) {
+            pbl_plan_options opt = pbl_plan_options_default();
+            opt.align = align;
+            pbl_assignment a;
+            assert_int_equal(pbl_plan_records(r, n, "offset_greedy_by_size", &opt, &a, NULL, 0), PBL_OK);
+            assert_true(a.arena > 21);
+            memcpy(o, a.offset, (size_t)n * sizeof *o);
+            /* at alignment 2 the padded stacks lift the bound above 21: only never worse */
+            int64_t arena = pbl__exact_window(r, n, align, 21, 21, 0, NULL, o);
+            if (align == 1)
+                assert_int_equal(arena, 21);
+            else
+                assert_true(arena <= a.arena);
+            pbl_assignment b = { .offset = o, .n_records = n, .arena = arena };
+            assert_int_equal(pbl_plan_verify(r, n, &b, align, 0, NULL, 0), PBL_OK);
+            pbl_assignment_free(&a);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -588,6 +635,7 @@ int main(void)
         cmocka_unit_test(test_local_never_worse_and_bound),
         cmocka_unit_test(test_window_closes_the_hole_at_the_peak),
         cmocka_unit_test(test_window_never_worse),
+        cmocka_unit_test(test_window_two_separated_peaks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
