@@ -63,6 +63,8 @@ typedef struct window {
     int64_t                *live;  /* [m] bytes live at each elementary step */
     int32_t                 broke; /* the first record the last completion put above target, or -1 */
     int32_t                 stop_at_break; /* 1: a completion stops there (see pbl__exact_window) */
+    pbl__spacetime          taken; /* the completion's index, emptied (not freed) between them: */
+    pbl__spacetime_scan     scan;  /* its sets' memory is what page faults cost most of a retry */
 } window;
 
 /* Fills w->live and returns the elementary step with the most live bytes (the first on a tie). */
@@ -105,15 +107,14 @@ static int32_t hottest_step(const window *w, int32_t a, int32_t b)
  * or -1 when out of memory. */
 static int64_t complete(window *w, int64_t target, int64_t above, double deadline)
 {
-    pbl__spacetime taken;
-    pbl__spacetime_scan scan = { 0 };
+    pbl__spacetime *taken = &w->taken;
+    pbl__spacetime_scan *scan = &w->scan;
     int64_t arena = -1;
-    if (pbl__spacetime_init(&taken, w->m - 1, w->al) != PBL_OK)
-        return -1;
+    pbl__spacetime_clear(taken);
     int32_t nb = 0;
     for (int32_t i = 0; i < w->n; i++) {
         if (w->fixed[i]) {
-            if (pbl__spacetime_add(&taken, w->step[2 * i], w->step[2 * i + 1], w->trial[i],
+            if (pbl__spacetime_add(taken, w->step[2 * i], w->step[2 * i + 1], w->trial[i],
                                    pbl__align_up(w->trial[i] + w->r[i].size, w->align)) != PBL_OK)
                 goto done;
         } else {
@@ -129,7 +130,7 @@ static int64_t complete(window *w, int64_t target, int64_t above, double deadlin
         int32_t i = w->by_size[s].idx, n_taken;
         int64_t size = w->r[i].size;
         const pbl__span *taken_now;
-        if (pbl__spacetime_taken(&taken, w->step[2 * i], w->step[2 * i + 1], &scan, &taken_now, &n_taken) != PBL_OK)
+        if (pbl__spacetime_taken(taken, w->step[2 * i], w->step[2 * i + 1], scan, &taken_now, &n_taken) != PBL_OK)
             goto done;
         w->trial[i] = pbl__spans_smallest_gap(taken_now, n_taken, size);
         if (w->trial[i] + size > target && w->broke < 0)
@@ -138,7 +139,7 @@ static int64_t complete(window *w, int64_t target, int64_t above, double deadlin
             arena = 0;
             goto done;
         }
-        if (pbl__spacetime_add(&taken, w->step[2 * i], w->step[2 * i + 1], w->trial[i],
+        if (pbl__spacetime_add(taken, w->step[2 * i], w->step[2 * i + 1], w->trial[i],
                                pbl__align_up(w->trial[i] + size, w->align)) != PBL_OK)
             goto done;
     }
@@ -147,8 +148,6 @@ static int64_t complete(window *w, int64_t target, int64_t above, double deadlin
         if (w->trial[i] + w->r[i].size > arena)
             arena = w->trial[i] + w->r[i].size;
 done:
-    pbl__spacetime_free(&taken);
-    pbl__spacetime_scan_free(&scan, w->al);
     return arena;
 }
 
@@ -269,6 +268,10 @@ int64_t pbl__exact_window(const pbl_usage_record *r, int32_t n, int64_t align, i
         if (offset[i] + r[i].size > arena)
             arena = offset[i] + r[i].size;
     w.m = pbl__distinct_times(r, n, w.times);
+    if (pbl__spacetime_init(&w.taken, w.m - 1, al) != PBL_OK) {
+        pbl__plan_free(al, block, bytes);
+        return -1;
+    }
     for (int32_t i = 0; i < n; i++) {
         w.step[2 * i] = pbl__search_i64(w.times, w.m, r[i].first, 0);
         w.step[2 * i + 1] = pbl__search_i64(w.times, w.m, r[i].last, 0);
@@ -325,6 +328,8 @@ int64_t pbl__exact_window(const pbl_usage_record *r, int32_t n, int64_t align, i
             break;
     }
 done:
+    pbl__spacetime_free(&w.taken);
+    pbl__spacetime_scan_free(&w.scan, al);
     pbl__plan_free(al, block, bytes);
     return arena;
 }
