@@ -316,6 +316,37 @@ static void test_coloring_says_why_it_declines(void **state)
     free(r);
 }
 
+/* Without a capacity exact runs right after offset_greedy_by_size and before best_fit_heap:
+ * its window step is what reaches the bound on large real traces, where best_fit_heap's four
+ * orders would spend the budget first. On a pattern offset greedy by size leaves at 23 over
+ * its bound 21 (see test_plan_exact), exact reaches 21 and best_fit_heap is not needed. */
+static void test_exact_before_best_fit_heap(void **state)
+{
+    (void)state;
+    pbl_usage_record r[] = { { 7, 0, 7 }, { 8, 0, 6 }, { 5, 6, 7 }, { 3, 6, 7 }, { 6, 6, 7 } };
+    pbl_plan_report rep;
+    pbl_plan_options o = pbl_plan_options_default();
+    o.report = &rep;
+    pbl_assignment a;
+    assert_int_equal(pbl_plan_records(r, 5, "best", &o, &a, NULL, 0), PBL_OK);
+    int32_t at_greedy = -1, at_exact = -1, at_heap = -1;
+    for (int32_t k = 0; k < rep.n_steps; k++) {
+        if (strcmp(rep.step[k].strategy, "offset_greedy_by_size") == 0)
+            at_greedy = k;
+        if (strcmp(rep.step[k].strategy, "exact") == 0)
+            at_exact = k;
+        if (strcmp(rep.step[k].strategy, "best_fit_heap") == 0)
+            at_heap = k;
+    }
+    assert_true(at_greedy >= 0 && at_exact == at_greedy + 1 && at_heap == at_exact + 1);
+    assert_true(rep.step[at_greedy].arena > 21);
+    assert_int_equal(a.arena, 21);
+    assert_string_equal(rep.winner, "exact");
+    assert_int_equal(rep.step[at_heap].outcome, PBL_PLAN_NOT_RUN);
+    check_report(&rep, &a, 21);
+    pbl_assignment_free(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -323,6 +354,7 @@ int main(void)
         cmocka_unit_test(test_stops_at_the_lower_bound),
         cmocka_unit_test(test_tiny_budget_still_verified),
         cmocka_unit_test(test_capacity_tries_exact_first),
+        cmocka_unit_test(test_exact_before_best_fit_heap),
         cmocka_unit_test(test_capacity_below_bound_is_infeasible),
         cmocka_unit_test(test_time_limit_bounds_every_strategy),
         cmocka_unit_test(test_coloring_says_why_it_declines),

@@ -16,8 +16,9 @@
  * It starts from an incumbent: its own greedy packings, the others' (below), and `best`'s
  * result so far (in->incumbent), so it never returns anything worse than those. Before the
  * decision searches over the whole instance it tries the window step (exact_window.c: the
- * search on windows of time around the peak step, the records outside placed around them by
- * size — which closes the holes greedy packings leave under the peak of large real traces),
+ * search on windows of time around the peak step and the other steps where the bound breaks,
+ * the records outside placed around them by size — which closes the holes greedy packings
+ * leave under the peaks of large real traces),
  * then improves the incumbent locally (exact_local.c: the records around the arena's top taken
  * out and re-packed against the fixed rest while that lowers the arena); those two are what is
  * left when the instance is too large to search as a whole. assignment.bound reports the

@@ -59,12 +59,12 @@ int64_t pbl__exact_local(const pbl_usage_record *r, int32_t n, int64_t align, do
                          const pbl_allocator *al, int64_t *offset);
 
 /* The window step (graph/planner/strategies/exact_window.c): the decision search within target
- * on the records overlapping windows of growing width around the peak step (lifetimes clipped
- * to the window), the rest placed around them by size; offset[] (a packing) is replaced by a
- * completion smaller than its arena, the smallest found, and the step ends at the first one
- * within stop (>= target). Node budgets per window make it deterministic unless deadline
- * (0: none) passes. Returns the arena of offset[] afterwards, or -1 when out of memory
- * (offset[] then unchanged or improved). */
+ * on the records meeting windows of growing width around the peak step and around every step
+ * where a completion broke the target (lifetimes clipped to the windows' hull), the rest placed
+ * around them by size; offset[] (a packing) is replaced by a completion smaller than its arena,
+ * the smallest found, and the step ends at the first one within stop (>= target). Node budgets
+ * per search make it deterministic unless deadline (0: none) passes. Returns the arena of
+ * offset[] afterwards, or -1 when out of memory (offset[] then unchanged or improved). */
 int64_t pbl__exact_window(const pbl_usage_record *r, int32_t n, int64_t align, int64_t target, int64_t stop,
                           double deadline, const pbl_allocator *al, int64_t *offset);
 
