@@ -35,6 +35,12 @@ pbl_status pbl__exact_create(const pbl_usage_record *r, int32_t n, int64_t align
                              pbl__exact **out);
 void       pbl__exact_destroy(pbl__exact *e);
 
+/* Moves from's scratch pools (the trail, candidate and component stacks: emptied by every
+ * decision, so they carry nothing between searches) into e where they are larger, so that a
+ * series of searches on related instances (the window step's) grows them once: growing them
+ * anew cost a third of each window search in copies and page faults. */
+void       pbl__exact_take_scratch(pbl__exact *e, pbl__exact *from);
+
 /* Searches for offsets (per record, in the caller's order) with every record within capacity.
  * Deterministic for a given budget when the deadline is not reached. */
 pbl__exact_result pbl__exact_decide(pbl__exact *e, int64_t capacity, pbl__exact_budget *b, int64_t *offset);

@@ -431,6 +431,33 @@ void pbl__exact_destroy(pbl__exact *e)
     pbl__plan_free(al, e, sizeof *e);
 }
 
+void pbl__exact_take_scratch(pbl__exact *e, pbl__exact *from)
+{
+    if (!e || !from || e->al != from->al)
+        return;
+    if (from->trail_cap > e->trail_cap) {
+        pbl__plan_free(e->al, e->trail, e->trail_cap * sizeof(trail_entry));
+        e->trail = from->trail;
+        e->trail_cap = from->trail_cap;
+        from->trail = NULL;
+        from->trail_cap = 0;
+    }
+    if (from->cand_cap > e->cand_cap) {
+        pbl__plan_free(e->al, e->cand, e->cand_cap * sizeof(int32_t));
+        e->cand = from->cand;
+        e->cand_cap = from->cand_cap;
+        from->cand = NULL;
+        from->cand_cap = 0;
+    }
+    if (from->comp_cap > e->comp_cap) {
+        pbl__plan_free(e->al, e->comp, e->comp_cap * sizeof(int32_t));
+        e->comp = from->comp;
+        e->comp_cap = from->comp_cap;
+        from->comp = NULL;
+        from->comp_cap = 0;
+    }
+}
+
 /* ---- preorders --------------------------------------------------------------------------- */
 
 /* Rank buffers, larger first, ties by index, by MiniMalloc's three default keys: 0 lifetime,

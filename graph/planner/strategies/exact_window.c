@@ -65,6 +65,7 @@ typedef struct window {
     int32_t                 stop_at_break; /* 1: a completion stops there (see pbl__exact_window) */
     pbl__spacetime          taken; /* the completion's index, emptied (not freed) between them: */
     pbl__spacetime_scan     scan;  /* its sets' memory is what page faults cost most of a retry */
+    pbl__exact             *spare; /* the last window search, whose scratch pools the next takes */
 } window;
 
 /* Fills w->live and returns the elementary step with the most live bytes (the first on a tie). */
@@ -198,9 +199,11 @@ static int64_t try_windows(window *w, const int32_t *win, int32_t nw, int64_t ta
         pbl__exact_destroy(e);
         return 0;
     }
+    pbl__exact_take_scratch(e, w->spare);
+    pbl__exact_destroy(w->spare);
+    w->spare = e;
     pbl__exact_budget b_ = { .nodes_left = WINDOW_NODES(ns), .deadline = deadline };
     pbl__exact_result res = pbl__exact_decide(e, cap, &b_, w->sub_off);
-    pbl__exact_destroy(e);
     if (res == PBL__EXACT_NOMEM)
         return -1;
     if (res != PBL__EXACT_FOUND)
@@ -328,6 +331,7 @@ int64_t pbl__exact_window(const pbl_usage_record *r, int32_t n, int64_t align, i
             break;
     }
 done:
+    pbl__exact_destroy(w.spare);
     pbl__spacetime_free(&w.taken);
     pbl__spacetime_scan_free(&w.scan, al);
     pbl__plan_free(al, block, bytes);
