@@ -316,9 +316,14 @@ int64_t pbl__exact_window(const pbl_usage_record *r, int32_t n, int64_t align, i
      * most of the run. Each added centre is one more search and completion on the same width,
      * at most MAX_CENTRES (the deadline bounds them too). */
     int32_t centre[MAX_CENTRES], win[2 * MAX_CENTRES];
-    int32_t nc = 0;
-    if (w.m > 1)
-        centre[nc++] = peak_step(&w);
+    int32_t nc = 0, peak = w.m > 1 ? peak_step(&w) : -1;
+    /* more centres while 1; once the windows around several centres hold more than half the
+     * records, the step goes on with the peak's window alone, growing, as it would without
+     * them (on small instances the centres fill half the records within a few widths; a wider
+     * window around the peak alone still finds smaller completions there: MiniMalloc H) */
+    int several = 1;
+    if (peak >= 0)
+        centre[nc++] = peak;
     int32_t last_k = -1;
     for (int64_t h = 1; nc > 0 && arena > stop; h *= 2) {
         int whole = 0, over = 0;
@@ -331,6 +336,13 @@ int64_t pbl__exact_window(const pbl_usage_record *r, int32_t n, int64_t align, i
             int32_t k = 0;
             for (int32_t i = 0; i < n; i++)
                 k += meets(win, nw, w.step[2 * i], w.step[2 * i + 1]);
+            if (k > n / 2 && nc > 1) {
+                centre[0] = peak;
+                nc = 1;
+                several = 0;
+                last_k = -1;
+                continue;
+            }
             if (k > n / 2) {
                 over = 1;
                 break;
@@ -342,7 +354,7 @@ int64_t pbl__exact_window(const pbl_usage_record *r, int32_t n, int64_t align, i
             if (k == last_k || (nw == 1 && win[1] - win[0] <= 1))
                 break;
             last_k = k;
-            w.stop_at_break = nc < MAX_CENTRES;
+            w.stop_at_break = several && nc < MAX_CENTRES;
             int64_t got = try_windows(&w, win, nw, target, arena, deadline);
             if (got < 0) {
                 arena = -1;
@@ -352,7 +364,7 @@ int64_t pbl__exact_window(const pbl_usage_record *r, int32_t n, int64_t align, i
                 arena = got;
                 memcpy(offset, w.trial, nn * sizeof *offset);
             }
-            if (arena <= stop || w.broke < 0 || nc == MAX_CENTRES)
+            if (arena <= stop || w.broke < 0 || !several || nc == MAX_CENTRES)
                 break;
             add_centre(centre, &nc, hottest_step(&w, w.step[2 * w.broke], w.step[2 * w.broke + 1]));
         }
