@@ -33,7 +33,11 @@
  * first record above the target (about a third of the way through on the two-copy stand-ins
  * built from pangu_2.6B), since the windows are searched again anyway. Each window search
  * gets a node budget proportional to its records (deterministic, like the full search's);
- * the first completion at the target stops the step, and the best completion is kept.
+ * the first completion at the target stops the step, and the best completion is kept. The
+ * records that live over all the windows (weights, long-lived activations: most of what meets
+ * a narrow window on real traces) are stacked under the rest without being searched (see
+ * try_windows). At most MAX_CENTRES centres: each costs a search and a partial completion
+ * (the stand-ins needed 3 to 8), and the deadline bounds them too.
  */
 #include <stdint.h>
 #include <stdlib.h>
