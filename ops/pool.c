@@ -16,6 +16,7 @@
  */
 #include "ops/cpu/kernels.h"
 #include "ops/shared/geometry.h"
+#include "ops/shared/resize.h"
 
 enum { PL_KERNEL, PL_STRIDE, PL_PAD, PL_DILATION, PL_CEIL, PL_COUNT_PAD, PL_SHAPE };
 static const pbl__attr_spec pool_attrs[] = {
@@ -262,4 +263,138 @@ const pbl__op pbl__op_global_avg_pool_grad = {
     .attrs = shape_attr, .n_attrs = 1,
     .infer = global_pool_grad_infer,
     .cpu = pbl__cpu_global_avg_pool_grad,
+};
+
+/* ---- resize (ONNX Resize and Upsample: nearest and linear, any rank) and its gradient ------
+ * The arithmetic is ops/shared/resize.h (kernels: ops/cpu/pool.c, ops/cuda/pool.cu).
+ *
+ *   resize       x     ->  y   shape (y's dims), mode (0 nearest, 1 linear), coord (the
+ *                              coordinate transformation), nearest (the rounding), scale_bits
+ *   resize_grad  dy    ->  dx  the same attributes and x_shape (dx's dims)
+ *
+ * y's dims are an attribute: the ONNX converter works them out from the constant scales or
+ * sizes. scale_bits carries each dim's scale (the divisor of the coordinate transformation,
+ * which ONNX takes from the scales input rather than from out/in) as the bits of a binary64;
+ * empty, the scale is out/in. The gradient adds each output's dy into the inputs it read,
+ * with the same weights. (Resampling lives with pooling: ops/ is at its file cap.) */
+
+enum { RS_SHAPE, RS_MODE, RS_COORD, RS_NEAREST, RS_SCALES, RS_X_SHAPE };
+static const pbl__attr_spec resize_attrs[] = {
+    { .name = "shape", .type = PBL_ATTR_INTS, .required = 1 },
+    { .name = "mode", .type = PBL_ATTR_INT },
+    { .name = "coord", .type = PBL_ATTR_INT },
+    { .name = "nearest", .type = PBL_ATTR_INT },
+    { .name = "scale_bits", .type = PBL_ATTR_INTS },
+    { .name = "x_shape", .type = PBL_ATTR_INTS, .required = 1 }, /* resize_grad only */
+};
+
+/* Checks the attributes for resizing x to y. */
+static pbl_status resize_check(pbl__infer_ctx *c, const pbl_shape *x, const pbl_shape *y)
+{
+    char sx[96], sy[96];
+    const pbl__attr_val *a = c->attr;
+    if (a[RS_MODE].i < 0 || a[RS_MODE].i > PBL__RESIZE_LINEAR)
+        return pbl__infer_fail(c, PBL_ERR_ATTR, "mode is %lld; it must be 0 (nearest) or 1 (linear)",
+                               (long long)a[RS_MODE].i);
+    if (a[RS_COORD].i < 0 || a[RS_COORD].i >= PBL__RC_COUNT)
+        return pbl__infer_fail(c, PBL_ERR_ATTR, "coord is %lld; it must be 0..%d", (long long)a[RS_COORD].i,
+                               PBL__RC_COUNT - 1);
+    if (a[RS_NEAREST].i < 0 || a[RS_NEAREST].i >= PBL__RN_COUNT)
+        return pbl__infer_fail(c, PBL_ERR_ATTR, "nearest is %lld; it must be 0..%d", (long long)a[RS_NEAREST].i,
+                               PBL__RN_COUNT - 1);
+    if (y->ndim != x->ndim)
+        return pbl__infer_fail(c, PBL_ERR_SHAPE, "x is %s but the resized shape %s has another rank",
+                               pbl_shape_str(x, sx, sizeof sx), pbl_shape_str(y, sy, sizeof sy));
+    for (int32_t d = 0; d < x->ndim; d++)
+        if ((x->dim[d] == 0) != (y->dim[d] == 0))
+            return pbl__infer_fail(c, PBL_ERR_SHAPE, "x is %s and the resized shape %s: an empty dim stays empty",
+                                   pbl_shape_str(x, sx, sizeof sx), pbl_shape_str(y, sy, sizeof sy));
+    const pbl__attr_val *sc = &a[RS_SCALES];
+    if (sc->n_ints != 0 && sc->n_ints != x->ndim)
+        return pbl__infer_fail(c, PBL_ERR_ATTR, "scale_bits lists %d values; x has rank %d", (int)sc->n_ints,
+                               (int)x->ndim);
+    for (int32_t d = 0; d < sc->n_ints; d++) {
+        double s;
+        uint64_t u = (uint64_t)sc->ints[d];
+        memcpy(&s, &u, sizeof s);
+        if (!(s > 0) || !isfinite(s))
+            return pbl__infer_fail(c, PBL_ERR_ATTR, "scale %d is %g; it must be a finite number > 0", (int)d, s);
+    }
+    return PBL_OK;
+}
+
+static pbl_status resize_infer(pbl__infer_ctx *c)
+{
+    pbl_shape y;
+    pbl_status s = pbl__infer_check_f32(c, 0, "x");
+    if (s == PBL_OK)
+        s = pbl__infer_shape_attr(c, &c->attr[RS_SHAPE], &y);
+    if (s == PBL_OK)
+        s = resize_check(c, &c->in[0].shape, &y);
+    if (s != PBL_OK)
+        return s;
+    c->out[0].dtype = PBL_F32;
+    c->out[0].shape = y;
+    return PBL_OK;
+}
+
+static pbl_status resize_grad_infer(pbl__infer_ctx *c)
+{
+    pbl_shape y, x;
+    pbl_status s = pbl__infer_check_f32(c, 0, "dy");
+    if (s == PBL_OK)
+        s = pbl__infer_shape_attr(c, &c->attr[RS_SHAPE], &y);
+    if (s == PBL_OK)
+        s = pbl__infer_shape_attr(c, &c->attr[RS_X_SHAPE], &x);
+    if (s == PBL_OK)
+        s = resize_check(c, &x, &y);
+    if (s == PBL_OK && !pbl_shape_equal(&y, &c->in[0].shape)) {
+        char sd[96], sy[96];
+        return pbl__infer_fail(c, PBL_ERR_SHAPE, "dy is %s but the resize makes %s",
+                               pbl_shape_str(&c->in[0].shape, sd, sizeof sd), pbl_shape_str(&y, sy, sizeof sy));
+    }
+    if (s != PBL_OK)
+        return s;
+    c->out[0].dtype = PBL_F32;
+    c->out[0].shape = x;
+    return PBL_OK;
+}
+
+static pbl_status resize_grad(pbl__grad_ctx *c)
+{
+    pbl_value_info xi;
+    if (pbl_graph_value_info(c->g, c->x[0], &xi) != PBL_OK)
+        return PBL_ERR_INVALID_ARG;
+    const pbl__attr_val *a = c->attr;
+    pbl_attr at[6];
+    int32_t n = 0;
+    at[n++] = PBL_ATTR_INTS("shape", a[RS_SHAPE].ints, a[RS_SHAPE].n_ints);
+    at[n++] = PBL_ATTR_INT("mode", a[RS_MODE].i);
+    at[n++] = PBL_ATTR_INT("coord", a[RS_COORD].i);
+    at[n++] = PBL_ATTR_INT("nearest", a[RS_NEAREST].i);
+    if (a[RS_SCALES].n_ints)
+        at[n++] = PBL_ATTR_INTS("scale_bits", a[RS_SCALES].ints, a[RS_SCALES].n_ints);
+    at[n++] = PBL_ATTR_INTS("x_shape", xi.shape.dim, xi.shape.ndim);
+    c->dx[0] = pbl__grad_emit(c, "resize_grad", "grad", &c->dy[0], 1, at, n);
+    return c->status;
+}
+
+/* each output reads up to 2^k inputs (k resized dims); charged 4 multiply-adds */
+static void resize_cost(const pbl__cost_ctx *c, pbl__cost *out) { out->flops = 8 * pbl__cost_numel(&c->out[0]); }
+static void resize_grad_cost(const pbl__cost_ctx *c, pbl__cost *out) { out->flops = 8 * pbl__cost_numel(&c->in[0]); }
+
+const pbl__op pbl__op_resize = {
+    .name = "resize", .n_in_min = 1, .n_in_max = 1, .n_out = 1,
+    .attrs = resize_attrs, .n_attrs = 5,
+    .infer = resize_infer, .grad = resize_grad,
+    .cost = resize_cost,
+    .cpu = pbl__cpu_resize,
+};
+
+const pbl__op pbl__op_resize_grad = {
+    .name = "resize_grad", .n_in_min = 1, .n_in_max = 1, .n_out = 1,
+    .attrs = resize_attrs, .n_attrs = 6,
+    .infer = resize_grad_infer,
+    .cost = resize_grad_cost,
+    .cpu = pbl__cpu_resize_grad,
 };

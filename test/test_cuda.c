@@ -234,6 +234,9 @@ static const int64_t s121[] = { 1, 2, 1 }, pad3[] = { 1, 0, 1, 0, 1, 1 }, d112[]
                      st2[] = { 2 }, pad12[] = { 1, 2 }, k3x1[] = { 3 }, pad1x1[] = { 1 }, x12456[] = { 1, 2, 4, 5, 6 },
                      w32222[] = { 3, 2, 2, 2, 2 }, x249[] = { 2, 4, 9 }, w423[] = { 4, 2, 3 }, x238[] = { 2, 3, 8 };
 #define NDIM(name, v) PBL_ATTR_INTS(name, v, (int64_t)(sizeof v / sizeof v[0]))
+/* resize: the shapes made (y, and x for the gradient) */
+static const int64_t rs2373[] = { 2, 3, 7, 3 }, rs2345[] = { 2, 3, 4, 5 }, rs257[] = { 2, 5, 7 }, rs234[] = { 2, 3, 4 },
+                     rs1268[] = { 1, 2, 6, 8 }, rs1234[] = { 1, 2, 3, 4 };
 
 /* the indexing cases */
 static const int64_t sl_st[] = { 1, 3, 0 }, sl_sp[] = { 1, -2, 3 }, sl_sz[] = { 2, 2, 2 }, x345[] = { 3, 4, 5 },
@@ -389,6 +392,14 @@ static void run_cases(void)
     { "avg_pool2d_grad", 1, { S(2, 1, 4, 4) }, -1, 0, ATTRS(KERNEL(k23), STRIDE(s21), PAD(pad1002), DIL(two2), MADE(x2196)), -1, 1, 0 },
     { "avg_pool2d_grad", 1, { S(3, 2, 3, 3) }, -1, 0, ATTRS(KERNEL(two2), STRIDE(two2), MADE(x3266)), -1, 1, 0 },
     { "avg_pool2d_grad", 1, { S(1, 3, 4, 3) }, -1, 0, ATTRS(KERNEL(two2), MADE(x1354)), -1, 1, 0 },
+    /* resize: linear half_pixel; linear align_corners resizing the channel dim too (one
+     * gradient plane); nearest asymmetric floor. Same functions (ops/shared/resize.h). */
+    { "resize", 1, { S(2, 3, 4, 5) }, -1, 0, ATTRS(MADE(rs2373), PBL_ATTR_INT("mode", 1)), -1, 1, 1e-6 },
+    { "resize", 1, { S(2, 3, 4) }, -1, 0, ATTRS(MADE(rs257), PBL_ATTR_INT("mode", 1), PBL_ATTR_INT("coord", 2)), -1, 1, 1e-6 },
+    { "resize", 1, { S(1, 2, 3, 4) }, -1, 0, ATTRS(MADE(rs1268), PBL_ATTR_INT("coord", 3), PBL_ATTR_INT("nearest", 2)), -1, 1, 0 },
+    { "resize_grad", 1, { S(2, 3, 7, 3) }, -1, 0, ATTRS(MADE(rs2373), PBL_ATTR_INT("mode", 1), PBL_ATTR_INTS("x_shape", rs2345, 4)), -1, 1, 1e-6 },
+    { "resize_grad", 1, { S(2, 5, 7) }, -1, 0, ATTRS(MADE(rs257), PBL_ATTR_INT("mode", 1), PBL_ATTR_INT("coord", 2), PBL_ATTR_INTS("x_shape", rs234, 3)), -1, 1, 1e-6 },
+    { "resize_grad", 1, { S(1, 2, 6, 8) }, -1, 0, ATTRS(MADE(rs1268), PBL_ATTR_INT("coord", 3), PBL_ATTR_INT("nearest", 2), PBL_ATTR_INTS("x_shape", rs1234, 4)), -1, 1, 0 },
     /* 3-D with ceil; 1-D with ceil and count_pad; their gradients */
     { "max_pool2d", 1, { S(1, 2, 4, 5, 6) }, -1, 0, ATTRS(NDIM("kernel", k222), NDIM("stride", s121), NDIM("pad", pad3), PBL_ATTR_INT("ceil", 1)), -1, 1, 0 },
     { "avg_pool2d", 1, { S(1, 2, 4, 5, 6) }, -1, 0, ATTRS(NDIM("kernel", k222), NDIM("stride", s121), NDIM("pad", pad3), PBL_ATTR_INT("count_pad", 1)), -1, 1, 0 },

@@ -1218,6 +1218,34 @@ static void test_grad_conv_pool_nd(void **state)
     assert_int_equal(run_cases(cases, NCASES(cases), 16), 0);
 }
 
+/* resize (nearest and linear; its gradient is resize_grad): linear in x, so the central
+ * difference is exact up to rounding. A resized channel dim (no one-to-one leading dims: one
+ * gradient plane) and scales given apart from the sizes (0.6 over 4 elements: 2 outputs). */
+static void test_grad_resize(void **state)
+{
+    (void)state;
+    static const int64_t y1[] = { 2, 3, 7, 3 }, y2[] = { 1, 2, 6, 8 }, y3[] = { 2, 5, 7 }, y4[] = { 1, 1, 2, 2 };
+    int64_t bits[4];
+    const double sc[4] = { 1, 1, 0.6000000238418579, 0.6000000238418579 };
+    memcpy(bits, sc, sizeof bits);
+    const pbl_attr lin[] = { PBL_ATTR_INTS("shape", y1, 4), PBL_ATTR_INT("mode", 1) };
+    const pbl_attr near[] = { PBL_ATTR_INTS("shape", y2, 4), PBL_ATTR_INT("coord", 3), PBL_ATTR_INT("nearest", 2) };
+    const pbl_attr corners[] = { PBL_ATTR_INTS("shape", y3, 3), PBL_ATTR_INT("mode", 1), PBL_ATTR_INT("coord", 2) };
+    const pbl_attr scaled[] = { PBL_ATTR_INTS("shape", y4, 4), PBL_ATTR_INT("mode", 1),
+                                PBL_ATTR_INTS("scale_bits", bits, 4) };
+    const gcase cases[] = {
+        { .label = "resize linear half_pixel x[2,3,4,5] -> [2,3,7,3]", .op = "resize", .n_in = 1,
+          .shape = { PBL_SHAPE(2, 3, 4, 5) }, .attrs = lin, .n_attrs = 2 },
+        { .label = "resize nearest asymmetric floor x[1,2,3,4] -> [1,2,6,8]", .op = "resize", .n_in = 1,
+          .shape = { PBL_SHAPE(1, 2, 3, 4) }, .attrs = near, .n_attrs = 3 },
+        { .label = "resize linear align_corners x[2,3,4] -> [2,5,7]", .op = "resize", .n_in = 1,
+          .shape = { PBL_SHAPE(2, 3, 4) }, .attrs = corners, .n_attrs = 3 },
+        { .label = "resize linear x[1,1,4,4] scales 0.6 -> [1,1,2,2]", .op = "resize", .n_in = 1,
+          .shape = { PBL_SHAPE(1, 1, 4, 4) }, .attrs = scaled, .n_attrs = 3 },
+    };
+    assert_int_equal(run_cases(cases, NCASES(cases), 16), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1235,6 +1263,7 @@ int main(void)
         cmocka_unit_test(test_grad_conv_pool),
         cmocka_unit_test(test_grad_clipping),
         cmocka_unit_test(test_grad_conv_pool_nd),
+        cmocka_unit_test(test_grad_resize),
         cmocka_unit_test(test_grad_mlp),
         cmocka_unit_test(test_grad_three_consumers),
         cmocka_unit_test(test_grad_dead_values),

@@ -436,6 +436,64 @@ static void test_reshape_reduce(void **state)
     free(p);
 }
 
+static void mb_attr_s(mb *b, Onnx__NodeProto *n, const char *name, const char *v)
+{
+    Onnx__AttributeProto *a = &b->attrs[b->n_attrs];
+    onnx__attribute_proto__init(a);
+    a->name = (char *)name;
+    a->has_type = 1;
+    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+    a->has_s = 1;
+    a->s.data = (uint8_t *)v;
+    a->s.len = strlen(v);
+    b->attr_ptrs[b->n_attrs++] = a;
+    n->n_attribute++;
+}
+
+/* Resize with constant scales (an empty roi beside them, as exporters write it): nearest,
+ * half_pixel, round_prefer_floor repeats each pixel; with constant sizes, linear and
+ * align_corners puts the corners on the corners and the midpoints between. */
+static void test_resize(void **state)
+{
+    (void)state;
+    static const int64_t dx[] = { 1, 1, 2, 2 }, d0[] = { 0 }, d4[] = { 4 };
+    static float roi[1], scales[] = { 1, 1, 2, 2 };
+    static int64_t sizes[] = { 1, 1, 3, 3 };
+    static char *in_scales[] = { "x", "roi", "scales" }, *in_sizes[] = { "x", "", "", "sizes" }, *y[] = { "y" };
+    const float x[] = { 1, 2, 3, 4 };
+    const double want_nearest[] = { 1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4 };
+    const double want_linear[] = { 1, 1.5, 2, 2, 2.5, 3, 3, 3.5, 4 };
+    for (int k = 0; k < 2; k++) {
+        mb b;
+        mb_init(&b, 13);
+        mb_input(&b, "x", 4, dx);
+        if (k == 0) {
+            mb_init_f(&b, "roi", 1, d0, roi, 0);
+            mb_init_f(&b, "scales", 1, d4, scales, 4);
+            mb_node(&b, "Resize", "rs", in_scales, 3, y, 1);
+        } else {
+            mb_init_i64(&b, "sizes", d4, sizes, 4);
+            Onnx__NodeProto *n = mb_node(&b, "Resize", "rs", in_sizes, 4, y, 1);
+            mb_attr_s(&b, n, "mode", "linear");
+            mb_attr_s(&b, n, "coordinate_transformation_mode", "align_corners");
+        }
+        mb_output(&b, "y");
+        size_t len;
+        uint8_t *p = mb_pack(&b, &len);
+        pbl_graph *g;
+        pbl_onnx_weights *w;
+        char err[1024];
+        assert_int_equal(load(p, len, &g, &w, err, sizeof err), PBL_OK);
+        float out[16];
+        size_t n = k == 0 ? 16 : 9;
+        run1(g, w, "x", x, 4, "y", out, n);
+        close_to(out, k == 0 ? want_nearest : want_linear, n, 1e-6);
+        pbl_onnx_weights_destroy(w);
+        pbl_graph_destroy(g);
+        free(p);
+    }
+}
+
 /* ---- bad input ------------------------------------------------------------------------------- */
 
 static void expect_fail(mb *b, pbl_status want, const char *needle)
@@ -480,20 +538,6 @@ static void mb_attr_f(mb *b, Onnx__NodeProto *n, const char *name, float v)
     a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
     a->has_f = 1;
     a->f = v;
-    b->attr_ptrs[b->n_attrs++] = a;
-    n->n_attribute++;
-}
-
-static void mb_attr_s(mb *b, Onnx__NodeProto *n, const char *name, const char *v)
-{
-    Onnx__AttributeProto *a = &b->attrs[b->n_attrs];
-    onnx__attribute_proto__init(a);
-    a->name = (char *)name;
-    a->has_type = 1;
-    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
-    a->has_s = 1;
-    a->s.data = (uint8_t *)v;
-    a->s.len = strlen(v);
     b->attr_ptrs[b->n_attrs++] = a;
     n->n_attribute++;
 }
@@ -1300,6 +1344,7 @@ int main(void)
         cmocka_unit_test(test_fold_shape_chain),
         cmocka_unit_test(test_fold_empty_slice),
         cmocka_unit_test(test_tensor_ops_refused),
+        cmocka_unit_test(test_resize),
         cmocka_unit_test(test_strict_validation),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_structure_errors),

@@ -2,7 +2,7 @@
  * ONNX ops -> pebble ops, the neural-network layer family: convolution (Conv, ConvTranspose),
  * pooling (MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool) and normalisation
  * (BatchNormalization, LayerNormalization, InstanceNormalization: the last two over pebble's
- * layer_norm of x reshaped to rows). Windows have 1 to 3 spatial dims (ops/shared/geometry.h); auto_pad is
+ * layer_norm of x reshaped to rows), and resizing (Resize, Upsample). Windows have 1 to 3 spatial dims (ops/shared/geometry.h); auto_pad is
  * worked out here into explicit pads. The converters moved here from graph/io/onnx_ops.c when
  * they were generalised past 2-D.
  */
@@ -456,6 +456,155 @@ static pbl_status cv_instance_norm(pbl__onnx_ctx *c)
     return pbl__onnx_define(c, n->output[0], y);
 }
 
+/* String attribute `name` as its index in known[] (dflt when absent); a value not listed is
+ * refused, naming it. */
+static pbl_status attr_choice(pbl__onnx_ctx *c, const char *name, const char *const *known, int n_known, int dflt,
+                              int *out)
+{
+    const Onnx__AttributeProto *a = pbl__onnx_attr_find(c->node, name);
+    *out = dflt;
+    if (!a)
+        return PBL_OK;
+    if (!a->has_s)
+        NODE_FAIL(c, PBL_ERR_FORMAT, "attribute %s must be a string", name);
+    for (int k = 0; k < n_known; k++)
+        if (a->s.len == strlen(known[k]) && memcmp(a->s.data, known[k], a->s.len) == 0) {
+            *out = k;
+            return PBL_OK;
+        }
+    NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "attribute %s is '%.*s', which pebble does not support", name,
+              (int)(a->s.len > 64 ? 64 : a->s.len), (const char *)a->s.data);
+}
+
+/* The float constant `name` (Resize's scales) into f, n its element count. */
+static pbl_status const_floats(pbl__onnx_ctx *c, const char *name, const float **f, int64_t *n)
+{
+    pbl__onnx_sym *ps = pbl__onnx_sym_find(c, name);
+    if (!ps)
+        NODE_FAIL(c, PBL_ERR_FORMAT, "input '%s' names no value", name);
+    if (!ps->is_const || ps->data.is_int || (!ps->data.f && ps->data.numel))
+        NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "input '%s' must be a float constant (pebble's shapes are static)", name);
+    *f = ps->data.f;
+    *n = ps->data.numel;
+    return PBL_OK;
+}
+
+/* Resize (opsets 10 to 18) and Upsample (7, 9): pebble's resize with y's dims worked out
+ * here from the constant scales (floor(in·scale), the scale kept for the coordinates) or
+ * sizes (the scale then out/in). Modes nearest and linear; cubic, tf_crop_and_resize,
+ * antialias and keep_aspect_ratio_policy other than stretch are refused. Opset 10's Resize
+ * and Upsample map coordinates asymmetrically and round down. */
+static pbl_status cv_resize(pbl__onnx_ctx *c)
+{
+    static const char *const modes[] = { "nearest", "linear", "bilinear" };
+    static const char *const coords[] = { "half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+                                          "tf_half_pixel_for_nearest", "tf_crop_and_resize", "half_pixel_symmetric",
+                                          "tf_half_pixel_for_nn" /* the name before opset 13 */ };
+    static const char *const roundings[] = { "round_prefer_floor", "round_prefer_ceil", "floor", "ceil" };
+    static const char *const policies[] = { "stretch", "not_larger", "not_smaller" };
+    const Onnx__NodeProto *n = c->node;
+    int upsample = strcmp(n->op_type, "Upsample") == 0, legacy = upsample || c->opset < 11;
+    /* modes, coords[0..4] and roundings are numbered as pebble's resize numbers them (its
+     * attributes mode, coord and nearest: ops/pool.c) */
+    int mode, coord = legacy ? 3 /* asymmetric */ : 0, nearest = legacy ? 2 /* floor */ : 0, policy;
+    int64_t antialias, axes[PBL_MAX_DIMS];
+    int32_t n_axes;
+    pbl_value x, y;
+    pbl_status s;
+    if ((s = pbl__onnx_need_inputs(c, 1, 4)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &x)) != PBL_OK ||
+        (s = attr_choice(c, "mode", modes, 3, 0, &mode)) != PBL_OK ||
+        (s = attr_choice(c, "coordinate_transformation_mode", coords, 8, coord, &coord)) != PBL_OK ||
+        (s = attr_choice(c, "nearest_mode", roundings, 4, nearest, &nearest)) != PBL_OK ||
+        (s = attr_choice(c, "keep_aspect_ratio_policy", policies, 3, 0, &policy)) != PBL_OK ||
+        (s = pbl__onnx_attr_int(c, "antialias", 0, &antialias)) != PBL_OK ||
+        (s = pbl__onnx_attr_ints(c, "axes", axes, PBL_MAX_DIMS, &n_axes)) != PBL_OK)
+        return s;
+    if (mode == 2) /* Upsample-7's name for linear over the last two dims */
+        mode = 1;
+    if (coord == 7)
+        coord = 4;
+    if (coord > 4)
+        NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "coordinate_transformation_mode %s is not supported", coords[coord]);
+    if (antialias)
+        NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "antialias 1 is not supported%s", "");
+    pbl_shape sx = pbl__onnx_shape_of(c, x), sy = sx;
+    int32_t r = sx.ndim;
+    /* the listed axes (default every dim) */
+    if (n_axes < 0)
+        for (n_axes = 0; n_axes < r; n_axes++)
+            axes[n_axes] = n_axes;
+    for (int32_t k = 0; k < n_axes; k++) {
+        if (axes[k] < -r || axes[k] >= r)
+            NODE_FAIL(c, PBL_ERR_ATTR, "axis %lld is outside X's rank %d", (long long)axes[k], (int)r);
+        axes[k] = axes[k] < 0 ? axes[k] + r : axes[k];
+    }
+    double scale[PBL_MAX_DIMS];
+    for (int32_t d = 0; d < r; d++)
+        scale[d] = 1.0;
+    /* where the scales and sizes are: Upsample-7 an attribute, Upsample-9 and Resize-10
+     * input 1, later Resize inputs 2 and 3 (input 1 is roi, used only by tf_crop_and_resize) */
+    const char *scales_in = legacy ? pbl__onnx_in_name(n, 1) : pbl__onnx_in_name(n, 2);
+    const char *sizes_in = legacy ? NULL : pbl__onnx_in_name(n, 3);
+    const float *fs = NULL;
+    int64_t nf = 0;
+    const Onnx__AttributeProto *sa = pbl__onnx_attr_find(n, "scales");
+    float attr_scales[PBL_MAX_DIMS];
+    if (sa) {
+        if (sa->n_floats > PBL_MAX_DIMS)
+            NODE_FAIL(c, PBL_ERR_FORMAT, "attribute scales lists %zu values; X has rank %d", sa->n_floats, (int)r);
+        for (size_t k = 0; k < sa->n_floats; k++)
+            attr_scales[k] = sa->floats[k];
+        fs = attr_scales;
+        nf = (int64_t)sa->n_floats;
+    } else if (scales_in && (s = const_floats(c, scales_in, &fs, &nf)) != PBL_OK) {
+        return s;
+    }
+    if (nf > 0) {
+        if (nf != n_axes)
+            NODE_FAIL(c, PBL_ERR_SHAPE, "scales lists %lld values for %d axes", (long long)nf, (int)n_axes);
+        for (int32_t k = 0; k < n_axes; k++) {
+            double sc = fs[k];
+            if (!(sc > 0) || !isfinite(sc))
+                NODE_FAIL(c, PBL_ERR_ATTR, "scale %g is not a finite number > 0", sc);
+            int32_t d = (int32_t)axes[k];
+            scale[d] = sc;
+            sy.dim[d] = (int64_t)floor((double)sx.dim[d] * sc);
+        }
+    } else if (sizes_in) {
+        const int64_t *sz;
+        int64_t ns;
+        if ((s = pbl__onnx_get_ints(c, sizes_in, &sz, &ns)) != PBL_OK)
+            return s;
+        if (ns != n_axes)
+            NODE_FAIL(c, PBL_ERR_SHAPE, "sizes lists %lld values for %d axes", (long long)ns, (int)n_axes);
+        if (policy != 0)
+            NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "keep_aspect_ratio_policy %s is not supported", policies[policy]);
+        for (int32_t k = 0; k < n_axes; k++) {
+            int32_t d = (int32_t)axes[k];
+            if (sz[k] < 1 || sx.dim[d] < 1)
+                NODE_FAIL(c, PBL_ERR_SHAPE, "size %lld of dim %d is not positive", (long long)sz[k], (int)d);
+            sy.dim[d] = sz[k];
+            scale[d] = (double)sz[k] / (double)sx.dim[d];
+        }
+    } else {
+        NODE_FAIL(c, PBL_ERR_FORMAT, "neither scales nor sizes is given%s", "");
+    }
+    for (int32_t d = 0; d < r; d++)
+        if (sy.dim[d] < 1)
+            NODE_FAIL(c, PBL_ERR_SHAPE, "dim %d resizes to %lld elements", (int)d, (long long)sy.dim[d]);
+    int64_t bits[PBL_MAX_DIMS];
+    for (int32_t d = 0; d < r; d++) {
+        uint64_t u;
+        memcpy(&u, &scale[d], sizeof u);
+        bits[d] = (int64_t)u;
+    }
+    pbl_attr at[5] = { PBL_ATTR_INTS("shape", sy.dim, r), PBL_ATTR_INT("mode", mode), PBL_ATTR_INT("coord", coord),
+                       PBL_ATTR_INT("nearest", nearest), PBL_ATTR_INTS("scale_bits", bits, r) };
+    if ((s = pbl__onnx_emit(c, "resize", &x, 1, at, 5, NULL, &y)) != PBL_OK)
+        return s;
+    return pbl__onnx_define(c, n->output[0], y);
+}
+
 /* The family's ops with the attributes pebble knows for each (what is listed and why:
  * pbl__onnx_op). */
 #define WINDOW_ATTRS "strides pads dilations auto_pad"
@@ -469,6 +618,10 @@ static const pbl__onnx_op nn_ops[] = {
     { "GlobalMaxPool", cv_global_max_pool, "" },
     { "LayerNormalization", cv_layer_norm, "axis epsilon stash_type" },
     { "InstanceNormalization", cv_instance_norm, "epsilon" },
+    /* cubic_coeff_a, exclude_outside: cubic mode only; extrapolation_value: tf_crop_and_resize only */
+    { "Resize", cv_resize, "mode coordinate_transformation_mode nearest_mode cubic_coeff_a exclude_outside "
+                           "extrapolation_value antialias axes keep_aspect_ratio_policy" },
+    { "Upsample", cv_resize, "mode scales" },
 };
 
 const pbl__onnx_op_table pbl__onnx_ops_nn = { nn_ops, sizeof nn_ops / sizeof nn_ops[0] };

@@ -83,10 +83,14 @@ pbl_status pbl__onnx_data_decode(const Onnx__TensorProto *t, pbl__mem *fmem, pbl
         numel *= d;
         out->shape.dim[k] = d;
     }
-    if (numel == 0)
-        return pbl__errf(err, errlen, PBL_ERR_UNSUPPORTED, "%s: empty tensors (a zero dim) are not supported", what);
     out->numel = numel;
     out->is_int = type == ONNX__TENSOR_PROTO__DATA_TYPE__INT32 || type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 || is_bool;
+    /* an empty tensor (Resize's unused roi, an absent scales) holds no data: marked empty,
+     * pbl__onnx_get refuses it as a value, converters and folding may read it as a list */
+    if (numel == 0) {
+        out->empty = 1;
+        return PBL_OK;
+    }
     size_t esize = is_bool ? 1 : type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT || type == ONNX__TENSOR_PROTO__DATA_TYPE__INT32 ? 4 : 8;
     size_t have;
     if (t->has_raw_data)

@@ -52,6 +52,7 @@
     X(global_norm) X(clip_by_norm) X(batch_norm_update)                           \
     X(global_norm_grad) X(clip_by_norm_grad_norm)                               \
     X(slice) X(slice_grad) X(pad) X(pad_grad) X(gather) X(gather_grad) X(cast)     \
+    X(resize) X(resize_grad)                                                       \
     PBL__MATH_OP_LIST(X)
 
 enum {

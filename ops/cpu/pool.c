@@ -11,6 +11,7 @@
 
 #include "ops/cpu/kernels.h"
 #include "ops/shared/geometry.h"
+#include "ops/shared/resize.h"
 
 /* The taps k (0 ≤ k < K) of output position o whose input o·s − pad + k·d lies in [0, X):
  * [*lo, *hi), an empty range when none does. */
@@ -220,5 +221,48 @@ pbl_status pbl__cpu_global_avg_pool_grad(const pbl__kargs *a)
         for (int64_t i = 0; i < S; i++)
             dx[nc * S + i] = g;
     }
+    return PBL_OK;
+}
+
+/* ---- resize and resize_grad, over ops/shared/resize.h (the CUDA kernels call the same
+ * functions, so both give the same bits). resize: each output its taps' weighted sum;
+ * resize_grad: plane by plane (the leading dims that map one to one), each output's dy added
+ * into its taps in output order. */
+
+/* Slots: shape, mode, coord, nearest, scale_bits (ops/pool.c). */
+static pbl__resize_geom resize_geom(const pbl__kargs *a, const pbl_shape *x, const pbl_shape *y)
+{
+    return pbl__resize_geom_of(x, y, a->attr[1].i, a->attr[2].i, a->attr[3].i, a->attr[4].ints, a->attr[4].n_ints);
+}
+
+typedef struct resize_job {
+    const pbl__resize_geom *g;
+    const float            *x;
+    float                  *y;
+} resize_job;
+
+static void resize_range(void *ctx, int64_t lo, int64_t hi)
+{
+    const resize_job *j = ctx;
+    for (int64_t i = lo; i < hi; i++)
+        j->y[i] = pbl__resize_value(j->g, j->x, i);
+}
+
+pbl_status pbl__cpu_resize(const pbl__kargs *a)
+{
+    pbl__resize_geom g = resize_geom(a, &a->in_meta[0].shape, &a->out_meta[0].shape);
+    resize_job j = { &g, PBL__IN(a, 0), PBL__OUT(a, 0) };
+    pbl__cpu_for(a, pbl_shape_numel(&a->out_meta[0].shape), 8, resize_range, &j);
+    return PBL_OK;
+}
+
+pbl_status pbl__cpu_resize_grad(const pbl__kargs *a)
+{
+    pbl__resize_geom g = resize_geom(a, &a->out_meta[0].shape, &a->in_meta[0].shape);
+    const float *dy = PBL__IN(a, 0);
+    float *dx = PBL__OUT(a, 0);
+    int64_t planes = pbl__resize_planes(&g);
+    for (int64_t p = 0; p < planes; p++)
+        pbl__resize_grad_plane(&g, dy, dx, p);
     return PBL_OK;
 }

@@ -19,6 +19,7 @@
 
 extern "C" {
 #include "ops/shared/geometry.h"
+#include "ops/shared/resize.h"
 }
 
 struct pgeom {
@@ -242,6 +243,52 @@ extern "C" pbl_status pbl__cuda_global_avg_pool_grad(const pbl__cuda_launch *l, 
     const pbl_shape *xs = &a->out_meta[0].shape;
     int64_t n = pbl_shape_numel(xs), NC = xs->dim[0] * xs->dim[1], S = n / (NC ? NC : 1);
     PBL__LAUNCH(global_pool_grad_k, pbl__blocks(n), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__IN(a, 0), n, S);
+    PBL__LAUNCHED();
+done:
+    return s;
+}
+
+/* ---- resize and resize_grad (ops/pool.c), over the CPU kernels' functions
+ * (ops/shared/resize.h): resize one thread per output; resize_grad one thread per plane (an
+ * index of the leading dims that map one to one), which adds its outputs' dy into its own dx
+ * plane in output order, the CPU's order: race-free and deterministic, no atomics. */
+
+__global__ static void resize_k(float *y, const float *x, pbl__resize_geom g, int64_t n)
+{
+    PBL__GRID_LOOP(i, n)
+        y[i] = pbl__resize_value(&g, x, i);
+}
+
+__global__ static void resize_grad_k(float *dx, const float *dy, pbl__resize_geom g, int64_t planes)
+{
+    PBL__GRID_LOOP(p, planes)
+        pbl__resize_grad_plane(&g, dy, dx, p);
+}
+
+/* Slots: shape, mode, coord, nearest, scale_bits (ops/pool.c). */
+static pbl__resize_geom resize_geom(const pbl__kargs *a, const pbl_shape *x, const pbl_shape *y)
+{
+    return pbl__resize_geom_of(x, y, a->attr[1].i, a->attr[2].i, a->attr[3].i, a->attr[4].ints, a->attr[4].n_ints);
+}
+
+extern "C" pbl_status pbl__cuda_resize(const pbl__cuda_launch *l, const pbl__kargs *a)
+{
+    pbl_status s = PBL_OK;
+    pbl__resize_geom g = resize_geom(a, &a->in_meta[0].shape, &a->out_meta[0].shape);
+    int64_t n = pbl_shape_numel(&a->out_meta[0].shape);
+    PBL__LAUNCH(resize_k, pbl__blocks(n), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__IN(a, 0), g, n);
+    PBL__LAUNCHED();
+done:
+    return s;
+}
+
+extern "C" pbl_status pbl__cuda_resize_grad(const pbl__cuda_launch *l, const pbl__kargs *a)
+{
+    pbl_status s = PBL_OK;
+    pbl__resize_geom g = resize_geom(a, &a->out_meta[0].shape, &a->in_meta[0].shape);
+    int64_t planes = pbl__resize_planes(&g);
+    PBL__LAUNCH(resize_grad_k, pbl__blocks(planes), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__IN(a, 0), g,
+                                                                                 planes);
     PBL__LAUNCHED();
 done:
     return s;
