@@ -13,9 +13,39 @@
 #include "graph/io/onnx_internal.h"
 #include "pebble/builder.h"
 
+/* BatchNormalization whose parameters are not all constants (graph inputs, computed values):
+ * pebble's batch_norm in evaluation form, its training switch a runtime scalar left at 0, so
+ * y = (x − mean)/√(var + ε)·scale + B with the given statistics. */
+static pbl_status batch_norm_values(pbl__onnx_ctx *c, pbl_value x, double eps)
+{
+    const Onnx__NodeProto *n = c->node;
+    pbl_value in[6], outs[4];
+    in[0] = x;
+    pbl_shape sx = pbl__onnx_shape_of(c, x);
+    pbl_status s;
+    for (int k = 1; k < 5; k++) {
+        if ((s = pbl__onnx_get(c, n->input[k], &in[k])) != PBL_OK)
+            return s;
+        pbl_shape ps = pbl__onnx_shape_of(c, in[k]);
+        if (pbl_shape_numel(&ps) != sx.dim[1])
+            NODE_FAIL(c, PBL_ERR_SHAPE, "input '%s' has %lld elements but X has %lld channels", n->input[k],
+                      (long long)pbl_shape_numel(&ps), (long long)sx.dim[1]);
+        if ((s = pbl__onnx_to_shape(c, in[k], pbl_shape_make(1, &sx.dim[1]), "reshape", "param", &in[k])) != PBL_OK)
+            return s;
+    }
+    char name[400];
+    snprintf(name, sizeof name, "%s/training", n->output[0]);
+    if ((s = pbl_graph_add_scalar(c->g, name, 0.0, &in[5])) != PBL_OK)
+        NODE_FAIL(c, s, "the training switch '%s': %s", name, pbl_graph_errmsg(c->g));
+    pbl_attr at = PBL_ATTR_FLOAT("eps", eps);
+    if ((s = pbl__onnx_emit_outs(c, "batch_norm", in, 6, &at, 1, NULL, outs)) != PBL_OK)
+        return s;
+    return pbl__onnx_define(c, n->output[0], outs[0]);
+}
+
 /* BatchNormalization at inference: y = (x − mean)/√(var + ε)·scale + B. With constant
- * statistics it folds into y = x·a + b per channel (a = scale/√(var + ε), b = B − mean·a),
- * two element-wise ops that run on the CPU. */
+ * parameters (the usual export) it folds into y = x·a + b per channel (a = scale/√(var + ε),
+ * b = B − mean·a), two element-wise ops; otherwise batch_norm_values. */
 static pbl_status cv_batch_norm(pbl__onnx_ctx *c)
 {
     const Onnx__NodeProto *n = c->node;
@@ -48,8 +78,7 @@ static pbl_status cv_batch_norm(pbl__onnx_ctx *c)
         if (!ps)
             NODE_FAIL(c, PBL_ERR_FORMAT, "input '%s' names no value", n->input[k + 1]);
         if (!ps->is_const || ps->data.is_int || !ps->data.f)
-            NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "input '%s' must be a float constant (statistics are folded at load time)",
-                      n->input[k + 1]);
+            return batch_norm_values(c, x, eps);
         if (ps->data.numel != C)
             NODE_FAIL(c, PBL_ERR_SHAPE, "input '%s' has %lld elements but X has %lld channels", n->input[k + 1],
                       (long long)ps->data.numel, (long long)C);
