@@ -76,25 +76,42 @@
  *                                                     fails the run (PBL_ERR_INVALID_ARG)
  * batch_norm_grad, layer_norm_grad, embedding_grad: their gradient ops.
  *
- * Convolution and pooling (they and their gradient ops run on the CPU; max_pool2d's
- * gradient goes to the first tap, in window order, whose x equals y):
- * conv2d                      x[N,C,H,W] w[Co,C/g,kh,kw] b?[Co]  y  stride, pad (1, 2 or 4 ints),
- *                                                                   dilation, groups (1)
- * max_pool2d / avg_pool2d     x[N,C,H,W]              y            kernel (required), stride (1),
- *                                                                  pad, dilation; avg divides by
- *                                                                  the taps inside x (not pads)
+ * Convolution and pooling over 1 to 3 spatial dims (x [N,C,W], [N,C,H,W] or [N,C,D,H,W]; the
+ * names say 2d for history); max_pool2d's gradient goes to the first tap, in window order,
+ * whose x equals y. Window attributes list 1 int (every spatial dim) or one per spatial dim;
+ * pad 1, one per dim (both ends) or two per dim (all begins, then all ends):
+ * conv2d                      x[N,C,d...] w[Co,C/g,k...] b?[Co]  y  stride, pad, dilation,
+ *                                                                   groups (1)
+ * max_pool2d / avg_pool2d     x[N,C,d...]             y            kernel (required), stride (1),
+ *                                                                  pad, dilation, ceil (0: ONNX
+ *                                                                  ceil_mode); avg divides by the
+ *                                                                  taps inside x, or with
+ *                                                                  count_pad 1 inside the padded x
  * global_avg_pool             x[N,C,...]              y[N,C,1,...]
  * conv2d_grad_input  dy w -> dx,  conv2d_grad_weight  dy x -> dw   (the window attributes, shape:
  *                                                     the shape made), max_pool2d_grad dy x y -> dx,
  *                                                     avg_pool2d_grad dy -> dx (shape),
- *                                                     global_avg_pool_grad dy -> dx (shape)
+ *                                                     global_avg_pool_grad dy -> dx (shape);
+ *                                                     conv2d_grad_input is ONNX ConvTranspose too
+ *                                                     and has a gradient (conv2d, conv2d_grad_weight)
+ * resize                      x                       y            shape (y's, required), mode (0
+ *                                                                  nearest, 1 linear), coord (0
+ *                                                                  half_pixel, 1 pytorch_half_pixel,
+ *                                                                  2 align_corners, 3 asymmetric,
+ *                                                                  4 tf_half_pixel_for_nearest),
+ *                                                                  nearest (0 round_prefer_floor,
+ *                                                                  1 round_prefer_ceil, 2 floor,
+ *                                                                  3 ceil), scale_bits (each dim's
+ *                                                                  scale as binary64 bits; empty:
+ *                                                                  y/x); any rank
+ * resize_grad dy -> dx (resize's attributes and x_shape)
  *
  * transpose                   x                       y            perm ([] = reverse); runs on the CPU
  *
  * The optimizer ops write their outputs over their inputs (w' is w's storage): every other
  * reader of w is scheduled before the update. t is the per-parameter step count (float32,
  * exact to 2^24 steps). The *_grad ops are what the gradient pass emits; they have no
- * gradient themselves.
+ * gradient themselves, but for conv2d_grad_input.
  */
 #ifndef PEBBLE_OPS_H
 #define PEBBLE_OPS_H

@@ -115,8 +115,12 @@ __global__ static void im2col_k(float *col, const float *x, geom g, int64_t n0, 
     int64_t rows = g.C * g.KK;
     PBL__GRID_LOOP(i, ns * rows * pc) {
         int64_t j = i % pc, r = (i / pc) % rows, s = i / (pc * rows);
-        int64_t c = r / g.KK, t = r % g.KK, kw = t % g.KW, kh = (t / g.KW) % g.KH, kd = t / (g.KW * g.KH);
-        int64_t p = p0 + j, ow = p % g.OW, oh = (p / g.OW) % g.OH, od = p / (g.OW * g.OH);
+        /* a 2-D or 1-D conv (one depth slot) skips the depth's divisions: 64-bit division is
+         * slow on a GPU, and the branch is the same for every thread */
+        int flat = g.KD == 1 && g.OD == 1;
+        int64_t c = r / g.KK, t = r % g.KK, kw = t % g.KW, kh = flat ? t / g.KW : (t / g.KW) % g.KH;
+        int64_t kd = flat ? 0 : t / (g.KW * g.KH);
+        int64_t p = p0 + j, ow = p % g.OW, oh = flat ? p / g.OW : (p / g.OW) % g.OH, od = flat ? 0 : p / (g.OW * g.OH);
         int64_t id = od * g.sd - g.pd + kd * g.dd, ih = oh * g.sh - g.ph + kh * g.dh, iw = ow * g.sw - g.pw + kw * g.dw;
         float v = 0.0f;
         if (id >= 0 && id < g.D && ih >= 0 && ih < g.H && iw >= 0 && iw < g.W)
