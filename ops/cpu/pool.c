@@ -170,6 +170,33 @@ pbl_status pbl__cpu_global_avg_pool(const pbl__kargs *a)
     return PBL_OK;
 }
 
+/* One output index o along slot k, for the gradients: the taps [lo, hi) inside x, the plane
+ * offset of tap 0 (base) and the taps the mean counts along k (with count_pad, those inside
+ * the padded input, the ceil_mode tail excluded); pool_win_of's per-slot parts, worked out
+ * once per index of each slot rather than once per output. */
+typedef struct pool_span {
+    int64_t lo, hi, base, count;
+} pool_span;
+
+static pool_span span_of(const pool_geom *g, int k, int64_t o)
+{
+    const pbl__window *w = &g->w;
+    int64_t plane = k == 0 ? g->in[1] * g->in[2] : k == 1 ? g->in[2] : 1;
+    pool_span sp;
+    tap_range(o, w->stride[k], w->pad[k], w->dilation[k], w->kernel[k], g->in[k], &sp.lo, &sp.hi);
+    sp.base = (o * w->stride[k] - w->pad[k]) * plane;
+    sp.count = sp.hi - sp.lo;
+    if (g->count_pad) {
+        int64_t plo, phi;
+        tap_range(o, w->stride[k], 0, w->dilation[k], w->kernel[k], g->in[k] + w->pad[k] + w->pad[k + 3], &plo, &phi);
+        sp.count = phi - plo;
+    }
+    return sp;
+}
+
+/* Column spans kept on the stack (32 bytes each) */
+#define SPAN_CACHE 256
+
 /* dy[N,C,o...] (x, y for max) -> dx[N,C,d...]: each output's gradient back to its window's
  * taps inside x, output by output. max: to the first tap whose x equals y; avg: dy / count to
  * every tap. */
@@ -178,30 +205,50 @@ static pbl_status pool_grad(const pbl__kargs *a, int is_max)
     pool_geom g = pool_geom_of(a, &a->out_meta[0].shape, &a->in_meta[0].shape);
     const float *dy = PBL__IN(a, 0), *x = is_max ? PBL__IN(a, 1) : NULL, *y = is_max ? PBL__IN(a, 2) : NULL;
     float *dx = PBL__OUT(a, 0);
+    const pbl__window *w = &g.w;
+    int64_t st[3] = { w->dilation[0] * g.in[1] * g.in[2], w->dilation[1] * g.in[2], w->dilation[2] };
+    /* the column spans are the same in every row: worked out once when they fit on the stack */
+    pool_span cols[SPAN_CACHE];
+    int cached = g.out[2] <= SPAN_CACHE;
+    for (int64_t ow = 0; cached && ow < g.out[2]; ow++)
+        cols[ow] = span_of(&g, 2, ow);
     memset(dx, 0, (size_t)(g.NC * g.S) * sizeof *dx);
     for (int64_t nc = 0; nc < g.NC; nc++) {
         float *dxp = dx + nc * g.S;
-        int64_t o[3], i = nc * g.OS;
-        for (o[0] = 0; o[0] < g.out[0]; o[0]++)
-            for (o[1] = 0; o[1] < g.out[1]; o[1]++)
-                for (o[2] = 0; o[2] < g.out[2]; o[2]++, i++) {
-                    pool_win pw;
-                    pool_win_of(&g, o, &pw);
-                    float gv = is_max ? dy[i] : pw.count ? dy[i] / (float)pw.count : 0.0f;
+        const float *xp = is_max ? x + nc * g.S : NULL;
+        int64_t i = nc * g.OS;
+        for (int64_t od = 0; od < g.out[0]; od++) {
+            pool_span sd = span_of(&g, 0, od);
+            for (int64_t oh = 0; oh < g.out[1]; oh++) {
+                pool_span sh = span_of(&g, 1, oh);
+                for (int64_t ow = 0; ow < g.out[2]; ow++, i++) {
+                    pool_span sw = cached ? cols[ow] : span_of(&g, 2, ow);
+                    int64_t base = sd.base + sh.base + sw.base;
+                    if (!is_max) {
+                        int64_t count = sd.count * sh.count * sw.count;
+                        float gv = count ? dy[i] / (float)count : 0.0f;
+                        for (int64_t kd = sd.lo; kd < sd.hi; kd++)
+                            for (int64_t kh = sh.lo; kh < sh.hi; kh++) {
+                                float *r = dxp + base + kd * st[0] + kh * st[1];
+                                for (int64_t kw = sw.lo; kw < sw.hi; kw++)
+                                    r[kw * st[2]] += gv;
+                            }
+                        continue;
+                    }
                     int found = 0;
-                    for (int64_t kd = pw.lo[0]; kd < pw.hi[0] && !found; kd++)
-                        for (int64_t kh = pw.lo[1]; kh < pw.hi[1] && !found; kh++)
-                            for (int64_t kw = pw.lo[2]; kw < pw.hi[2]; kw++) {
-                                int64_t t = pw.base + kd * pw.step[0] + kh * pw.step[1] + kw * pw.step[2];
-                                if (!is_max) {
-                                    dxp[t] += gv;
-                                } else if (x[nc * g.S + t] == y[i]) {
-                                    dxp[t] += gv;
+                    for (int64_t kd = sd.lo; kd < sd.hi && !found; kd++)
+                        for (int64_t kh = sh.lo; kh < sh.hi && !found; kh++)
+                            for (int64_t kw = sw.lo; kw < sw.hi; kw++) {
+                                int64_t t = base + kd * st[0] + kh * st[1] + kw * st[2];
+                                if (xp[t] == y[i]) {
+                                    dxp[t] += dy[i];
                                     found = 1;
                                     break;
                                 }
                             }
                 }
+            }
+        }
     }
     return PBL_OK;
 }
