@@ -61,3 +61,12 @@ const pbl__op pbl__op_log_softmax_grad = {
     .infer = pair_infer, .inplace = out0_over_in0, .n_inplace = 1,
     .cpu = pbl__cpu_log_softmax_grad,
 };
+
+/* hardmax: 1 at the first max of each row of the last dim, 0 elsewhere. Piecewise constant, so
+ * no gradient rule (its derivative is 0 wherever it has one). */
+const pbl__op pbl__op_hardmax = {
+    .name = "hardmax", .n_in_min = 1, .n_in_max = 1, .n_out = 1,
+    .infer = softmax_infer,
+    .cost = pbl__cost_reduce,
+    .cpu = pbl__cpu_hardmax,
+};

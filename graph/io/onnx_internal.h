@@ -161,6 +161,7 @@ extern const pbl__onnx_op_table pbl__onnx_ops_core;   /* graph/io/onnx_ops.c */
 extern const pbl__onnx_op_table pbl__onnx_ops_nn;     /* graph/io/onnx_ops_nn.c */
 extern const pbl__onnx_op_table pbl__onnx_ops_tensor; /* graph/io/onnx_ops_tensor.c */
 extern const pbl__onnx_op_table pbl__onnx_ops_math;   /* graph/io/onnx_ops_math.c */
+extern const pbl__onnx_op_table pbl__onnx_ops_reduce; /* graph/io/onnx_ops_reduce.c */
 
 /* Whether pebble maps n's op (in any family's table). */
 int pbl__onnx_known_op(const Onnx__NodeProto *n);

@@ -1,6 +1,7 @@
 /*
- * ONNX ops -> pebble ops, the core family (arithmetic, products, activations, softmax, shapes,
- * reductions; the neural-network layers are graph/io/onnx_ops_nn.c), the list of every family's table and the
+ * ONNX ops -> pebble ops, the core family (arithmetic, products, activations, shapes; the
+ * neural-network layers are graph/io/onnx_ops_nn.c, reductions, softmax and the losses
+ * graph/io/onnx_ops_reduce.c), the list of every family's table and the
  * lookup through them. A converter reads the current node (c->node) through the helpers of
  * graph/io/onnx_node.c, emits pebble nodes and defines the node's outputs; reading the model
  * itself is graph/io/onnx_load.c.
@@ -262,51 +263,6 @@ static pbl_status cv_matmul(pbl__onnx_ctx *c)
     return pbl__onnx_define(c, n->output[0], y);
 }
 
-/* Softmax / LogSoftmax. Before opset 13 the input is coerced to 2-D at `axis` (default 1)
- * and normalised over the flattened trailing dims; from opset 13 over the one dim `axis`
- * (default -1). pebble normalises the last dim: the first is flatten + reshape back, the
- * second a transpose to the end and back. */
-static pbl_status cv_softmax_family(pbl__onnx_ctx *c, const char *op)
-{
-    const Onnx__NodeProto *n = c->node;
-    pbl_value x, y;
-    pbl_status s;
-    int64_t axis;
-    int before13 = c->opset < 13;
-    if ((s = pbl__onnx_need_inputs(c, 1, 1)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &x)) != PBL_OK ||
-        (s = pbl__onnx_attr_int(c, "axis", before13 ? 1 : -1, &axis)) != PBL_OK)
-        return s;
-    pbl_shape sx = pbl__onnx_shape_of(c, x);
-    int32_t r = sx.ndim;
-    if (axis < -r || axis >= r || r == 0)
-        NODE_FAIL(c, PBL_ERR_ATTR, "axis %lld is out of range for rank %d", (long long)axis, (int)r);
-    if (axis < 0)
-        axis += r;
-    if (axis == r - 1) {
-        if ((s = pbl__onnx_emit(c, op, &x, 1, NULL, 0, NULL, &y)) != PBL_OK)
-            return s;
-    } else if (before13) {
-        pbl_attr fa[] = { PBL_ATTR_INT("axis", axis) };
-        if ((s = pbl__onnx_emit(c, "flatten", &x, 1, fa, 1, "2d", &y)) != PBL_OK || (s = pbl__onnx_emit(c, op, &y, 1, NULL, 0, "op", &y)) != PBL_OK ||
-            (s = pbl__onnx_to_shape(c, y, sx, "reshape", NULL, &y)) != PBL_OK)
-            return s;
-    } else {
-        int64_t perm[PBL_MAX_DIMS];
-        for (int32_t k = 0; k < r; k++)
-            perm[k] = k;
-        perm[axis] = r - 1;
-        perm[r - 1] = axis; /* a swap is its own inverse */
-        pbl_attr pa[] = { PBL_ATTR_INTS("perm", perm, r) };
-        if ((s = pbl__onnx_emit(c, "transpose", &x, 1, pa, 1, "to_last", &y)) != PBL_OK ||
-            (s = pbl__onnx_emit(c, op, &y, 1, NULL, 0, "op", &y)) != PBL_OK || (s = pbl__onnx_emit(c, "transpose", &y, 1, pa, 1, NULL, &y)) != PBL_OK)
-            return s;
-    }
-    return pbl__onnx_define(c, n->output[0], y);
-}
-
-static pbl_status cv_softmax(pbl__onnx_ctx *c) { return cv_softmax_family(c, "softmax"); }
-static pbl_status cv_log_softmax(pbl__onnx_ctx *c) { return cv_softmax_family(c, "log_softmax"); }
-
 static pbl_status cv_flatten(pbl__onnx_ctx *c)
 {
     pbl_value x, y;
@@ -384,43 +340,6 @@ static pbl_status cv_transpose(pbl__onnx_ctx *c)
         return s;
     return pbl__onnx_define(c, c->node->output[0], y);
 }
-
-/* ReduceSum / ReduceMean: axes as an attribute (ReduceSum before 13, ReduceMean before 18) or
- * as a constant second input (from then on); noop_with_empty_axes makes empty axes a no-op. */
-static pbl_status cv_reduce(pbl__onnx_ctx *c, const char *op)
-{
-    const Onnx__NodeProto *n = c->node;
-    pbl_value x, y;
-    int64_t keep, noop, axes[PBL_MAX_INTS];
-    int32_t na;
-    pbl_status s;
-    if ((s = pbl__onnx_need_inputs(c, 1, 2)) != PBL_OK || (s = pbl__onnx_get(c, n->input[0], &x)) != PBL_OK ||
-        (s = pbl__onnx_attr_bool(c, "keepdims", 1, &keep)) != PBL_OK || (s = pbl__onnx_attr_bool(c, "noop_with_empty_axes", 0, &noop)) != PBL_OK ||
-        (s = pbl__onnx_attr_ints(c, "axes", axes, PBL_MAX_INTS, &na)) != PBL_OK)
-        return s;
-    if (na < 0)
-        na = 0;
-    if (pbl__onnx_in_name(n, 1)) {
-        const int64_t *v;
-        int64_t k;
-        if ((s = pbl__onnx_get_ints(c, n->input[1], &v, &k)) != PBL_OK)
-            return s;
-        if (k > PBL_MAX_INTS)
-            NODE_FAIL(c, PBL_ERR_UNSUPPORTED, "%lld axes; pebble takes at most %d", (long long)k, PBL_MAX_INTS);
-        for (int64_t i = 0; i < k; i++)
-            axes[i] = v[i];
-        na = (int32_t)k;
-    }
-    if (na == 0 && noop)
-        return pbl__onnx_define(c, n->output[0], x);
-    pbl_attr ra[] = { PBL_ATTR_INTS("axes", axes, na), PBL_ATTR_INT("keepdims", keep != 0) };
-    if ((s = pbl__onnx_emit(c, op, &x, 1, ra, 2, NULL, &y)) != PBL_OK)
-        return s;
-    return pbl__onnx_define(c, n->output[0], y);
-}
-
-static pbl_status cv_reduce_sum(pbl__onnx_ctx *c) { return cv_reduce(c, "sum"); }
-static pbl_status cv_reduce_mean(pbl__onnx_ctx *c) { return cv_reduce(c, "mean"); }
 
 enum { CONCAT_MAX = 16 }; /* pebble's concat takes at most 16 inputs */
 
@@ -507,11 +426,9 @@ static const pbl__onnx_op core_ops[] = {
     { "Gemm", cv_gemm, "transA transB alpha beta broadcast" }, { "MatMul", cv_matmul, "" },
     { "Relu", cv_relu, "consumed_inputs" }, { "Sigmoid", cv_sigmoid, "consumed_inputs" },
     { "Tanh", cv_tanh, "consumed_inputs" },
-    { "Softmax", cv_softmax, "axis" }, { "LogSoftmax", cv_log_softmax, "axis" },
     { "Flatten", cv_flatten, "axis" }, { "Reshape", cv_reshape, "shape allowzero consumed_inputs" },
     { "Identity", cv_identity, "" },
-    { "Transpose", cv_transpose, "perm" }, { "ReduceSum", cv_reduce_sum, "axes keepdims noop_with_empty_axes" },
-    { "ReduceMean", cv_reduce_mean, "axes keepdims noop_with_empty_axes" },
+    { "Transpose", cv_transpose, "perm" },
     { "Concat", cv_concat, "axis" }, { "Dropout", cv_dropout, "ratio is_test seed consumed_inputs" },
     { "Constant", cv_constant, NULL },
 };
@@ -524,6 +441,7 @@ static const pbl__onnx_op_table *const op_tables[] = {
     &pbl__onnx_ops_nn,
     &pbl__onnx_ops_tensor,
     &pbl__onnx_ops_math,
+    &pbl__onnx_ops_reduce,
 };
 
 static const pbl__onnx_op *find_op(const Onnx__NodeProto *n)

@@ -53,7 +53,8 @@
     X(global_norm_grad) X(clip_by_norm_grad_norm)                               \
     X(slice) X(slice_grad) X(pad) X(pad_grad) X(gather) X(gather_grad) X(cast)     \
     X(resize) X(resize_grad)                                                       \
-    PBL__MATH_OP_LIST(X)
+    PBL__MATH_OP_LIST(X) \
+    X(reduce) X(reduce_grad) X(arg_reduce) X(hardmax) X(nll_loss) X(nll_loss_grad)
 
 enum {
 #define PBL__OP_ENUM(n) PBL__OP_##n,

@@ -47,6 +47,10 @@
  * Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Pow, Min, Max, Sum, Mean, Mod (fmod 1 on floats,
  * fmod 0 on int32); Equal, Less, Greater, LessOrEqual, GreaterOrEqual, IsNaN, IsInf, Not, And,
  * Or, Xor giving, and Where taking, int32 0/1.
+ * The reduction family: ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum
+ * ReduceLogSumExp ReduceSumSquare (any axes), ArgMax ArgMin (indices as INT32), Hardmax (any
+ * axis), NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss (weights, ignore_index,
+ * spatial dims; targets as INT32).
  * FLOAT (and DOUBLE initializers, as f32), INT32/INT64 and BOOL tensors; integers are int32 in
  * pebble (BOOL as 0/1): an int64 value outside int32 read as data is PBL_ERR_UNSUPPORTED naming
  * the tensor. An op over a dtype its pebble op does not take (Pow's int exponent) is

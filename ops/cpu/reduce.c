@@ -94,3 +94,221 @@ pbl_status pbl__cpu_broadcast_to(const pbl__kargs *a)
     }
     return PBL_OK;
 }
+
+/* ---- reduce / reduce_grad / arg_reduce ------------------------------------------------------
+ * x split into groups, one per element of the reduced ("keep") shape: a group's elements lie at
+ * its base offset (from its coordinates on the kept dims) plus an offset over the reduced dims.
+ * Both offsets come from an index by division, dims outer first, so a group is read in
+ * increasing offset order. */
+typedef struct red_walk {
+    int32_t n_kept, n_red;
+    int64_t kept[PBL_MAX_DIMS], kept_stride[PBL_MAX_DIMS];
+    int64_t red[PBL_MAX_DIMS], red_stride[PBL_MAX_DIMS];
+    int64_t groups, per_group;
+} red_walk;
+
+static void red_walk_init(red_walk *w, const pbl_shape *x, const pbl_shape *keep)
+{
+    int64_t st = 1, xst[PBL_MAX_DIMS];
+    for (int32_t i = x->ndim - 1; i >= 0; i--) {
+        xst[i] = st;
+        st *= x->dim[i];
+    }
+    w->n_kept = w->n_red = 0;
+    w->groups = w->per_group = 1;
+    for (int32_t i = 0; i < x->ndim; i++) {
+        if (keep->dim[i] == x->dim[i]) {
+            w->kept[w->n_kept] = x->dim[i];
+            w->kept_stride[w->n_kept++] = xst[i];
+            w->groups *= x->dim[i];
+        } else {
+            w->red[w->n_red] = x->dim[i];
+            w->red_stride[w->n_red++] = xst[i];
+            w->per_group *= x->dim[i];
+        }
+    }
+}
+
+static int64_t walk_at(const int64_t *size, const int64_t *stride, int32_t n, int64_t idx)
+{
+    int64_t off = 0;
+    for (int32_t d = n - 1; d >= 0; d--) {
+        off += (idx % size[d]) * stride[d];
+        idx /= size[d];
+    }
+    return off;
+}
+
+typedef struct red_job {
+    red_walk     w;
+    const float *x, *y, *dy;
+    float       *out;
+    int64_t      mode;
+} red_job;
+
+static void red_fwd_range(void *ctx, int64_t lo, int64_t hi)
+{
+    const red_job *j = ctx;
+    const red_walk *w = &j->w;
+    for (int64_t g = lo; g < hi; g++) {
+        const float *x = j->x + walk_at(w->kept, w->kept_stride, w->n_kept, g);
+#define AT(r) x[walk_at(w->red, w->red_stride, w->n_red, (r))]
+        double acc;
+        switch (j->mode) {
+        case PBL__RED_MAX:
+        case PBL__RED_MIN:
+        case PBL__RED_LOG_SUM_EXP: {
+            float m = AT(0);
+            for (int64_t r = 1; r < w->per_group; r++) {
+                float v = AT(r);
+                if (j->mode == PBL__RED_MIN ? v < m : v > m)
+                    m = v;
+            }
+            if (j->mode != PBL__RED_LOG_SUM_EXP || isinf(m)) {
+                j->out[g] = m;
+                continue;
+            }
+            acc = 0;
+            for (int64_t r = 0; r < w->per_group; r++)
+                acc += exp((double)AT(r) - m);
+            j->out[g] = (float)(m + log(acc));
+            continue;
+        }
+        case PBL__RED_PROD:
+            acc = 1;
+            for (int64_t r = 0; r < w->per_group; r++)
+                acc *= AT(r);
+            break;
+        case PBL__RED_L1:
+            acc = 0;
+            for (int64_t r = 0; r < w->per_group; r++)
+                acc += fabs((double)AT(r));
+            break;
+        default: /* L2, log-sum, sum of squares: sums first */
+            acc = 0;
+            for (int64_t r = 0; r < w->per_group; r++) {
+                double v = AT(r);
+                acc += j->mode == PBL__RED_LOG_SUM ? v : v * v;
+            }
+            if (j->mode == PBL__RED_L2)
+                acc = sqrt(acc);
+            else if (j->mode == PBL__RED_LOG_SUM)
+                acc = log(acc);
+        }
+        j->out[g] = (float)acc;
+    }
+}
+
+/* dx of one group: what each mode's derivative is, given the group's y and dy */
+static void red_bwd_range(void *ctx, int64_t lo, int64_t hi)
+{
+    const red_job *j = ctx;
+    const red_walk *w = &j->w;
+    for (int64_t g = lo; g < hi; g++) {
+        int64_t base = walk_at(w->kept, w->kept_stride, w->n_kept, g);
+        const float *x = j->x + base;
+        float *dx = j->out + base;
+        double y = j->y[g], d = j->dy[g];
+#define DX(r) dx[walk_at(w->red, w->red_stride, w->n_red, (r))]
+        if (j->mode == PBL__RED_MAX || j->mode == PBL__RED_MIN) {
+            /* ties share dy equally: the sum of dx is dy, as for any one of them */
+            int64_t ties = 0;
+            for (int64_t r = 0; r < w->per_group; r++)
+                ties += AT(r) == (float)y;
+            for (int64_t r = 0; r < w->per_group; r++)
+                DX(r) = AT(r) == (float)y ? (float)(d / (double)ties) : 0.0f;
+            continue;
+        }
+        if (j->mode == PBL__RED_PROD) {
+            /* the product of the others, without dividing by a zero */
+            int64_t zeros = 0;
+            double nz = 1;
+            for (int64_t r = 0; r < w->per_group; r++) {
+                float v = AT(r);
+                if (v == 0.0f)
+                    zeros++;
+                else
+                    nz *= v;
+            }
+            for (int64_t r = 0; r < w->per_group; r++) {
+                float v = AT(r);
+                double others = zeros == 0 ? nz / v : zeros == 1 && v == 0.0f ? nz : 0.0;
+                DX(r) = (float)(d * others);
+            }
+            continue;
+        }
+        for (int64_t r = 0; r < w->per_group; r++) {
+            double v = AT(r), g1;
+            switch (j->mode) {
+            case PBL__RED_L1: g1 = v > 0 ? 1 : v < 0 ? -1 : 0; break;
+            case PBL__RED_L2: g1 = y > 0 ? v / y : 0; break;
+            case PBL__RED_LOG_SUM_EXP: g1 = exp(v - y); break;
+            case PBL__RED_LOG_SUM: g1 = exp(-y); break;
+            default: g1 = 2 * v; break; /* sum of squares */
+            }
+            DX(r) = (float)(d * g1);
+        }
+#undef DX
+#undef AT
+    }
+}
+
+static void red_job_init(red_job *j, const pbl__kargs *a)
+{
+    pbl_shape keep;
+    char err[64];
+    pbl__reduce_keep_shape(&a->in_meta[0].shape, a->attr, &keep, err, sizeof err);
+    red_walk_init(&j->w, &a->in_meta[0].shape, &keep);
+    j->x = PBL__IN(a, 0);
+    j->mode = a->attr[PBL__RED_A_MODE].i;
+}
+
+pbl_status pbl__cpu_reduce(const pbl__kargs *a)
+{
+    red_job j;
+    red_job_init(&j, a);
+    j.out = PBL__OUT(a, 0);
+    pbl__cpu_for(a, j.w.groups, j.w.per_group, red_fwd_range, &j);
+    return PBL_OK;
+}
+
+pbl_status pbl__cpu_reduce_grad(const pbl__kargs *a)
+{
+    red_job j;
+    red_job_init(&j, a);
+    j.y = PBL__IN(a, 1);
+    j.dy = PBL__IN(a, 2);
+    j.out = PBL__OUT(a, 0);
+    pbl__cpu_for(a, j.w.groups, 2 * j.w.per_group, red_bwd_range, &j);
+    return PBL_OK;
+}
+
+/* y[outer, inner] = the index along axis (n long) of the first (or last) max (or min) */
+pbl_status pbl__cpu_arg_reduce(const pbl__kargs *a)
+{
+    const pbl_shape *xs = &a->in_meta[0].shape;
+    int64_t axis = a->attr[PBL__ARG_A_AXIS].i, is_min = a->attr[PBL__ARG_A_MODE].i, last = a->attr[PBL__ARG_A_LAST].i;
+    if (axis < 0)
+        axis += xs->ndim;
+    int64_t outer = 1, inner = 1, n = xs->dim[axis];
+    for (int32_t i = 0; i < xs->ndim; i++)
+        if (i < axis)
+            outer *= xs->dim[i];
+        else if (i > axis)
+            inner *= xs->dim[i];
+    const float *x = PBL__IN(a, 0);
+    int32_t *y = (int32_t *)a->out[0];
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            const float *xr = x + o * n * inner + i;
+            int64_t best = 0;
+            for (int64_t k = 1; k < n; k++) {
+                float v = xr[k * inner], b = xr[best * inner];
+                int better = is_min ? v < b : v > b;
+                if (better || (last && v == b))
+                    best = k;
+            }
+            y[o * inner + i] = (int32_t)best;
+        }
+    return PBL_OK;
+}

@@ -73,3 +73,20 @@ pbl_status pbl__cpu_log_softmax_grad(const pbl__kargs *a)
     }
     return PBL_OK;
 }
+
+pbl_status pbl__cpu_hardmax(const pbl__kargs *a)
+{
+    int64_t rows, cols;
+    rows_of(&a->in_meta[0], &rows, &cols);
+    for (int64_t r = 0; r < rows; r++) {
+        const float *x = PBL__IN(a, 0) + r * cols;
+        float *y = PBL__OUT(a, 0) + r * cols;
+        int64_t best = 0;
+        for (int64_t j = 1; j < cols; j++)
+            if (x[j] > x[best])
+                best = j;
+        for (int64_t j = 0; j < cols; j++)
+            y[j] = j == best ? 1.0f : 0.0f;
+    }
+    return PBL_OK;
+}

@@ -123,6 +123,111 @@ done:
     return s;
 }
 
+/* ---- nll_loss (ops/cpu/loss.c's formulas): logp [N, C, D], target [N, D] ----------------------
+ * none: one thread per target. sum and mean: one thread adds every term in the CPU's order, in
+ * double (the losses a model ends with are small), so the result is the CPU's. */
+__device__ static int nll_take(int *flag, int tag, int64_t i, int t, int64_t c, int64_t ignore)
+{
+    return t != ignore && label_ok(flag, tag, i, t, c);
+}
+
+__global__ static void nll_none_k(float *y, const float *lp, const int32_t *t, const float *w, int64_t nd, int64_t c,
+                                  int64_t d, int64_t ignore, int *flag, int tag)
+{
+    PBL__GRID_LOOP(i, nd) {
+        double l = 0.0;
+        if (nll_take(flag, tag, i, t[i], c, ignore))
+            l = -(w ? (double)w[t[i]] : 1.0) * lp[((i / d) * c + t[i]) * d + i % d];
+        y[i] = (float)l;
+    }
+}
+
+__global__ static void nll_total_k(float *y, const float *lp, const int32_t *t, const float *w, int64_t nd, int64_t c,
+                                   int64_t d, int64_t ignore, int mean, int *flag, int tag)
+{
+    double total = 0.0, wsum = 0.0;
+    for (int64_t i = 0; i < nd; i++) {
+        if (!nll_take(flag, tag, i, t[i], c, ignore))
+            continue;
+        double wt = w ? (double)w[t[i]] : 1.0;
+        total += -wt * lp[((i / d) * c + t[i]) * d + i % d];
+        wsum += wt;
+    }
+    y[0] = (float)(mean ? total / wsum : total);
+}
+
+__global__ static void nll_wsum_k(double *out, const int32_t *t, const float *w, int64_t nd, int64_t ignore)
+{
+    double wsum = 0.0;
+    for (int64_t i = 0; i < nd; i++)
+        wsum += t[i] == ignore ? 0.0 : w ? (double)w[t[i]] : 1.0;
+    out[0] = wsum;
+}
+
+/* one thread per target: zeroes its C entries and sets the target's */
+__global__ static void nll_grad_k(float *dx, const int32_t *t, const float *dy, const float *w, const double *wsum,
+                                  int64_t nd, int64_t c, int64_t d, int64_t ignore, int red, int *flag, int tag)
+{
+    PBL__GRID_LOOP(i, nd) {
+        float *col = dx + (i / d) * c * d + i % d;
+        for (int64_t k = 0; k < c; k++)
+            col[k * d] = 0.0f;
+        if (!nll_take(flag, tag, i, t[i], c, ignore))
+            continue;
+        double g = red == 0 ? dy[i] : red == 1 ? dy[0] : dy[0] / wsum[0];
+        col[t[i] * d] = (float)(-(w ? (double)w[t[i]] : 1.0) * g);
+    }
+}
+
+static void nll_dims(const pbl__kargs *a, int64_t *nd, int64_t *c, int64_t *d)
+{
+    const pbl_shape *l = &a->in_meta[0].shape;
+    *c = l->dim[1];
+    *d = 1;
+    for (int32_t i = 2; i < l->ndim; i++)
+        *d *= l->dim[i];
+    *nd = l->dim[0] * *d;
+}
+
+extern "C" pbl_status pbl__cuda_nll_loss(const pbl__cuda_launch *l, const pbl__kargs *a)
+{
+    pbl_status s = PBL_OK;
+    int64_t nd, c, d, red = a->attr[0].i, ignore = a->attr[1].i;
+    nll_dims(a, &nd, &c, &d);
+    const float *w = a->n_in > 2 ? PBL__IN(a, 2) : NULL;
+    const int32_t *t = (const int32_t *)a->in[1];
+    if (red == 0) {
+        PBL__LAUNCH(nll_none_k, pbl__blocks(nd), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__IN(a, 0), t, w, nd, c, d,
+                                                                          ignore, l->flag, l->tag);
+    } else {
+        PBL__LAUNCH(nll_total_k, 1, 1, 0, l->stream)(PBL__OUT(a, 0), PBL__IN(a, 0), t, w, nd, c, d, ignore, red == 2,
+                                                    l->flag, l->tag);
+    }
+    PBL__LAUNCHED();
+done:
+    return s;
+}
+
+extern "C" pbl_status pbl__cuda_nll_loss_grad(const pbl__cuda_launch *l, const pbl__kargs *a)
+{
+    pbl_status s = PBL_OK;
+    int64_t nd, c, d, red = a->attr[0].i, ignore = a->attr[1].i;
+    nll_dims(a, &nd, &c, &d);
+    const float *w = a->n_in > 3 ? PBL__IN(a, 3) : NULL;
+    const int32_t *t = (const int32_t *)a->in[1];
+    /* the summed weights in the launch's workspace (the stream orders its uses) */
+    double *wsum = (double *)l->workspace;
+    if (red == 2) {
+        PBL__LAUNCH(nll_wsum_k, 1, 1, 0, l->stream)(wsum, t, w, nd, ignore);
+        PBL__LAUNCHED();
+    }
+    PBL__LAUNCH(nll_grad_k, pbl__blocks(nd), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), t, PBL__IN(a, 2), w, wsum, nd, c, d,
+                                                                      ignore, (int)red, l->flag, l->tag);
+    PBL__LAUNCHED();
+done:
+    return s;
+}
+
 extern "C" pbl_status pbl__cuda_flag_message(const pbl__op *op, const pbl__kargs *a, int row, int value)
 {
     if (op && strncmp(op->name, "embedding", 9) == 0)

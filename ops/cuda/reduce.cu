@@ -128,3 +128,166 @@ extern "C" pbl_status pbl__cuda_broadcast_to(const pbl__cuda_launch *l, const pb
 done:
     return s;
 }
+
+/* ---- reduce / reduce_grad / arg_reduce: one thread per group (per element of the reduced
+ * shape), reading its group in increasing offset order in double, as the CPU does. */
+
+__device__ static float red_fwd(const float *x, const walk &w, int64_t mode)
+{
+#define AT(r) x[walk_offset(w.red, w.red_stride, w.n_red, (r))]
+    double acc;
+    if (mode == PBL__RED_MAX || mode == PBL__RED_MIN || mode == PBL__RED_LOG_SUM_EXP) {
+        float m = AT(0);
+        for (int64_t r = 1; r < w.red_numel; r++) {
+            float v = AT(r);
+            if (mode == PBL__RED_MIN ? v < m : v > m)
+                m = v;
+        }
+        if (mode != PBL__RED_LOG_SUM_EXP || isinf(m))
+            return m;
+        acc = 0;
+        for (int64_t r = 0; r < w.red_numel; r++)
+            acc += exp((double)AT(r) - m);
+        return (float)(m + log(acc));
+    }
+    acc = mode == PBL__RED_PROD ? 1.0 : 0.0;
+    for (int64_t r = 0; r < w.red_numel; r++) {
+        double v = AT(r);
+        if (mode == PBL__RED_PROD)
+            acc *= v;
+        else if (mode == PBL__RED_L1)
+            acc += fabs(v);
+        else
+            acc += mode == PBL__RED_LOG_SUM ? v : v * v;
+    }
+    if (mode == PBL__RED_L2)
+        acc = sqrt(acc);
+    else if (mode == PBL__RED_LOG_SUM)
+        acc = log(acc);
+    return (float)acc;
+}
+
+__global__ static void reduce_k(float *y, const float *x, int64_t groups, walk w, int64_t mode)
+{
+    PBL__GRID_LOOP(g, groups)
+        y[g] = red_fwd(x + walk_offset(w.kept, w.kept_stride, w.n_kept, g), w, mode);
+}
+
+__global__ static void reduce_grad_k(float *dxp, const float *xp, const float *yp, const float *dyp, int64_t groups,
+                                     walk w, int64_t mode)
+{
+    PBL__GRID_LOOP(g, groups) {
+        int64_t base = walk_offset(w.kept, w.kept_stride, w.n_kept, g);
+        const float *x = xp + base;
+        float *dx = dxp + base;
+        double y = yp[g], d = dyp[g];
+#define DX(r) dx[walk_offset(w.red, w.red_stride, w.n_red, (r))]
+        if (mode == PBL__RED_MAX || mode == PBL__RED_MIN) {
+            int64_t ties = 0;
+            for (int64_t r = 0; r < w.red_numel; r++)
+                ties += AT(r) == (float)y;
+            for (int64_t r = 0; r < w.red_numel; r++)
+                DX(r) = AT(r) == (float)y ? (float)(d / (double)ties) : 0.0f;
+        } else if (mode == PBL__RED_PROD) {
+            int64_t zeros = 0;
+            double nz = 1;
+            for (int64_t r = 0; r < w.red_numel; r++) {
+                float v = AT(r);
+                if (v == 0.0f)
+                    zeros++;
+                else
+                    nz *= v;
+            }
+            for (int64_t r = 0; r < w.red_numel; r++) {
+                float v = AT(r);
+                double others = zeros == 0 ? nz / v : zeros == 1 && v == 0.0f ? nz : 0.0;
+                DX(r) = (float)(d * others);
+            }
+        } else {
+            for (int64_t r = 0; r < w.red_numel; r++) {
+                double v = AT(r), g1;
+                if (mode == PBL__RED_L1)
+                    g1 = v > 0 ? 1 : v < 0 ? -1 : 0;
+                else if (mode == PBL__RED_L2)
+                    g1 = y > 0 ? v / y : 0;
+                else if (mode == PBL__RED_LOG_SUM_EXP)
+                    g1 = exp(v - y);
+                else if (mode == PBL__RED_LOG_SUM)
+                    g1 = exp(-y);
+                else
+                    g1 = 2 * v;
+                DX(r) = (float)(d * g1);
+            }
+        }
+#undef DX
+    }
+#undef AT
+}
+
+static walk mode_walk(const pbl__kargs *a)
+{
+    pbl_shape keep;
+    char err[64];
+    pbl__reduce_keep_shape(&a->in_meta[0].shape, a->attr, &keep, err, sizeof err);
+    return make_walk(&a->in_meta[0].shape, &keep);
+}
+
+extern "C" pbl_status pbl__cuda_reduce(const pbl__cuda_launch *l, const pbl__kargs *a)
+{
+    pbl_status s = PBL_OK;
+    walk w = mode_walk(a);
+    int64_t groups = PBL__NUMEL(a->out_meta[0]);
+    PBL__LAUNCH(reduce_k, pbl__blocks(groups), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__IN(a, 0), groups, w,
+                                                                        a->attr[PBL__RED_A_MODE].i);
+    PBL__LAUNCHED();
+done:
+    return s;
+}
+
+extern "C" pbl_status pbl__cuda_reduce_grad(const pbl__cuda_launch *l, const pbl__kargs *a)
+{
+    pbl_status s = PBL_OK;
+    walk w = mode_walk(a);
+    int64_t groups = PBL__NUMEL(a->in_meta[1]);
+    PBL__LAUNCH(reduce_grad_k, pbl__blocks(groups), PBL__THREADS, 0, l->stream)(
+        PBL__OUT(a, 0), PBL__IN(a, 0), PBL__IN(a, 1), PBL__IN(a, 2), groups, w, a->attr[PBL__RED_A_MODE].i);
+    PBL__LAUNCHED();
+done:
+    return s;
+}
+
+__global__ static void arg_reduce_k(int32_t *y, const float *x, int64_t outer, int64_t n, int64_t inner, int is_min,
+                                    int last)
+{
+    PBL__GRID_LOOP(j, outer * inner) {
+        const float *xr = x + (j / inner) * n * inner + j % inner;
+        int64_t best = 0;
+        for (int64_t k = 1; k < n; k++) {
+            float v = xr[k * inner], b = xr[best * inner];
+            if ((is_min ? v < b : v > b) || (last && v == b))
+                best = k;
+        }
+        y[j] = (int32_t)best;
+    }
+}
+
+extern "C" pbl_status pbl__cuda_arg_reduce(const pbl__cuda_launch *l, const pbl__kargs *a)
+{
+    pbl_status s = PBL_OK;
+    const pbl_shape *xs = &a->in_meta[0].shape;
+    int64_t axis = a->attr[PBL__ARG_A_AXIS].i;
+    if (axis < 0)
+        axis += xs->ndim;
+    int64_t outer = 1, inner = 1, n = xs->dim[axis];
+    for (int32_t i = 0; i < xs->ndim; i++)
+        if (i < axis)
+            outer *= xs->dim[i];
+        else if (i > axis)
+            inner *= xs->dim[i];
+    PBL__LAUNCH(arg_reduce_k, pbl__blocks(outer * inner), PBL__THREADS, 0, l->stream)(
+        (int32_t *)a->out[0], PBL__IN(a, 0), outer, n, inner, (int)a->attr[PBL__ARG_A_MODE].i,
+        (int)a->attr[PBL__ARG_A_LAST].i);
+    PBL__LAUNCHED();
+done:
+    return s;
+}

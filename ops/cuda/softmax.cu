@@ -71,3 +71,28 @@ extern "C" pbl_status pbl__cuda_softmax(const pbl__cuda_launch *l, const pbl__ka
 extern "C" pbl_status pbl__cuda_log_softmax(const pbl__cuda_launch *l, const pbl__kargs *a) { return forward(l, a, 1); }
 extern "C" pbl_status pbl__cuda_softmax_grad(const pbl__cuda_launch *l, const pbl__kargs *a) { return backward(l, a, 0); }
 extern "C" pbl_status pbl__cuda_log_softmax_grad(const pbl__cuda_launch *l, const pbl__kargs *a) { return backward(l, a, 1); }
+
+/* hardmax: one thread per row of the last dim */
+__global__ static void hardmax_k(float *y, const float *x, int64_t rows, int64_t cols)
+{
+    PBL__GRID_LOOP(r, rows) {
+        const float *xr = x + r * cols;
+        int64_t best = 0;
+        for (int64_t j = 1; j < cols; j++)
+            if (xr[j] > xr[best])
+                best = j;
+        for (int64_t j = 0; j < cols; j++)
+            y[r * cols + j] = j == best ? 1.0f : 0.0f;
+    }
+}
+
+extern "C" pbl_status pbl__cuda_hardmax(const pbl__cuda_launch *l, const pbl__kargs *a)
+{
+    pbl_status s = PBL_OK;
+    const pbl_shape *xs = &a->in_meta[0].shape;
+    int64_t cols = xs->dim[xs->ndim - 1], rows = pbl_shape_numel(xs) / cols;
+    PBL__LAUNCH(hardmax_k, pbl__blocks(rows), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__IN(a, 0), rows, cols);
+    PBL__LAUNCHED();
+done:
+    return s;
+}

@@ -3,6 +3,7 @@
 #define PBL_REDUCE_H
 
 #include "graph/ir/op.h"
+#include "graph/ir/reduce_modes.h"
 
 /* The reduced shape of `in` with reduced dims kept as 1, from a sum/mean node's attributes
  * (empty axes: all). Returns 0 and explains in err when the axes are bad. */
