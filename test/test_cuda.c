@@ -451,6 +451,24 @@ static void run_cases(void)
     { "gather", 2, { S(3, 7, 4), S(2, 5) }, 1, 7, ATTRS(PBL_ATTR_INT("axis", 1)), -1, 1, 0 },
     { "gather_grad", 2, { S(3, 2, 5, 4), S(2, 5) }, 1, 7, ATTRS(PBL_ATTR_INT("axis", 1), MADE(x374)), -1, 1, 0 },
     { "cast", 1, { S(4, 6) }, 0, 50, ATTRS(PBL_ATTR_INT("to", PBL_F32)), -1, 1, 0 },
+    /* reduce's modes (0 max, 2 prod, 4 L2, 5 log-sum-exp, 7 sum of squares), their gradient,
+     * argmax/argmin, hardmax and nll_loss with its gradient */
+    { "reduce", 1, { S(4, 6, 5) }, -1, 0, { PBL_ATTR_INTS("axes", ax1, 1), PBL_ATTR_INT("mode", 0) }, 2, -1, 1, 0 },
+    { "reduce", 1, { S(4, 6, 5) }, -1, 0, { PBL_ATTR_INTS("axes", ax02, 2), PBL_ATTR_INT("mode", 2), PBL_ATTR_INT("keepdims", 1) }, 3, 0.5f, 1.5f, 1e-5 },
+    { "reduce", 1, { S(4, 6, 5) }, -1, 0, { PBL_ATTR_INT("mode", 4) }, 1, -1, 1, 1e-5 },
+    { "reduce", 1, { S(4, 6, 5) }, -1, 0, { PBL_ATTR_INTS("axes", ax1, 1), PBL_ATTR_INT("mode", 5) }, 2, -3, 3, 1e-5 },
+    { "reduce", 1, { S(4, 6, 5) }, -1, 0, { PBL_ATTR_INTS("axes", ax02, 2), PBL_ATTR_INT("mode", 7) }, 2, -1, 1, 1e-5 },
+    { "reduce_grad", 3, { S(4, 6, 5), S(4, 5), S(4, 5) }, -1, 0, { PBL_ATTR_INTS("axes", ax1, 1), PBL_ATTR_INT("mode", 5) }, 2, -1, 1, 1e-5 },
+    { "reduce_grad", 3, { S(4, 6, 5), S(1, 6, 1), S(1, 6, 1) }, -1, 0, { PBL_ATTR_INTS("axes", ax02, 2), PBL_ATTR_INT("mode", 2), PBL_ATTR_INT("keepdims", 1) }, 3, 0.5f, 1.5f, 1e-5 },
+    { "reduce_grad", 3, { S(4, 6, 5), S(6), S(6) }, -1, 0, { PBL_ATTR_INTS("axes", ax02, 2), PBL_ATTR_INT("mode", 3) }, 2, -1, 1, 1e-6 },
+    { "arg_reduce", 1, { S(4, 6, 5) }, -1, 0, { PBL_ATTR_INT("axis", 1) }, 1, -1, 1, 0 },
+    { "arg_reduce", 1, { S(4, 6, 5) }, -1, 0, { PBL_ATTR_INT("axis", -1), PBL_ATTR_INT("mode", 1), PBL_ATTR_INT("select_last", 1), PBL_ATTR_INT("keepdims", 0) }, 4, -1, 1, 0 },
+    { "hardmax", 1, { S(7, 9) }, -1, 0, { { 0 } }, 0, -1, 1, 0 },
+    { "nll_loss", 3, { S(6, 5, 3), S(6, 3), S(5) }, 1, 5, { PBL_ATTR_INT("ignore_index", 2) }, 1, 0.1f, 1, 1e-5 },
+    { "nll_loss", 2, { S(6, 5, 3), S(6, 3) }, 1, 5, { PBL_ATTR_INT("reduction", 0) }, 1, -1, 1, 1e-6 },
+    { "nll_loss", 2, { S(8, 5), S(8) }, 1, 5, { PBL_ATTR_INT("reduction", 1) }, 1, -1, 1, 1e-5 },
+    { "nll_loss_grad", 4, { S(6, 5, 3), S(6, 3), { 0 }, S(5) }, 1, 5, { PBL_ATTR_INT("ignore_index", 2) }, 1, 0.1f, 1, 1e-5 },
+    { "nll_loss_grad", 3, { S(6, 5, 3), S(6, 3), S(6, 3) }, 1, 5, { PBL_ATTR_INT("reduction", 0) }, 1, -1, 1, 1e-6 },
     };
     int n = (int)(sizeof cases / sizeof cases[0]);
     for (int i = 0; i < n; i++)

@@ -1246,6 +1246,102 @@ static void test_grad_resize(void **state)
     assert_int_equal(run_cases(cases, NCASES(cases), 16), 0);
 }
 
+/* ---- this session's reductions and losses (reduce, nll_loss, broadcast matmul) --------------
+ * reduce's modes over one axis, two axes and all, keepdims or not. max and min take inputs
+ * spread over ±4 so that no two elements of a group lie within the step h of each other for
+ * this seed (a difference straddling a change of the max would be meaningless); prod, L1 and
+ * L2 keep |x| ≥ 0.3 (off the kinks of |x| and away from L2's zero); log-sum reads x² + ...,
+ * through a mul, so its sums are positive. */
+static pbl_value red_node(pbl_graph *g, pbl_value x, int64_t mode)
+{
+    pbl_value y = PBL_NONE;
+    const pbl_attr at[] = { TH_ATTR_INTS("axes", 1), PBL_ATTR_INT("mode", mode) };
+    pbl_node_desc d = { .op = "reduce", .name = "f", .inputs = &x, .n_inputs = 1, .attrs = at, .n_attrs = 2 };
+    pbl_graph_add_node(g, &d, NULL, &y);
+    return y;
+}
+
+static pbl_value build_log_sum_of_squares(pbl_graph *g, const pbl_value *in)
+{
+    return red_node(g, pbl_mul(g, in[0], in[0]), 6 /* log-sum */);
+}
+
+/* ONNX MatMul [2,3,4]·[4,5]: b broadcast over the batch, then the batched product (the
+ * converter's form when both operands have batch dims that differ) */
+static pbl_value build_bcast_matmul(pbl_graph *g, const pbl_value *in)
+{
+    const int64_t sh[] = { 2, 4, 5 };
+    pbl_value b = PBL_NONE, y = PBL_NONE;
+    const pbl_attr bt[] = { PBL_ATTR_INTS("shape", sh, 3) };
+    pbl_node_desc db = { .op = "broadcast_to", .name = "bb", .inputs = &in[1], .n_inputs = 1, .attrs = bt, .n_attrs = 1 };
+    pbl_graph_add_node(g, &db, NULL, &b);
+    pbl_value ab[] = { in[0], b };
+    pbl_node_desc dm = { .op = "matmul", .name = "f", .inputs = ab, .n_inputs = 2 };
+    pbl_graph_add_node(g, &dm, NULL, &y);
+    return y;
+}
+
+static void test_grad_reduce_modes(void **state)
+{
+    (void)state;
+    const pbl_attr forms[3][3] = {
+        { TH_ATTR_INTS("axes", 1), PBL_ATTR_INT("keepdims", 0) },
+        { TH_ATTR_INTS("axes", 0, 2), PBL_ATTR_INT("keepdims", 1) },
+        { PBL_ATTR_INT("keepdims", 0) },
+    };
+    static const int32_t n_forms[3] = { 2, 2, 1 };
+    static const char *const names[] = { "max", "min", "prod", "L1", "L2", "log-sum-exp", "log-sum", "sum-square" };
+    pbl_attr attrs[8][3][3];
+    gcase cases[8 * 3 + 4];
+    char labels[8 * 3][64];
+    int n = 0;
+    for (int m = 0; m < 8; m++) {
+        if (m == 6)
+            continue; /* log-sum: the composite below */
+        for (int f = 0; f < 3; f++, n++) {
+            memcpy(attrs[m][f], forms[f], sizeof forms[f]);
+            attrs[m][f][n_forms[f]] = PBL_ATTR_INT("mode", m);
+            memset(&cases[n], 0, sizeof cases[n]);
+            snprintf(labels[n], sizeof labels[n], "reduce %s x[2,3,4] form %d", names[m], f);
+            cases[n].label = labels[n];
+            cases[n].op = "reduce";
+            cases[n].n_in = 1;
+            cases[n].shape[0] = PBL_SHAPE(2, 3, 4);
+            cases[n].attrs = attrs[m][f];
+            cases[n].n_attrs = n_forms[f] + 1;
+            cases[n].amp = m <= 1 ? 4 : 1;
+            cases[n].min_abs = m >= 2 && m <= 4 ? 0.3 : 0;
+        }
+    }
+    cases[n++] = (gcase){ .label = "reduce log-sum of x*x, axis 1", .build = build_log_sum_of_squares, .n_in = 1,
+                          .shape = { PBL_SHAPE(2, 3, 4) }, .min_abs = 0.3 };
+    cases[n++] = (gcase){ .label = "matmul [2,3,4] x broadcast [4,5]", .build = build_bcast_matmul, .n_in = 2,
+                          .shape = { PBL_SHAPE(2, 3, 4), PBL_SHAPE(4, 5) } };
+    assert_int_equal(run_cases(cases, n, 31), 0);
+}
+
+static void test_grad_nll_loss(void **state)
+{
+    (void)state;
+    const pbl_attr mean_ii[] = { PBL_ATTR_INT("ignore_index", 1) };
+    const pbl_attr none[] = { PBL_ATTR_INT("reduction", 0) };
+    const pbl_attr sum_ii[] = { PBL_ATTR_INT("reduction", 1), PBL_ATTR_INT("ignore_index", 2) };
+    const gcase cases[] = {
+        { .label = "nll_loss logp[6,5] target[6] mean", .op = "nll_loss", .n_in = 2,
+          .shape = { PBL_SHAPE(6, 5), PBL_SHAPE(6) }, .dtype = { PBL_F32, PBL_I32 }, .int_hi = 5 },
+        { .label = "nll_loss logp[6,4] target[6] weight[4] mean ignore 1", .op = "nll_loss", .n_in = 3,
+          .shape = { PBL_SHAPE(6, 4), PBL_SHAPE(6), PBL_SHAPE(4) }, .dtype = { PBL_F32, PBL_I32, PBL_F32 },
+          .no_wrt = { 0, 0, 1 }, .int_hi = 4, .min_abs = 0.2, .attrs = mean_ii, .n_attrs = 1 },
+        { .label = "nll_loss logp[2,3,4] target[2,4] none", .op = "nll_loss", .n_in = 2,
+          .shape = { PBL_SHAPE(2, 3, 4), PBL_SHAPE(2, 4) }, .dtype = { PBL_F32, PBL_I32 }, .int_hi = 3,
+          .attrs = none, .n_attrs = 1 },
+        { .label = "nll_loss logp[2,3,2,2] target[2,2,2] weight[3] sum ignore 2", .op = "nll_loss", .n_in = 3,
+          .shape = { PBL_SHAPE(2, 3, 2, 2), PBL_SHAPE(2, 2, 2), PBL_SHAPE(3) }, .dtype = { PBL_F32, PBL_I32, PBL_F32 },
+          .no_wrt = { 0, 0, 1 }, .int_hi = 3, .attrs = sum_ii, .n_attrs = 2 },
+    };
+    assert_int_equal(run_cases(cases, NCASES(cases), 32), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1268,6 +1364,8 @@ int main(void)
         cmocka_unit_test(test_grad_three_consumers),
         cmocka_unit_test(test_grad_dead_values),
         cmocka_unit_test(test_grad_backward_nodes_marked_named_dumped),
+        cmocka_unit_test(test_grad_reduce_modes),
+        cmocka_unit_test(test_grad_nll_loss),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
