@@ -1331,6 +1331,88 @@ static void test_external_data(void **state)
     rmdir(dir);
 }
 
+/* ---- bad models of the reduction family and types pebble cannot run: clean errors naming the
+ * node and the attribute, or the tensor ------------------------------------------------------- */
+static void test_reduce_family_errors(void **state)
+{
+    (void)state;
+    static const int64_t dx[] = { 2, 3 }, dl[] = { 2 };
+    static char *x[] = { "x" }, *y[] = { "y" }, *sce_in[] = { "x", "l" };
+    mb b;
+    /* graph inputs of element types pebble cannot compute in: the input is named */
+    static const int32_t types[] = { ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE, ONNX__TENSOR_PROTO__DATA_TYPE__STRING,
+                                     ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16 };
+    for (size_t i = 0; i < 3; i++) {
+        mb_init(&b, 13);
+        mb_input(&b, "x", 2, dx);
+        b.tts[0].elem_type = types[i];
+        mb_node(&b, "Relu", "r", x, 1, y, 1);
+        mb_output(&b, "y");
+        expect_fail(&b, PBL_ERR_UNSUPPORTED, "graph input 'x': element type");
+    }
+    /* a float16 initializer: named, with its type */
+    static float w[6];
+    static char *add_in[] = { "x", "w" };
+    mb_init(&b, 13);
+    mb_input(&b, "x", 2, dx);
+    mb_init_f(&b, "w", 2, dx, w, 6);
+    b.inits[0].data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16;
+    mb_node(&b, "Add", "add", add_in, 2, y, 1);
+    mb_output(&b, "y");
+    expect_fail(&b, PBL_ERR_UNSUPPORTED, "FLOAT16");
+    /* ReduceMax keepdims 2, an axis out of range; ArgMax's and Hardmax's axis */
+    mb_init(&b, 13);
+    mb_input(&b, "x", 2, dx);
+    mb_attr_i(&b, mb_node(&b, "ReduceMax", "rmax", x, 1, y, 1), "keepdims", 2);
+    mb_output(&b, "y");
+    expect_fail(&b, PBL_ERR_ATTR, "node 'rmax' (ReduceMax): attribute keepdims is 2; it must be 0 or 1");
+    mb_init(&b, 13);
+    mb_input(&b, "x", 2, dx);
+    mb_attr_i(&b, mb_node(&b, "ArgMax", "am", x, 1, y, 1), "axis", 2);
+    mb_output(&b, "y");
+    expect_fail(&b, PBL_ERR_ATTR, "node 'am' (ArgMax): attribute axis is 2; it must be in [-2, 2)");
+    mb_init(&b, 13);
+    mb_input(&b, "x", 2, dx);
+    mb_attr_i(&b, mb_node(&b, "ArgMin", "am", x, 1, y, 1), "select_last_index", 3);
+    mb_output(&b, "y");
+    expect_fail(&b, PBL_ERR_ATTR, "node 'am' (ArgMin): attribute select_last_index is 3; it must be 0 or 1");
+    mb_init(&b, 13);
+    mb_input(&b, "x", 2, dx);
+    mb_attr_i(&b, mb_node(&b, "Hardmax", "hm", x, 1, y, 1), "axis", -3);
+    mb_output(&b, "y");
+    expect_fail(&b, PBL_ERR_ATTR, "node 'hm' (Hardmax): attribute axis is -3");
+    /* SoftmaxCrossEntropyLoss: a reduction that is not none/sum/mean; float labels */
+    mb_init(&b, 13);
+    mb_input(&b, "x", 2, dx);
+    mb_input(&b, "l", 1, dl);
+    b.tts[1].elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+    mb_attr_s(&b, mb_node(&b, "SoftmaxCrossEntropyLoss", "sce", sce_in, 2, y, 1), "reduction", "avg");
+    mb_output(&b, "y");
+    expect_fail(&b, PBL_ERR_ATTR, "node 'sce' (SoftmaxCrossEntropyLoss): attribute reduction is not one of none, sum, mean");
+    mb_init(&b, 13);
+    mb_input(&b, "x", 2, dx);
+    mb_input(&b, "l", 1, dl);
+    mb_node(&b, "NegativeLogLikelihoodLoss", "nll", sce_in, 2, y, 1);
+    mb_output(&b, "y");
+    expect_fail(&b, PBL_ERR_DTYPE, "node 'nll' (NegativeLogLikelihoodLoss): target 'l' must hold integer class indices");
+    /* and a good one loads: int64 labels run as i32 */
+    mb_init(&b, 13);
+    mb_input(&b, "x", 2, dx);
+    mb_input(&b, "l", 1, dl);
+    b.tts[1].elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+    mb_attr_s(&b, mb_node(&b, "SoftmaxCrossEntropyLoss", "sce", sce_in, 2, y, 1), "reduction", "sum");
+    mb_output(&b, "y");
+    size_t len;
+    uint8_t *p = mb_pack(&b, &len);
+    pbl_graph *g;
+    pbl_onnx_weights *wts;
+    char err[1024];
+    assert_int_equal(load(p, len, &g, &wts, err, sizeof err), PBL_OK);
+    pbl_onnx_weights_destroy(wts);
+    pbl_graph_destroy(g);
+    free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1351,6 +1433,7 @@ int main(void)
         cmocka_unit_test(test_alloc_failures),
         cmocka_unit_test(test_tensor_file_round_trip),
         cmocka_unit_test(test_external_data),
+        cmocka_unit_test(test_reduce_family_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
