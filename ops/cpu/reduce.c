@@ -116,16 +116,25 @@ static void red_walk_init(red_walk *w, const pbl_shape *x, const pbl_shape *keep
     }
     w->n_kept = w->n_red = 0;
     w->groups = w->per_group = 1;
+    /* adjacent dims of the same kind merge into one (row-major: the outer one's stride is the
+     * inner one's times its size), so reducing the trailing dims, or all, walks one run */
+    int prev = -1; /* 0 kept, 1 reduced */
     for (int32_t i = 0; i < x->ndim; i++) {
-        if (keep->dim[i] == x->dim[i]) {
-            w->kept[w->n_kept] = x->dim[i];
-            w->kept_stride[w->n_kept++] = xst[i];
-            w->groups *= x->dim[i];
+        int red = keep->dim[i] != x->dim[i];
+        int64_t *size = red ? w->red : w->kept, *stride = red ? w->red_stride : w->kept_stride;
+        int32_t *n = red ? &w->n_red : &w->n_kept;
+        if (red == prev) {
+            size[*n - 1] *= x->dim[i];
+            stride[*n - 1] = xst[i];
         } else {
-            w->red[w->n_red] = x->dim[i];
-            w->red_stride[w->n_red++] = xst[i];
-            w->per_group *= x->dim[i];
+            size[*n] = x->dim[i];
+            stride[(*n)++] = xst[i];
         }
+        prev = red;
+        if (red)
+            w->per_group *= x->dim[i];
+        else
+            w->groups *= x->dim[i];
     }
 }
 
