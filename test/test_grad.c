@@ -1320,6 +1320,25 @@ static void test_grad_reduce_modes(void **state)
     assert_int_equal(run_cases(cases, n, 31), 0);
 }
 
+/* SoftmaxCrossEntropyLoss as the ONNX converter emits it for scores [N, C, d]: the classes
+ * moved last, log_softmax, moved back, nll_loss (mean) */
+static pbl_value build_sce_spatial(pbl_graph *g, const pbl_value *in)
+{
+    const int64_t perm[] = { 0, 2, 1 };
+    const pbl_attr pa[] = { PBL_ATTR_INTS("perm", perm, 3) };
+    pbl_value t = PBL_NONE, lp = PBL_NONE, back = PBL_NONE, y = PBL_NONE;
+    pbl_node_desc d1 = { .op = "transpose", .name = "to_last", .inputs = &in[0], .n_inputs = 1, .attrs = pa, .n_attrs = 1 };
+    pbl_graph_add_node(g, &d1, NULL, &t);
+    pbl_node_desc d2 = { .op = "log_softmax", .name = "lsm", .inputs = &t, .n_inputs = 1 };
+    pbl_graph_add_node(g, &d2, NULL, &lp);
+    pbl_node_desc d3 = { .op = "transpose", .name = "back", .inputs = &lp, .n_inputs = 1, .attrs = pa, .n_attrs = 1 };
+    pbl_graph_add_node(g, &d3, NULL, &back);
+    pbl_value nin[] = { back, in[1] };
+    pbl_node_desc d4 = { .op = "nll_loss", .name = "f", .inputs = nin, .n_inputs = 2 };
+    pbl_graph_add_node(g, &d4, NULL, &y);
+    return y;
+}
+
 static void test_grad_nll_loss(void **state)
 {
     (void)state;
@@ -1338,6 +1357,9 @@ static void test_grad_nll_loss(void **state)
         { .label = "nll_loss logp[2,3,2,2] target[2,2,2] weight[3] sum ignore 2", .op = "nll_loss", .n_in = 3,
           .shape = { PBL_SHAPE(2, 3, 2, 2), PBL_SHAPE(2, 2, 2), PBL_SHAPE(3) }, .dtype = { PBL_F32, PBL_I32, PBL_F32 },
           .no_wrt = { 0, 0, 1 }, .int_hi = 3, .attrs = sum_ii, .n_attrs = 2 },
+        { .label = "softmax cross-entropy scores[2,3,4] target[2,4] (ONNX's form)", .build = build_sce_spatial,
+          .n_in = 2, .shape = { PBL_SHAPE(2, 3, 4), PBL_SHAPE(2, 4) }, .dtype = { PBL_F32, PBL_I32 }, .int_hi = 3,
+          .amp = 2 },
     };
     assert_int_equal(run_cases(cases, NCASES(cases), 32), 0);
 }
