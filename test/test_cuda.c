@@ -467,6 +467,8 @@ static void run_cases(void)
     { "nll_loss", 3, { S(6, 5, 3), S(6, 3), S(5) }, 1, 5, { PBL_ATTR_INT("ignore_index", 2) }, 1, 0.1f, 1, 1e-5 },
     { "nll_loss", 2, { S(6, 5, 3), S(6, 3) }, 1, 5, { PBL_ATTR_INT("reduction", 0) }, 1, -1, 1, 1e-6 },
     { "nll_loss", 2, { S(8, 5), S(8) }, 1, 5, { PBL_ATTR_INT("reduction", 1) }, 1, -1, 1, 1e-5 },
+    { "nll_loss", 2, { S(300, 5), S(300) }, 1, 5, { { 0 } }, 0, -1, 1, 1e-5 }, /* more targets than threads */
+    { "nll_loss_grad", 3, { S(300, 5), S(300), { 0 } }, 1, 5, { { 0 } }, 0, -1, 1, 1e-5 },
     { "nll_loss_grad", 4, { S(6, 5, 3), S(6, 3), { 0 }, S(5) }, 1, 5, { PBL_ATTR_INT("ignore_index", 2) }, 1, 0.1f, 1, 1e-5 },
     { "nll_loss_grad", 3, { S(6, 5, 3), S(6, 3), S(6, 3) }, 1, 5, { PBL_ATTR_INT("reduction", 0) }, 1, -1, 1, 1e-6 },
     };

@@ -124,8 +124,8 @@ done:
 }
 
 /* ---- nll_loss (ops/cpu/loss.c's formulas): logp [N, C, D], target [N, D] ----------------------
- * none: one thread per target. sum and mean: one thread adds every term in the CPU's order, in
- * double (the losses a model ends with are small), so the result is the CPU's. */
+ * none: one thread per target. sum and mean: one block of LOSS_THREADS sums the terms in double
+ * (a tree: the order differs from the CPU's sequential sum, results agree to float rounding). */
 __device__ static int nll_take(int *flag, int tag, int64_t i, int t, int64_t c, int64_t ignore)
 {
     return t != ignore && label_ok(flag, tag, i, t, c);
@@ -142,26 +142,34 @@ __global__ static void nll_none_k(float *y, const float *lp, const int32_t *t, c
     }
 }
 
+/* sum and mean: one block, each thread a strided share of the terms, then a tree (in double) */
 __global__ static void nll_total_k(float *y, const float *lp, const int32_t *t, const float *w, int64_t nd, int64_t c,
                                    int64_t d, int64_t ignore, int mean, int *flag, int tag)
 {
     double total = 0.0, wsum = 0.0;
-    for (int64_t i = 0; i < nd; i++) {
+    for (int64_t i = threadIdx.x; i < nd; i += LOSS_THREADS) {
         if (!nll_take(flag, tag, i, t[i], c, ignore))
             continue;
         double wt = w ? (double)w[t[i]] : 1.0;
         total += -wt * lp[((i / d) * c + t[i]) * d + i % d];
         wsum += wt;
     }
-    y[0] = (float)(mean ? total / wsum : total);
+    __shared__ double part[LOSS_THREADS];
+    total = pbl__block_sum<LOSS_THREADS>(total, part);
+    wsum = pbl__block_sum<LOSS_THREADS>(wsum, part);
+    if (threadIdx.x == 0)
+        y[0] = (float)(mean ? total / wsum : total);
 }
 
 __global__ static void nll_wsum_k(double *out, const int32_t *t, const float *w, int64_t nd, int64_t ignore)
 {
     double wsum = 0.0;
-    for (int64_t i = 0; i < nd; i++)
+    for (int64_t i = threadIdx.x; i < nd; i += LOSS_THREADS)
         wsum += t[i] == ignore ? 0.0 : w ? (double)w[t[i]] : 1.0;
-    out[0] = wsum;
+    __shared__ double part[LOSS_THREADS];
+    wsum = pbl__block_sum<LOSS_THREADS>(wsum, part);
+    if (threadIdx.x == 0)
+        out[0] = wsum;
 }
 
 /* one thread per target: zeroes its C entries and sets the target's */
@@ -200,7 +208,7 @@ extern "C" pbl_status pbl__cuda_nll_loss(const pbl__cuda_launch *l, const pbl__k
         PBL__LAUNCH(nll_none_k, pbl__blocks(nd), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__IN(a, 0), t, w, nd, c, d,
                                                                           ignore, l->flag, l->tag);
     } else {
-        PBL__LAUNCH(nll_total_k, 1, 1, 0, l->stream)(PBL__OUT(a, 0), PBL__IN(a, 0), t, w, nd, c, d, ignore, red == 2,
+        PBL__LAUNCH(nll_total_k, 1, LOSS_THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__IN(a, 0), t, w, nd, c, d, ignore, red == 2,
                                                     l->flag, l->tag);
     }
     PBL__LAUNCHED();
@@ -218,7 +226,7 @@ extern "C" pbl_status pbl__cuda_nll_loss_grad(const pbl__cuda_launch *l, const p
     /* the summed weights in the launch's workspace (the stream orders its uses) */
     double *wsum = (double *)l->workspace;
     if (red == 2) {
-        PBL__LAUNCH(nll_wsum_k, 1, 1, 0, l->stream)(wsum, t, w, nd, ignore);
+        PBL__LAUNCH(nll_wsum_k, 1, LOSS_THREADS, 0, l->stream)(wsum, t, w, nd, ignore);
         PBL__LAUNCHED();
     }
     PBL__LAUNCH(nll_grad_k, pbl__blocks(nd), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), t, PBL__IN(a, 2), w, wsum, nd, c, d,
