@@ -200,7 +200,10 @@ const pbl__op pbl__op_nll_loss = {
     .name = "nll_loss", .n_in_min = 2, .n_in_max = 3, .n_out = 1,
     .attrs = nll_attrs, .n_attrs = 2,
     .infer = nll_infer, .grad = nll_grad,
-    .grad_reads_in = 0x6, /* the targets and weights; of logp only its shape */
+    /* the targets and weights; logp is an input of nll_loss_grad for its shape only, declared
+     * all the same (a backward node's inputs are what it reads); after a log_softmax its
+     * gradient keeps logp alive anyway */
+    .grad_reads_in = 0x7,
     .cost = pbl__cost_reduce,
     .cpu = pbl__cpu_nll_loss,
 };

@@ -32,6 +32,7 @@
  */
 #include <ctype.h>
 
+#include "grad_reads.h"
 #include "op_harness.h"
 
 #define FD_H    1e-2
@@ -1364,6 +1365,36 @@ static void test_grad_nll_loss(void **state)
     assert_int_equal(run_cases(cases, NCASES(cases), 32), 0);
 }
 
+/* reduce's and nll_loss's gradients read exactly the data their ops declare (grad_reads.h) */
+static void test_grad_reads_reduce_nll(void **state)
+{
+    (void)state;
+    static const char *const ops[] = { "reduce", "nll_loss" };
+    uint32_t read_in[2] = { 0 }, read_out[2] = { 0 };
+    int seen[2] = { 0 }, fails = 0;
+    grad_reads gr = { .track = ops, .n_track = 2, .read_in = read_in, .read_out = read_out, .seen = seen };
+    pbl_graph *g;
+    assert_int_equal(pbl_graph_create(&g, NULL), PBL_OK);
+    pbl_value x = pbl_param(g, "x", PBL_SHAPE(4, 3)), w = pbl_input(g, "w", PBL_SHAPE(3)),
+              t = pbl_label(g, "t", PBL_I32, PBL_SHAPE(4)), r = red_node(g, x, 0), lp = pbl_log_softmax(g, x), y;
+    pbl_value nin[] = { lp, t, w };
+    pbl_node_desc d = { .op = "nll_loss", .name = "nll", .inputs = nin, .n_inputs = 3 };
+    assert_int_equal(pbl_graph_add_node(g, &d, NULL, &y), PBL_OK);
+    pbl_value loss = pbl_add(g, pbl_sum(g, r, NULL, 0, 0), y), dx;
+    assert_int_equal(pbl_graph_build_status(g), PBL_OK);
+    assert_int_equal(pbl_graph_gradient(g, loss, &x, 1, &dx), PBL_OK);
+    grad_reads_check(g, "reduce + nll_loss", &gr);
+    fails += gr.undeclared;
+    for (int k = 0; k < 2; k++) {
+        const pbl__op *op = pbl__op_get(pbl__op_find(ops[k]));
+        if (!seen[k] || read_in[k] != op->grad_reads_in || read_out[k] != op->grad_reads_out)
+            fprintf(stderr, "FAIL %s: declares in 0x%x out 0x%x, reads in 0x%x out 0x%x\n", ops[k], op->grad_reads_in,
+                    op->grad_reads_out, read_in[k], read_out[k]), fails++;
+    }
+    pbl_graph_destroy(g);
+    assert_int_equal(fails, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1388,6 +1419,7 @@ int main(void)
         cmocka_unit_test(test_grad_backward_nodes_marked_named_dumped),
         cmocka_unit_test(test_grad_reduce_modes),
         cmocka_unit_test(test_grad_nll_loss),
+        cmocka_unit_test(test_grad_reads_reduce_nll),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
