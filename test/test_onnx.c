@@ -1413,6 +1413,87 @@ static void test_reduce_family_errors(void **state)
     free(p);
 }
 
+/* ---- the reduction family runs: ReduceLogSumExp with axes from an input (opset 18), Hardmax
+ * on a middle axis (opset 13: that one axis), ReduceProd with axes as an attribute ------------ */
+static void test_reduce_family_runs(void **state)
+{
+    (void)state;
+    static const int64_t dx[] = { 2, 3, 4 }, d1[] = { 1 };
+    static int64_t axes[] = { 1 };
+    static char *in_l[] = { "x", "axes" }, *out_l[] = { "lse" }, *in_h[] = { "x" }, *out_h[] = { "hm" },
+                *out_p[] = { "prod" };
+    mb b;
+    mb_init(&b, 18);
+    mb_input(&b, "x", 3, dx);
+    mb_init_i64(&b, "axes", d1, axes, 1);
+    mb_attr_i(&b, mb_node(&b, "ReduceLogSumExp", "lse", in_l, 2, out_l, 1), "keepdims", 0);
+    mb_attr_i(&b, mb_node(&b, "Hardmax", "hm", in_h, 1, out_h, 1), "axis", 1);
+    mb_output(&b, "lse");
+    mb_output(&b, "hm");
+    size_t len;
+    uint8_t *p = mb_pack(&b, &len);
+    pbl_graph *g;
+    pbl_onnx_weights *w;
+    char err[1024];
+    assert_int_equal(load(p, len, &g, &w, err, sizeof err), PBL_OK);
+    float x[24], lse[8], hm[24];
+    double want_l[8], want_h[24];
+    for (int i = 0; i < 24; i++)
+        x[i] = (float)((i * 7) % 11) / 4.0f - 1.0f;
+    for (int n = 0; n < 2; n++)
+        for (int k = 0; k < 4; k++) {
+            double sum = 0;
+            int best = 0;
+            for (int c = 0; c < 3; c++) {
+                sum += exp(x[(n * 3 + c) * 4 + k]);
+                if (x[(n * 3 + c) * 4 + k] > x[(n * 3 + best) * 4 + k])
+                    best = c;
+            }
+            want_l[n * 4 + k] = log(sum);
+            for (int c = 0; c < 3; c++)
+                want_h[(n * 3 + c) * 4 + k] = c == best;
+        }
+    run1(g, w, "x", x, 24, "lse", lse, 8);
+    close_to(lse, want_l, 8, 1e-6);
+    run1(g, w, "x", x, 24, "hm", hm, 24);
+    close_to(hm, want_h, 24, 0);
+    pbl_onnx_weights_destroy(w);
+    pbl_graph_destroy(g);
+    free(p);
+    /* ReduceProd, opset 13, axes as an attribute, kept dims */
+    mb_init(&b, 13);
+    mb_input(&b, "x", 3, dx);
+    Onnx__NodeProto *n = mb_node(&b, "ReduceProd", "prod", in_h, 1, out_p, 1);
+    Onnx__AttributeProto *a = &b.attrs[b.n_attrs];
+    onnx__attribute_proto__init(a);
+    a->name = (char *)"axes";
+    a->has_type = 1;
+    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
+    static int64_t ax02[] = { 0, -1 };
+    a->ints = ax02;
+    a->n_ints = 2;
+    b.attr_ptrs[b.n_attrs++] = a;
+    n->n_attribute++;
+    mb_output(&b, "prod");
+    p = mb_pack(&b, &len);
+    assert_int_equal(load(p, len, &g, &w, err, sizeof err), PBL_OK);
+    pbl_value_info vi;
+    pbl_graph_value_info(g, pbl_graph_output(g, "prod"), &vi);
+    assert_int_equal(vi.shape.ndim, 3);
+    assert_int_equal(vi.shape.dim[0], 1);
+    assert_int_equal(vi.shape.dim[1], 3);
+    assert_int_equal(vi.shape.dim[2], 1);
+    float prod[3];
+    double want_p[3] = { 1, 1, 1 };
+    for (int i = 0; i < 24; i++)
+        want_p[(i / 4) % 3] *= x[i];
+    run1(g, w, "x", x, 24, "prod", prod, 3);
+    close_to(prod, want_p, 3, 1e-6);
+    pbl_onnx_weights_destroy(w);
+    pbl_graph_destroy(g);
+    free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1434,6 +1515,7 @@ int main(void)
         cmocka_unit_test(test_tensor_file_round_trip),
         cmocka_unit_test(test_external_data),
         cmocka_unit_test(test_reduce_family_errors),
+        cmocka_unit_test(test_reduce_family_runs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
