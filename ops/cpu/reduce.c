@@ -293,10 +293,32 @@ pbl_status pbl__cpu_reduce_grad(const pbl__kargs *a)
 }
 
 /* y[outer, inner] = the index along axis (n long) of the first (or last) max (or min) */
+typedef struct arg_job {
+    const float *x;
+    int32_t     *y;
+    int64_t      n, inner;
+    int          is_min, last;
+} arg_job;
+
+static void arg_range(void *ctx, int64_t lo, int64_t hi)
+{
+    const arg_job *j = ctx;
+    for (int64_t o = lo; o < hi; o++) {
+        const float *xr = j->x + (o / j->inner) * j->n * j->inner + o % j->inner;
+        int64_t best = 0;
+        for (int64_t k = 1; k < j->n; k++) {
+            float v = xr[k * j->inner], b = xr[best * j->inner];
+            if ((j->is_min ? v < b : v > b) || (j->last && v == b))
+                best = k;
+        }
+        j->y[o] = (int32_t)best;
+    }
+}
+
 pbl_status pbl__cpu_arg_reduce(const pbl__kargs *a)
 {
     const pbl_shape *xs = &a->in_meta[0].shape;
-    int64_t axis = a->attr[PBL__ARG_A_AXIS].i, is_min = a->attr[PBL__ARG_A_MODE].i, last = a->attr[PBL__ARG_A_LAST].i;
+    int64_t axis = a->attr[PBL__ARG_A_AXIS].i;
     if (axis < 0)
         axis += xs->ndim;
     int64_t outer = 1, inner = 1, n = xs->dim[axis];
@@ -305,19 +327,9 @@ pbl_status pbl__cpu_arg_reduce(const pbl__kargs *a)
             outer *= xs->dim[i];
         else if (i > axis)
             inner *= xs->dim[i];
-    const float *x = PBL__IN(a, 0);
-    int32_t *y = (int32_t *)a->out[0];
-    for (int64_t o = 0; o < outer; o++)
-        for (int64_t i = 0; i < inner; i++) {
-            const float *xr = x + o * n * inner + i;
-            int64_t best = 0;
-            for (int64_t k = 1; k < n; k++) {
-                float v = xr[k * inner], b = xr[best * inner];
-                int better = is_min ? v < b : v > b;
-                if (better || (last && v == b))
-                    best = k;
-            }
-            y[o * inner + i] = (int32_t)best;
-        }
+    arg_job j = { .x = PBL__IN(a, 0), .y = (int32_t *)a->out[0], .n = n, .inner = inner,
+                  .is_min = a->attr[PBL__ARG_A_MODE].i != 0, .last = a->attr[PBL__ARG_A_LAST].i != 0 };
+    /* one output per (outer, inner) pair, each a pass of n reads */
+    pbl__cpu_for(a, outer * inner, n, arg_range, &j);
     return PBL_OK;
 }
