@@ -37,6 +37,8 @@ typedef struct pbl__onnx_data {
                             folding may use (a Concat of it and others); never a graph value */
 } pbl__onnx_data;
 
+/* ONNX's name of TensorProto data type t ("DOUBLE"), for messages. */
+const char *pbl__onnx_type_name(int32_t t);
 /* Decodes t. Float data is allocated from fmem, integer data from imem. PBL_ERR_FORMAT (dims
  * negative or absurd, data size not matching the dims, raw data of the wrong length),
  * PBL_ERR_UNSUPPORTED (another element type, external data, rank above PBL_MAX_DIMS),

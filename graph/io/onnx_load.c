@@ -341,8 +341,8 @@ static pbl_status add_inputs(pbl__onnx_ctx *c, const Onnx__GraphProto *gp)
                  tt->elem_type == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL)
             dt = PBL_I32; /* int64 data is fed as int32 (pbl_onnx_tensor_read checks the range); BOOL as 0/1 */
         else
-            return pbl__onnx_fail(c, PBL_ERR_UNSUPPORTED, "graph input '%s': element type %d is not supported (FLOAT, INT32, INT64 and BOOL are)",
-                        vi->name, (int)tt->elem_type);
+            return pbl__onnx_fail(c, PBL_ERR_UNSUPPORTED, "graph input '%s': element type %s (%d) is not supported (FLOAT, INT32, INT64 and BOOL are)",
+                        vi->name, pbl__onnx_type_name(tt->elem_type), (int)tt->elem_type);
         if (!tt->shape)
             return pbl__onnx_fail(c, PBL_ERR_UNSUPPORTED, "graph input '%s' has no shape (pebble's shapes are static)", vi->name);
         if (tt->shape->n_dim > PBL_MAX_DIMS)

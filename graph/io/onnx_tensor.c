@@ -48,7 +48,7 @@ ProtobufCAllocator pbl__onnx_pb_allocator(pbl__onnx_pb *pb)
 
 /* ---- decoding -------------------------------------------------------------------------------- */
 
-static const char *type_name(int32_t t)
+const char *pbl__onnx_type_name(int32_t t)
 {
     static const char *const names[] = { "UNDEFINED", "FLOAT", "UINT8", "INT8", "UINT16", "INT16",
                                          "INT32", "INT64", "STRING", "BOOL", "FLOAT16", "DOUBLE",
@@ -67,7 +67,7 @@ pbl_status pbl__onnx_data_decode(const Onnx__TensorProto *t, pbl__mem *fmem, pbl
         type != ONNX__TENSOR_PROTO__DATA_TYPE__INT32 && type != ONNX__TENSOR_PROTO__DATA_TYPE__INT64 &&
         type != ONNX__TENSOR_PROTO__DATA_TYPE__BOOL)
         return pbl__errf(err, errlen, PBL_ERR_UNSUPPORTED, "%s: element type %s (%d) is not supported "
-                    "(FLOAT, DOUBLE, INT32, INT64, BOOL are)", what, type_name(type), (int)type);
+                    "(FLOAT, DOUBLE, INT32, INT64, BOOL are)", what, pbl__onnx_type_name(type), (int)type);
     /* BOOL is stored as one byte per element (raw) or in int32_data: integers 0/1 from here on */
     int is_bool = type == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL;
     if (t->n_dims > PBL_MAX_DIMS)
