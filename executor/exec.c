@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "executor/backend.h"
+#include "executor/comm/comm.h"
 #include "executor/dynamic/dtr.h"
 #include "executor/exec_internal.h"
 #include "executor/storage.h"
@@ -77,6 +78,7 @@ struct pbl_exec {
     char               *kernel_err;   /* n_streams * KERR */
     char               *scratch;      /* CPU kernels' scratch: n_streams * scratch_bytes */
     size_t              scratch_bytes;
+    pbl_comm           *comm;         /* the ranks allreduce sums over, or NULL (one rank) */
     char                errmsg[512];
 };
 
@@ -86,7 +88,7 @@ PBL__API pbl_exec_options pbl_exec_options_default(void)
                            .strategy = NULL, .poison = 0, .threads = 0, .flush_denormals = 1,
                            .targets = NULL, .n_targets = 0, .budget = 0, .trace = NULL, .evict_log = NULL,
                            .streams = 0, .cuda_graph = 0, .blas_threads = 0,
-                           .schedule = PBL_SCHEDULE_PROGRAM };
+                           .schedule = PBL_SCHEDULE_PROGRAM, .comm = NULL, .comm_overlap = 1 };
     return o;
 }
 
@@ -182,7 +184,8 @@ static pbl_status build_steps(pbl_exec *e, const int32_t *order, const int32_t *
         s->args = (pbl__kargs){ .in = &e->io_pool[at], .out = &e->io_pool[at + nd->n_in],
                                 .in_meta = &e->meta_pool[at], .out_meta = &e->meta_pool[at + nd->n_in],
                                 .attr = nd->attr, .n_in = nd->n_in, .n_out = nd->n_out,
-                                .err = e->kernel_err + (size_t)s->stream * KERR, .errlen = KERR };
+                                .err = e->kernel_err + (size_t)s->stream * KERR, .errlen = KERR,
+                                .coll = nd->op == PBL__OP_allreduce ? pbl__comm_collective(e->comm) : NULL };
         at += (size_t)(nd->n_in + nd->n_out);
         if (e->be == &pbl__backend_cpu && s->op->cpu_scratch) {
             size_t need = s->op->cpu_scratch(&s->args);
@@ -415,6 +418,40 @@ static int64_t planned_batch(const pbl_exec *e, char *why, size_t whylen)
     return b;
 }
 
+/* Data parallelism: with overlap, communication nodes on a stream of their own (1), every
+ * other node on stream 0. *comm_streams is NULL when the graph has none or they stay inline. */
+static pbl_status place_comm(pbl_exec *e, const pbl_exec_options *o, const int32_t *stream_of_node,
+                             int32_t **comm_streams)
+{
+    *comm_streams = NULL;
+    if (!o->comm_overlap || stream_of_node || o->storage == PBL_STORAGE_DYNAMIC)
+        return PBL_OK;
+    int32_t n_comm = 0;
+    if (pbl__comm_streams(e->g, &e->mem, comm_streams, &n_comm) != PBL_OK)
+        return pbl__exec_fail(e, PBL_ERR_NOMEM, "out of memory");
+    if (n_comm == 0)
+        return PBL_OK;
+    if (o->streams > 1 || e->be != &pbl__backend_cpu)
+        return pbl__exec_fail(e, PBL_ERR_UNSUPPORTED,
+                              "comm_overlap puts the communication nodes on a stream of their own beside one "
+                              "compute stream on the CPU backend; %d streams on the %s backend were asked for "
+                              "(set comm_overlap = 0)",
+                              (int)o->streams, e->be->name);
+    if (!pbl__comm_overlap_ok(o->comm))
+        return pbl__exec_fail(e, PBL_ERR_UNSUPPORTED,
+                              "comm_overlap calls MPI from the communication thread, which needs MPI initialised "
+                              "with MPI_THREAD_SERIALIZED or more (set comm_overlap = 0)");
+    return PBL_OK;
+}
+
+/* Every rank must run the same graph: compared by hash, a collective over the communicator. */
+static pbl_status check_ranks_agree(pbl_exec *e)
+{
+    char why[384] = "";
+    pbl_status s = pbl__comm_check_same(e->comm, pbl__graph_hash(e->g), why, sizeof why);
+    return s == PBL_OK ? s : pbl__exec_fail(e, s, "rank %d: %s", (int)pbl_comm_rank(e->comm), why);
+}
+
 /* pbl_exec_create, with every node's stream given (stream_of_node, n_streams) or, when
  * stream_of_node is NULL, o->streams streams coloured by pbl_graph_streams. */
 static pbl_status create(pbl_exec **out, const pbl_graph *g, const pbl_exec_options *opt, int32_t n_streams,
@@ -463,8 +500,18 @@ static pbl_status create(pbl_exec **out, const pbl_graph *g, const pbl_exec_opti
         if (!e->ptr || !e->bound || !e->has_data || !e->inputs_read || !e->vmeta)
             s = pbl__exec_fail(e, PBL_ERR_NOMEM, "out of memory");
     }
+    e->comm = o.comm;
+    int32_t *comm_streams = NULL;
     if (s == PBL_OK)
+        s = place_comm(e, &o, stream_of_node, &comm_streams);
+    if (s == PBL_OK && comm_streams)
+        s = create_steps(e, &o, 2, comm_streams);
+    else if (s == PBL_OK)
         s = create_steps(e, &o, stream_of_node ? n_streams : o.streams, stream_of_node);
+    if (comm_streams)
+        pbl__mem_free(&e->mem, comm_streams, (size_t)g->n_nodes * sizeof *comm_streams);
+    if (s == PBL_OK)
+        s = check_ranks_agree(e);
     if (s == PBL_OK)
         s = collect_inputs(e);
     if (s == PBL_OK) {

@@ -65,6 +65,16 @@ typedef struct pbl__par {
     void  (*run)(void *pool, int64_t n, int64_t align, int32_t parts, pbl__range_fn fn, void *ctx);
 } pbl__par;
 
+/* What a collective kernel (ops/comm.c: allreduce) calls to reach the other ranks; the
+ * executor fills it from its communicator (executor/comm/). sum_f32 sums n floats in place
+ * across the ranks (every rank gets the same bits) and fails with a status and err when a
+ * rank does not take part in time. */
+typedef struct pbl__collective {
+    void      *ctx;
+    int32_t    rank, size;
+    pbl_status (*sum_f32)(void *ctx, float *data, int64_t n, char *err, size_t errlen);
+} pbl__collective;
+
 /* What a kernel sees. Pointers are to the data of each input and output. */
 typedef struct pbl__kargs {
     void *const         *in;
@@ -80,6 +90,8 @@ typedef struct pbl__kargs {
     void                *scratch;   /* CPU: host memory for this kernel alone while it runs (its
                                        stream's), at least the op's cpu_scratch bytes */
     size_t               scratch_bytes;
+    const pbl__collective *coll;    /* collective ops: the ranks to reduce over; NULL: one rank
+                                       (the sum is the data itself) */
 } pbl__kargs;
 
 /* A node's work, from its shapes alone: the one cost model of pebble. graph/ir/cost.h turns

@@ -53,8 +53,9 @@
     X(global_norm_grad) X(clip_by_norm_grad_norm)                               \
     X(slice) X(slice_grad) X(pad) X(pad_grad) X(gather) X(gather_grad) X(cast)     \
     X(resize) X(resize_grad)                                                       \
-    PBL__MATH_OP_LIST(X) \
-    X(reduce) X(reduce_grad) X(arg_reduce) X(hardmax) X(nll_loss) X(nll_loss_grad)
+    PBL__MATH_OP_LIST(X)                                                           \
+    X(reduce) X(reduce_grad) X(arg_reduce) X(hardmax) X(nll_loss) X(nll_loss_grad) \
+    X(bucket_pack) X(allreduce) X(bucket_unpack)
 
 enum {
 #define PBL__OP_ENUM(n) PBL__OP_##n,

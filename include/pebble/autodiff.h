@@ -97,6 +97,50 @@ pbl_status pbl_graph_clip_grad_norm(pbl_graph *g, const pbl_value *grads, int32_
 pbl_status pbl_graph_add_optimizer(pbl_graph *g, const pbl_optimizer_options *opt,
                                    const pbl_value *params, const pbl_value *grads, int32_t n);
 
+/* ---- data parallelism: one all-reduce per bucket of gradients ------------------------------
+ *
+ * For N processes (ranks) each training on its share of the batch, pbl_graph_data_parallel
+ * sums the gradients over the ranks before the optimizer sees them, as nodes of the graph:
+ * gradients are grouped into buckets in the order the backward pass finishes them (the
+ * position of each gradient's producer in the program schedule, last layer first), packed
+ * greedily up to bucket_bytes (a gradient larger than that is a bucket alone; at most 16
+ * gradients per bucket, pack's input limit), and each bucket becomes three kinds of node:
+ *
+ *     "dp/bucket<k>/pack"        bucket_pack(g_a, g_b, ...) -> "dp/bucket<k>" [elements]
+ *     "dp/bucket<k>/allreduce"   allreduce(...)  -> "dp/bucket<k>/reduced": the sum over the
+ *                                ranks, divided by N when opt->mean (the default)
+ *     "<grad>/reduced"           bucket_unpack(...) -> one reduced gradient, shaped as <grad>
+ *
+ * The flat bucket is an ordinary value, planned like any other. Feed `reduced` to
+ * pbl_graph_add_optimizer, so the update of a bucket's parameters depends on that bucket's
+ * all-reduce only. The executor runs these nodes on a communication stream of their own
+ * (pbl_exec_options.comm, .comm_overlap in pebble/exec.h), overlapping the all-reduce of the
+ * last layers' gradients with the backward pass of the first.
+ *
+ *     pbl_graph_gradient(g, loss, params, 4, grads);
+ *     pbl_data_parallel_options dp = pbl_data_parallel_options_default();
+ *     pbl_value reduced[4];
+ *     pbl_graph_data_parallel(g, &dp, grads, 4, reduced);
+ *     pbl_graph_add_optimizer(g, &o, params, reduced, 4);
+ *
+ * With a mean loss over each rank's B/N samples and opt->mean, the reduced gradient is the
+ * gradient of the mean over all B samples, so N ranks train as one process on the whole batch
+ * would (to rounding: the sums' order differs). docs/data_parallel.md has the whole story.
+ */
+typedef struct pbl_data_parallel_options {
+    int64_t bucket_bytes; /* most bytes of gradients per bucket (default 1 MiB; >= 1) */
+    int32_t mean;         /* 1 (default): divide the sum by the number of ranks; 0: the sum */
+} pbl_data_parallel_options;
+
+pbl_data_parallel_options pbl_data_parallel_options_default(void);
+
+/* Appends the buckets' nodes for grads[0 .. n) and sets reduced[i] to the reduced gradient of
+ * grads[i] (PBL_NONE stays PBL_NONE). Gradients must be f32 node outputs. Returns
+ * PBL_ERR_INVALID_ARG (bad options or ids, a gradient listed twice, a variable given as a
+ * gradient), PBL_ERR_NOMEM; on error the graph is restored. */
+pbl_status pbl_graph_data_parallel(pbl_graph *g, const pbl_data_parallel_options *opt, const pbl_value *grads,
+                                   int32_t n, pbl_value *reduced);
+
 /* ---- learning-rate schedules, evaluated by the caller per step -----------------------------
  *
  * A schedule is plain data and one pure function of the step: no graph, no executor, no

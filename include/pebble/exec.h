@@ -77,6 +77,62 @@ extern "C" {
 
 typedef struct pbl_exec pbl_exec;
 
+/* ---- communicators: the ranks of a data-parallel job ------------------------------------
+ *
+ * A pbl_comm joins this process to the others of a job started by a launcher (mpirun -np N):
+ * each rank builds the same training graph with pbl_graph_data_parallel (pebble/autodiff.h)
+ * over its share of the batch and gives the communicator to its executor
+ * (pbl_exec_options.comm); the executor's allreduce nodes then sum the gradients over the
+ * ranks. docs/data_parallel.md shows a whole program and the commands.
+ *
+ *     pbl_comm *c;
+ *     pbl_comm_options co = pbl_comm_options_default();   // MPI_COMM_WORLD
+ *     if (pbl_comm_create_mpi(&c, &co, err, sizeof err) != PBL_OK) { ... }
+ *     pbl_exec_options o = pbl_exec_options_default();
+ *     o.comm = c;
+ *     pbl_exec_create(&e, g, &o, err, sizeof err);         // checks every rank has this graph
+ *     ...
+ *     pbl_exec_destroy(e);
+ *     pbl_comm_destroy(c);                                 // after every executor using it
+ *
+ * MPI is an optional component: the library loads it from a module, libpebble_mpi.so, the
+ * first time a communicator is asked for (as the CUDA backend), so a pebble built without
+ * MPI works unchanged and says so (PBL_ERR_UNSUPPORTED) when asked for one. Every collective
+ * waits at most timeout_s for the other ranks: a rank that fails or stops makes the others
+ * fail with PBL_ERR_TIMEOUT, not hang. A communicator is used by one thread at a time; the
+ * executor's communication stream uses it during pbl_exec_run only.
+ */
+typedef struct pbl_comm pbl_comm;
+
+typedef struct pbl_comm_options {
+    const void *mpi_comm;  /* NULL (default): MPI_COMM_WORLD; else a pointer to the caller's
+                              MPI_Comm (MPI initialised by the caller, at least
+                              MPI_THREAD_SERIALIZED for overlap), which pebble duplicates.
+                              With NULL, pebble initialises MPI unless the program has, and
+                              finalises it when the last communicator it made is destroyed. */
+    double      timeout_s; /* most seconds one collective waits for the others (default 60; > 0) */
+} pbl_comm_options;
+
+pbl_comm_options pbl_comm_options_default(void);
+
+/* PBL_ERR_UNSUPPORTED: pebble was built without MPI (or its module cannot be loaded: the
+ * message says why); PBL_ERR_DEVICE: MPI failed (its error string in err);
+ * PBL_ERR_INVALID_ARG: bad options. */
+pbl_status pbl_comm_create_mpi(pbl_comm **out, const pbl_comm_options *opt, char *err, size_t errlen);
+/* NCCL on GPU `device`, its unique id broadcast over MPI (opt as for MPI). PBL_ERR_UNSUPPORTED
+ * when pebble was built without NCCL, which this build says in err. */
+pbl_status pbl_comm_create_nccl(pbl_comm **out, const pbl_comm_options *opt, int32_t device, char *err,
+                                size_t errlen);
+void        pbl_comm_destroy(pbl_comm *c); /* accepts NULL */
+int32_t     pbl_comm_rank(const pbl_comm *c); /* 0 .. size-1; 0 for NULL */
+int32_t     pbl_comm_size(const pbl_comm *c); /* 1 for NULL */
+const char *pbl_comm_errmsg(const pbl_comm *c);
+/* Sums n floats in place over the ranks (every rank gets the same bits), for the caller's
+ * own numbers (a loss to print, an accuracy). */
+pbl_status pbl_comm_allreduce_sum(pbl_comm *c, float *data, int64_t n);
+/* Copies `bytes` bytes from rank `root` to every rank. */
+pbl_status pbl_comm_broadcast(pbl_comm *c, void *data, size_t bytes, int32_t root);
+
 typedef enum pbl_backend_kind {
     PBL_BACKEND_CPU,
     PBL_BACKEND_CUDA, /* an NVIDIA GPU: cudaMalloc'd arena, kernels on cudaStreams, cuBLAS for
@@ -175,6 +231,19 @@ typedef struct pbl_exec_options {
                                        several streams the colouring is made from it). Each
                                        node still runs after what it depends on, so results
                                        are the same bits either way (test_schedule). */
+    pbl_comm            *comm;      /* data parallelism: the ranks the graph's allreduce nodes
+                                       sum over (it must outlive the executor); NULL: one rank
+                                       (allreduce copies). With more than one rank,
+                                       pbl_exec_create checks, by a collective over a hash of
+                                       the graph (ops, shapes, names), that every rank builds
+                                       the same graph: PBL_ERR_SHAPE when they differ. */
+    int32_t              comm_overlap; /* default 1: bucket_pack, allreduce and bucket_unpack
+                                       nodes run on a stream of their own (a worker thread on
+                                       the CPU), every other node on stream 0, so each bucket's
+                                       all-reduce overlaps the rest of the backward pass; the
+                                       storage is planned happens-before-safe and verified
+                                       (pebble/streams.h). Needs `streams` <= 1 and planned or
+                                       unshared storage. 0: everything on one stream, in order. */
 } pbl_exec_options;
 
 pbl_exec_options pbl_exec_options_default(void);

@@ -1,0 +1,194 @@
+/*
+ * pbl_comm (pebble/exec.h): a communicator over a module that the library loads on first use.
+ *
+ * Why a module, as for CUDA (executor/cuda/loader.c): libmpi would otherwise be a dependency
+ * of every program linking pebble (and of every static link), though most never start under
+ * mpirun. libpebble_mpi.so links it; the library only dlopens it. It is opened RTLD_GLOBAL:
+ * Open MPI loads its own components (transports, collectives) with dlopen and they resolve
+ * libmpi's symbols globally.
+ *
+ * Where the module is looked for: $PEBBLE_MPI_MODULE (a path), next to the file holding this
+ * code (libpebble.so, or the executable a static libpebble is linked into), then the dynamic
+ * loader's search path. A build without MPI tries only $PEBBLE_MPI_MODULE.
+ */
+#define _GNU_SOURCE /* dladdr */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "executor/comm/comm.h"
+#include "graph/base/errmsg.h"
+#include "graph/base/export.h"
+
+#define MODULE_NAME   "libpebble_mpi.so"
+#define MODULE_SYMBOL "pbl_mpi_comm_module"
+
+struct pbl_comm {
+    const pbl__comm_module *m;
+    void                   *ctx;
+    pbl__collective         coll;
+    int32_t                 overlap_ok;
+    char                    errmsg[512];
+};
+
+static pthread_once_t          load_once = PTHREAD_ONCE_INIT;
+static const pbl__comm_module *module;
+static char                    load_error[512];
+
+static void *try_open(const char *path)
+{
+    void *h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+    if (!h) {
+        const char *e = dlerror();
+        snprintf(load_error, sizeof load_error, "%.500s", e ? e : path);
+    }
+    return h;
+}
+
+#ifdef PEBBLE_HAVE_MPI
+static int beside_self(char *out, size_t n, const char *rest)
+{
+    Dl_info info;
+    if (!dladdr((void *)beside_self, &info) || !info.dli_fname)
+        return 0;
+    const char *slash = strrchr(info.dli_fname, '/');
+    if (!slash)
+        return 0;
+    int len = snprintf(out, n, "%.*s/%s", (int)(slash - info.dli_fname), info.dli_fname, rest);
+    return len > 0 && (size_t)len < n;
+}
+#endif
+
+static void load(void)
+{
+    const char *env = getenv("PEBBLE_MPI_MODULE");
+    void *h = NULL;
+    if (env && *env) {
+        h = try_open(env);
+    } else {
+#ifndef PEBBLE_HAVE_MPI
+        snprintf(load_error, sizeof load_error, "pebble was built without MPI (PEBBLE_MPI=OFF or no MPI found)");
+        return;
+#else
+        char here[4096];
+        if (beside_self(here, sizeof here, MODULE_NAME) && access(here, F_OK) == 0)
+            h = try_open(here);
+        else
+            h = try_open(MODULE_NAME);
+#endif
+    }
+    if (!h)
+        return;
+    module = (const pbl__comm_module *)dlsym(h, MODULE_SYMBOL);
+    if (!module)
+        snprintf(load_error, sizeof load_error, "%s has no symbol %s", env && *env ? env : MODULE_NAME, MODULE_SYMBOL);
+    /* never dlclose: MPI cannot be initialised twice in a process */
+}
+
+PBL__API pbl_comm_options pbl_comm_options_default(void)
+{
+    return (pbl_comm_options){ .mpi_comm = NULL, .timeout_s = 60.0 };
+}
+
+static pbl_status sum_f32(void *ctx, float *data, int64_t n, char *err, size_t errlen)
+{
+    pbl_comm *c = ctx;
+    return c->m->sum_f32(c->ctx, data, n, err, errlen);
+}
+
+PBL__API pbl_status pbl_comm_create_mpi(pbl_comm **out, const pbl_comm_options *opt, char *err, size_t errlen)
+{
+    pbl__errclear(err, errlen);
+    if (!out)
+        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "comm_create_mpi: no output pointer");
+    *out = NULL;
+    pbl_comm_options o = opt ? *opt : pbl_comm_options_default();
+    if (!(o.timeout_s > 0.0))
+        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "comm_create_mpi: timeout_s is %g; it must be positive",
+                         o.timeout_s);
+    pthread_once(&load_once, load);
+    if (!module)
+        return pbl__errf(err, errlen, PBL_ERR_UNSUPPORTED, "MPI is not available: %s", load_error);
+    pbl_comm *c = calloc(1, sizeof *c);
+    if (!c)
+        return pbl__errf(err, errlen, PBL_ERR_NOMEM, "comm_create_mpi: out of memory");
+    c->m = module;
+    pbl_status s = module->open(o.mpi_comm, o.timeout_s, &c->ctx, &c->coll.rank, &c->coll.size, &c->overlap_ok, err,
+                                errlen);
+    if (s != PBL_OK) {
+        free(c);
+        return s;
+    }
+    c->coll.ctx = c;
+    c->coll.sum_f32 = sum_f32;
+    *out = c;
+    return PBL_OK;
+}
+
+PBL__API pbl_status pbl_comm_create_nccl(pbl_comm **out, const pbl_comm_options *opt, int32_t device, char *err,
+                                         size_t errlen)
+{
+    (void)opt;
+    (void)device;
+    pbl__errclear(err, errlen);
+    if (out)
+        *out = NULL;
+    return pbl__errf(err, errlen, PBL_ERR_UNSUPPORTED,
+                     "NCCL is not available: pebble was built without NCCL (the NCCL backend is not written yet; "
+                     "docs/data_parallel.md)");
+}
+
+PBL__API void pbl_comm_destroy(pbl_comm *c)
+{
+    if (!c)
+        return;
+    c->m->close(c->ctx);
+    free(c);
+}
+
+PBL__API int32_t pbl_comm_rank(const pbl_comm *c) { return c ? c->coll.rank : 0; }
+PBL__API int32_t pbl_comm_size(const pbl_comm *c) { return c ? c->coll.size : 1; }
+PBL__API const char *pbl_comm_errmsg(const pbl_comm *c) { return c ? c->errmsg : "no communicator"; }
+
+PBL__API pbl_status pbl_comm_allreduce_sum(pbl_comm *c, float *data, int64_t n)
+{
+    if (!c)
+        return PBL_ERR_INVALID_ARG;
+    if (n < 0 || (n > 0 && !data))
+        return pbl__errf(c->errmsg, sizeof c->errmsg, PBL_ERR_INVALID_ARG, "allreduce_sum: bad arguments");
+    pbl__errclear(c->errmsg, sizeof c->errmsg);
+    return n ? c->m->sum_f32(c->ctx, data, n, c->errmsg, sizeof c->errmsg) : PBL_OK;
+}
+
+PBL__API pbl_status pbl_comm_broadcast(pbl_comm *c, void *data, size_t bytes, int32_t root)
+{
+    if (!c)
+        return PBL_ERR_INVALID_ARG;
+    if ((bytes && !data) || root < 0 || root >= c->coll.size)
+        return pbl__errf(c->errmsg, sizeof c->errmsg, PBL_ERR_INVALID_ARG, "broadcast: bad arguments (root %d of %d)",
+                         (int)root, (int)c->coll.size);
+    pbl__errclear(c->errmsg, sizeof c->errmsg);
+    return bytes ? c->m->broadcast(c->ctx, data, bytes, root, c->errmsg, sizeof c->errmsg) : PBL_OK;
+}
+
+const pbl__collective *pbl__comm_collective(const pbl_comm *c) { return c ? &c->coll : NULL; }
+int pbl__comm_overlap_ok(const pbl_comm *c) { return !c || c->overlap_ok; }
+
+pbl_status pbl__comm_check_same(pbl_comm *c, uint64_t hash, char *err, size_t errlen)
+{
+    if (!c || c->coll.size <= 1)
+        return PBL_OK;
+    uint64_t lo = 0, hi = 0;
+    pbl_status s = c->m->min_max_u64(c->ctx, hash, &lo, &hi, err, errlen);
+    if (s != PBL_OK)
+        return s;
+    if (lo != hi)
+        return pbl__errf(err, errlen, PBL_ERR_SHAPE,
+                         "the %d ranks do not have the same graph (ops, shapes or names differ: graph hashes "
+                         "%016llx .. %016llx; this rank's is %016llx)",
+                         (int)c->coll.size, (unsigned long long)lo, (unsigned long long)hi, (unsigned long long)hash);
+    return PBL_OK;
+}

@@ -1,0 +1,354 @@
+/*
+ * Data parallelism (pebble/autodiff.h pbl_graph_data_parallel, pebble/exec.h pbl_comm).
+ *
+ * Alone (`test_data_parallel`): the pass's buckets (order, greedy packing, a big gradient
+ * alone, names, the graph restored on bad arguments), and a data-parallel graph run with no
+ * communicator on its communication stream (a worker thread: the TSan run covers it), whose
+ * parameters after K steps are bit-identical to the plain graph's.
+ *
+ * Under mpirun (`test_data_parallel --mpi`, CTest data_parallel_np2/np3): each of N ranks
+ * trains on its 1/N of every batch; after K steps its parameters equal those of one process
+ * training on the whole batch (run here by every rank) within |a - b| <= 1e-5 + 1e-4 |b| (the
+ * sums' order differs), and are bit-identical across ranks, with and without overlap. Ranks
+ * with different graphs are refused (PBL_ERR_SHAPE on every rank), and a rank whose run fails
+ * makes the others fail with PBL_ERR_TIMEOUT after the communicator's timeout, not hang.
+ * Without MPI built, --mpi exits 77 (skipped).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pebble/pebble.h"
+
+#define D     12 /* features */
+#define H     16 /* hidden */
+#define C     4  /* classes */
+#define B     12 /* the whole batch: divisible by 1, 2, 3, 4 and 6 ranks */
+#define STEPS 6
+
+static int failures;
+#define CHECK(cond, ...)                                              \
+    do {                                                              \
+        if (!(cond)) {                                                \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                             \
+            fprintf(stderr, "\n");                                    \
+            failures++;                                               \
+        }                                                             \
+    } while (0)
+
+typedef struct net {
+    pbl_graph *g;
+    pbl_exec  *e;
+    pbl_value  x, y, loss, params[6], grads[6], reduced[6];
+    float      w[6][H * H > H * D ? H * H : H * D];
+} net;
+
+static const int64_t pshape[6][2] = { { H, D }, { H, 1 }, { H, H }, { H, 1 }, { C, H }, { C, 1 } };
+static int64_t pnumel(int p) { return pshape[p][0] * pshape[p][1]; }
+
+static uint32_t rng;
+static float uniform(void)
+{
+    rng = rng * 1664525u + 1013904223u;
+    return (float)(rng >> 8) / 16777216.0f;
+}
+
+/* The MLP D-H-H-C on `batch` samples; dp: with the data-parallel pass (bucket_bytes). */
+static void build(net *n, int64_t batch, int dp, int64_t bucket_bytes, int hidden)
+{
+    memset(n, 0, sizeof *n);
+    pbl_graph_create(&n->g, NULL);
+    pbl_graph *g = n->g;
+    n->x = pbl_input(g, "x", PBL_SHAPE(batch, D));
+    n->y = pbl_label(g, "y", PBL_I32, PBL_SHAPE(batch));
+    const char *names[6] = { "w1", "b1", "w2", "b2", "w3", "b3" };
+    pbl_shape shapes[6] = { PBL_SHAPE(hidden, D), PBL_SHAPE(hidden), PBL_SHAPE(H, hidden), PBL_SHAPE(H),
+                            PBL_SHAPE(C, H), PBL_SHAPE(C) };
+    for (int p = 0; p < 6; p++)
+        n->params[p] = pbl_param(g, names[p], shapes[p]);
+    pbl_value h = pbl_tanh(g, pbl_fully_connected(g, n->x, n->params[0], n->params[1]));
+    h = pbl_relu(g, pbl_fully_connected(g, h, n->params[2], n->params[3]));
+    pbl_value logits = pbl_fully_connected(g, h, n->params[4], n->params[5]);
+    n->loss = pbl_softmax_cross_entropy(g, logits, n->y);
+    pbl_graph_set_output(g, "loss", n->loss);
+    CHECK(pbl_graph_build_status(g) == PBL_OK, "%s", pbl_graph_errmsg(g));
+    CHECK(pbl_graph_gradient(g, n->loss, n->params, 6, n->grads) == PBL_OK, "%s", pbl_graph_errmsg(g));
+    const pbl_value *use = n->grads;
+    if (dp) {
+        pbl_data_parallel_options o = pbl_data_parallel_options_default();
+        o.bucket_bytes = bucket_bytes;
+        CHECK(pbl_graph_data_parallel(g, &o, n->grads, 6, n->reduced) == PBL_OK, "%s", pbl_graph_errmsg(g));
+        use = n->reduced;
+    }
+    pbl_optimizer_options oo = pbl_optimizer_options_default(PBL_OPTIM_SGD_MOMENTUM);
+    oo.lr = 0.1;
+    CHECK(pbl_graph_add_optimizer(g, &oo, n->params, use, 6) == PBL_OK, "%s", pbl_graph_errmsg(g));
+}
+
+static pbl_status start(net *n, pbl_comm *comm, int overlap, char *err, size_t errlen)
+{
+    pbl_exec_options o = pbl_exec_options_default();
+    o.comm = comm;
+    o.comm_overlap = overlap;
+    o.blas_threads = 1; /* the bits under test are ours, not threaded BLAS's */
+    pbl_status s = pbl_exec_create(&n->e, n->g, &o, err, errlen);
+    if (s != PBL_OK)
+        return s;
+    rng = 42;
+    for (int p = 0; p < 6; p++) {
+        for (int64_t i = 0; i < pnumel(p); i++)
+            n->w[p][i] = (2.0f * uniform() - 1.0f) * 0.3f;
+        pbl_exec_bind(n->e, n->params[p], n->w[p], (size_t)pnumel(p) * sizeof(float));
+    }
+    return PBL_OK;
+}
+
+static void finish(net *n)
+{
+    pbl_exec_destroy(n->e);
+    pbl_graph_destroy(n->g);
+    n->e = NULL;
+    n->g = NULL;
+}
+
+/* Batch `step`'s samples [lo, lo + count) of the whole batch B. */
+static void batch_of(int step, int64_t lo, int64_t count, float *x, int32_t *y)
+{
+    rng = 1000u + (uint32_t)step;
+    for (int64_t i = 0; i < B; i++) {
+        int32_t label = (int32_t)(uniform() * C);
+        for (int j = 0; j < D; j++) {
+            float v = 2.0f * uniform() - 1.0f + (j % C == label ? 1.0f : 0.0f);
+            if (i >= lo && i < lo + count)
+                x[(i - lo) * D + j] = v;
+        }
+        if (i >= lo && i < lo + count)
+            y[i - lo] = label;
+    }
+}
+
+static pbl_status train(net *n, int64_t lo, int64_t count)
+{
+    float x[B * D];
+    int32_t y[B];
+    for (int s = 0; s < STEPS; s++) {
+        batch_of(s, lo, count, x, y);
+        pbl_exec_write(n->e, n->x, x, (size_t)(count * D) * sizeof(float));
+        pbl_exec_write(n->e, n->y, y, (size_t)count * sizeof(int32_t));
+        pbl_status st = pbl_exec_run(n->e);
+        if (st != PBL_OK)
+            return st;
+    }
+    return PBL_OK;
+}
+
+/* ---- alone: the pass and the communication stream ----------------------------------------- */
+
+static pbl_node node_named(const pbl_graph *g, const char *name) { return pbl_graph_find_node(g, name); }
+
+static void test_buckets(void)
+{
+    net n;
+    /* w3+b3 (4x16 + 4 floats = 272 bytes) finish first, then w2+b2 (1088), then w1+b1 (832) */
+    build(&n, B, 1, 1100, H);
+    const pbl_graph *g = n.g;
+    pbl_node_info info;
+    CHECK(node_named(g, "dp/bucket0/pack") != PBL_NONE, "bucket 0");
+    CHECK(node_named(g, "dp/bucket3/pack") == PBL_NONE, "no bucket 3");
+    /* bucket 0: the last layer's gradients (w3, b3, then 16x16 w2 does not fit: 272 + 1024 > 1100) */
+    if (pbl_graph_node_info(g, node_named(g, "dp/bucket0/pack"), &info) == PBL_OK) {
+        CHECK(info.n_inputs == 2, "bucket 0 holds %d gradients", (int)info.n_inputs);
+        CHECK(info.n_inputs == 2 && (info.inputs[0] == n.grads[4] || info.inputs[0] == n.grads[5]),
+              "bucket 0 starts with the last layer's gradient");
+    }
+    pbl_value flat = pbl_graph_find_value(g, "dp/bucket0");
+    pbl_value_info vi;
+    CHECK(flat != PBL_NONE && pbl_graph_value_info(g, flat, &vi) == PBL_OK && vi.shape.ndim == 1 &&
+              vi.shape.dim[0] == C * H + C,
+          "bucket 0 is one flat value of %d floats", C * H + C);
+    for (int p = 0; p < 6; p++)
+        CHECK(n.reduced[p] != PBL_NONE && n.reduced[p] != n.grads[p], "param %d has a reduced gradient", p);
+    finish(&n);
+
+    /* a bucket smaller than every gradient: each gradient a bucket alone */
+    build(&n, B, 1, 1, H);
+    CHECK(node_named(n.g, "dp/bucket5/pack") != PBL_NONE && node_named(n.g, "dp/bucket6/pack") == PBL_NONE,
+          "6 buckets of one gradient");
+    finish(&n);
+
+    /* bad arguments leave the graph as it was */
+    build(&n, B, 0, 0, H);
+    int32_t nodes0 = pbl_graph_node_count(n.g);
+    pbl_data_parallel_options o = pbl_data_parallel_options_default();
+    pbl_value red[6], twice[2] = { n.grads[0], n.grads[0] };
+    o.bucket_bytes = 0;
+    CHECK(pbl_graph_data_parallel(n.g, &o, n.grads, 6, red) == PBL_ERR_INVALID_ARG, "bucket_bytes 0");
+    o = pbl_data_parallel_options_default();
+    CHECK(pbl_graph_data_parallel(n.g, &o, twice, 2, red) == PBL_ERR_INVALID_ARG, "a gradient twice");
+    CHECK(strstr(pbl_graph_errmsg(n.g), "twice") != NULL, "message: %s", pbl_graph_errmsg(n.g));
+    CHECK(pbl_graph_data_parallel(n.g, &o, n.params, 1, red) == PBL_ERR_INVALID_ARG, "a parameter as gradient");
+    CHECK(pbl_graph_node_count(n.g) == nodes0, "graph restored");
+    finish(&n);
+}
+
+/* One process: the data-parallel graph on its communication stream gives the plain graph's bits. */
+static void test_alone(void)
+{
+    char err[512];
+    net plain, dp;
+    build(&plain, B, 0, 0, H);
+    build(&dp, B, 1, 1100, H);
+    CHECK(start(&plain, NULL, 1, err, sizeof err) == PBL_OK, "%s", err);
+    CHECK(start(&dp, NULL, 1, err, sizeof err) == PBL_OK, "%s", err);
+    pbl_exec_stats st;
+    pbl_exec_stats_get(dp.e, &st);
+    CHECK(st.streams == 2, "communication on a stream of its own: %d streams", (int)st.streams);
+    CHECK(train(&plain, 0, B) == PBL_OK, "%s", pbl_exec_errmsg(plain.e));
+    CHECK(train(&dp, 0, B) == PBL_OK, "%s", pbl_exec_errmsg(dp.e));
+    for (int p = 0; p < 6; p++)
+        CHECK(memcmp(plain.w[p], dp.w[p], (size_t)pnumel(p) * sizeof(float)) == 0, "param %d bit-identical", p);
+    finish(&plain);
+    finish(&dp);
+}
+
+/* ---- under mpirun ------------------------------------------------------------------------ */
+
+static int close_enough(const float *a, const float *b, int64_t n, double *worst)
+{
+    int ok = 1;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]), tol = 1e-5 + 1e-4 * fabs((double)b[i]);
+        if (d > *worst)
+            *worst = d;
+        ok &= d <= tol;
+    }
+    return ok;
+}
+
+static void test_ranks(pbl_comm *comm, int overlap)
+{
+    int32_t r = pbl_comm_rank(comm), n = pbl_comm_size(comm);
+    char err[512];
+    net whole, part;
+    build(&whole, B, 0, 0, H);
+    build(&part, B / n, 1, 1100, H);
+    CHECK(start(&whole, NULL, 0, err, sizeof err) == PBL_OK, "%s", err);
+    CHECK(start(&part, comm, overlap, err, sizeof err) == PBL_OK, "%s", err);
+    CHECK(train(&whole, 0, B) == PBL_OK, "%s", pbl_exec_errmsg(whole.e));
+    CHECK(train(&part, (int64_t)r * (B / n), B / n) == PBL_OK, "%s", pbl_exec_errmsg(part.e));
+    double worst = 0;
+    for (int p = 0; p < 6; p++) {
+        CHECK(close_enough(part.w[p], whole.w[p], pnumel(p), &worst), "rank %d param %d: %d ranks vs one process",
+              (int)r, p, (int)n);
+        float theirs[H * H > H * D ? H * H : H * D];
+        memcpy(theirs, part.w[p], (size_t)pnumel(p) * sizeof(float));
+        CHECK(pbl_comm_broadcast(comm, theirs, (size_t)pnumel(p) * sizeof(float), 0) == PBL_OK, "%s",
+              pbl_comm_errmsg(comm));
+        CHECK(memcmp(theirs, part.w[p], (size_t)pnumel(p) * sizeof(float)) == 0,
+              "rank %d param %d bit-identical to rank 0's", (int)r, p);
+    }
+    if (r == 0)
+        printf("%d ranks, overlap %d: after %d steps the largest difference from one process is %.3g\n", (int)n,
+               overlap, STEPS, worst);
+    finish(&whole);
+    finish(&part);
+}
+
+/* Rank 1's hidden layer is wider: every rank is refused. */
+static void test_different_graphs(pbl_comm *comm)
+{
+    int32_t r = pbl_comm_rank(comm), n = pbl_comm_size(comm);
+    char err[512] = "";
+    net part;
+    build(&part, B / n, 1, 1100, r == 1 ? H + 1 : H);
+    pbl_status s = start(&part, comm, 1, err, sizeof err);
+    CHECK(s == PBL_ERR_SHAPE, "rank %d: different graphs refused (%s): %s", (int)r, pbl_status_str(s), err);
+    CHECK(strstr(err, "same graph") != NULL, "message: %s", err);
+    if (r == 0)
+        printf("different graphs: %s\n", err);
+    finish(&part);
+}
+
+/* Rank 1's labels are out of range: its run fails before its all-reduce, and every other rank's
+ * all-reduce gives up after the timeout. Last: the timed-out collective is left pending. */
+static void test_failing_rank(void)
+{
+    char err[512];
+    pbl_comm *comm = NULL;
+    pbl_comm_options co = pbl_comm_options_default();
+    co.timeout_s = 1.0;
+    CHECK(pbl_comm_create_mpi(&comm, &co, err, sizeof err) == PBL_OK, "%s", err);
+    if (!comm)
+        return;
+    int32_t r = pbl_comm_rank(comm), n = pbl_comm_size(comm);
+    net part;
+    build(&part, B / n, 1, 1100, H);
+    CHECK(start(&part, comm, 1, err, sizeof err) == PBL_OK, "%s", err);
+    float x[B * D];
+    int32_t y[B];
+    batch_of(0, 0, B / n, x, y);
+    if (r == 1)
+        y[0] = 99;
+    pbl_exec_write(part.e, part.x, x, (size_t)(B / n * D) * sizeof(float));
+    pbl_exec_write(part.e, part.y, y, (size_t)(B / n) * sizeof(int32_t));
+    pbl_status s = pbl_exec_run(part.e);
+    if (r == 1)
+        CHECK(s != PBL_OK && s != PBL_ERR_TIMEOUT, "rank 1's own failure: %s", pbl_status_str(s));
+    else
+        CHECK(s == PBL_ERR_TIMEOUT, "rank %d times out (%s): %s", (int)r, pbl_status_str(s), pbl_exec_errmsg(part.e));
+    if (r == 0)
+        printf("a failing rank: rank 0 gets '%s'\n", pbl_exec_errmsg(part.e));
+    finish(&part);
+    /* not destroyed: freeing it would wait for the pending collective */
+}
+
+static int run_mpi(void)
+{
+    char err[512];
+    pbl_comm *comm = NULL;
+    pbl_status s = pbl_comm_create_mpi(&comm, NULL, err, sizeof err);
+    if (s == PBL_ERR_UNSUPPORTED) {
+        printf("skipped: %s\n", err);
+        return 77;
+    }
+    CHECK(s == PBL_OK, "%s", err);
+    if (!comm)
+        return 1;
+    if (B % pbl_comm_size(comm) != 0) {
+        fprintf(stderr, "%d ranks do not divide the batch of %d\n", (int)pbl_comm_size(comm), B);
+        return 2;
+    }
+    test_ranks(comm, 1);
+    test_ranks(comm, 0);
+    if (pbl_comm_size(comm) > 1)
+        test_different_graphs(comm);
+    /* every rank done with `comm` before the failure test's timeouts start */
+    float one = 1;
+    CHECK(pbl_comm_allreduce_sum(comm, &one, 1) == PBL_OK, "%s", pbl_comm_errmsg(comm));
+    CHECK(one == (float)pbl_comm_size(comm), "allreduce_sum of ones: %g", one);
+    if (pbl_comm_size(comm) > 1)
+        test_failing_rank();
+    int all = failures;
+    float f = (float)failures;
+    if (pbl_comm_allreduce_sum(comm, &f, 1) == PBL_OK)
+        all = (int)f;
+    pbl_comm_destroy(comm);
+    return all ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--mpi") == 0)
+        return run_mpi();
+    test_buckets();
+    test_alone();
+    /* NCCL in a build without it: a clean refusal */
+    char err[256];
+    pbl_comm *c = (pbl_comm *)1;
+    CHECK(pbl_comm_create_nccl(&c, NULL, 0, err, sizeof err) == PBL_ERR_UNSUPPORTED && c == NULL, "%s", err);
+    CHECK(pbl_comm_size(NULL) == 1 && pbl_comm_rank(NULL) == 0, "NULL is one rank");
+    printf("%s\n", failures ? "FAILED" : "ok");
+    return failures ? 1 : 0;
+}
