@@ -120,6 +120,8 @@ typedef struct options {
     const char *save;
     const char *load;
     long        threads;
+    pbl_comm   *comm;  /* data parallelism (under mpirun): the ranks; NULL: one process */
+    int32_t     rank, ranks;
 } options;
 
 static int parse_long(const char *flag, const char *s, long lo, long hi, long *out)
@@ -606,6 +608,13 @@ static int net_create(net *n, const model *m, const options *o, int64_t batch, i
         opt.clip_norm = o->clip;
         if (uses_schedule(o))
             opt.lr_scalar = "lr"; /* set before every step from the schedule */
+        if (o->comm) { /* the gradients averaged over the ranks, bucket by bucket, before the update */
+            pbl_data_parallel_options dp = pbl_data_parallel_options_default();
+            if ((s = pbl_graph_data_parallel(g, &dp, grads, n_params, grads)) != PBL_OK) {
+                complain("data-parallel pass: %s", pbl_graph_errmsg(g));
+                goto fail_destroy;
+            }
+        }
         if ((s = pbl_graph_add_optimizer(g, &opt, params, grads, n_params)) != PBL_OK) {
             complain("adding the optimizer: %s", pbl_graph_errmsg(g));
             goto fail_destroy;
@@ -614,6 +623,7 @@ static int net_create(net *n, const model *m, const options *o, int64_t batch, i
 
     pbl_exec_options eo = pbl_exec_options_default();
     eo.threads = (int32_t)o->threads;
+    eo.comm = training ? o->comm : NULL;
     char err[512] = "";
     if ((s = pbl_exec_create(&n->e, g, &eo, err, sizeof err)) != PBL_OK) {
         complain("creating the %s executor: %s", training ? "training" : "evaluation",
@@ -704,6 +714,10 @@ static int trainer_init(trainer *tr, net *t, const dataset *d, const options *o,
     /* every example counts: the last batch of an epoch may be partial, and runs with its real
      * count through the same executor (pbl_exec_set_batch), its loss the mean over its rows */
     tr->n_batches = (n_train + t->batch - 1) / t->batch;
+    /* data-parallel: each step is --batch samples, t->batch of them on each rank; the last
+     * partial batch of an epoch is left out (its samples could not be shared evenly) */
+    if (o->ranks > 1)
+        tr->n_batches = n_train / o->batch;
     tr->order = malloc((size_t)(n_train > 0 ? n_train : 1) * sizeof *tr->order);
     tr->x = malloc((size_t)t->batch * N_PIXELS * sizeof *tr->x);
     tr->y = malloc((size_t)t->batch * sizeof *tr->y);
@@ -752,8 +766,11 @@ static int train_epoch(trainer *tr, long epoch, epoch_stats *st)
     double loss_sum = 0;
     int64_t correct = 0;
     for (int64_t b = 0; b < tr->n_batches; b++) {
-        const int64_t rows = tr->n_train - b * batch < batch ? tr->n_train - b * batch : batch;
-        gather(tr->d, tr->order + b * batch, rows, tr->x, tr->y);
+        const int64_t rows = o->ranks > 1 || tr->n_train - b * batch >= batch ? batch : tr->n_train - b * batch;
+        if (o->ranks > 1) /* this rank's share of step b's o->batch samples */
+            gather(tr->d, tr->order + b * o->batch + (int64_t)o->rank * batch, rows, tr->x, tr->y);
+        else
+            gather(tr->d, tr->order + b * batch, rows, tr->x, tr->y);
         float loss;
         if ((uses_schedule(o) && pbl_exec_set_scalar(t->e, "lr", pbl_lr_schedule_at(&tr->sched, tr->step++)) != PBL_OK) ||
             pbl_exec_set_batch(t->e, rows) != PBL_OK ||
@@ -771,12 +788,22 @@ static int train_epoch(trainer *tr, long epoch, epoch_stats *st)
         if (tr->progress && (b % 16 == 0 || b + 1 == tr->n_batches))
             progress_draw(epoch, o->epochs, b + 1, tr->n_batches, loss_sum / (double)(b * batch + rows));
     }
+    int64_t seen = o->ranks > 1 ? tr->n_batches * o->batch : tr->n_train;
+    if (o->ranks > 1) { /* every rank's share of the epoch's loss and hits, for rank 0 to print */
+        float sums[2] = { (float)loss_sum, (float)correct };
+        if (pbl_comm_allreduce_sum(o->comm, sums, 2) != PBL_OK) {
+            complain("epoch %ld: summing the ranks' losses: %s", epoch, pbl_comm_errmsg(o->comm));
+            return -1;
+        }
+        loss_sum = sums[0];
+        correct = (int64_t)sums[1];
+    }
     st->secs = now_seconds() - start;
     if (tr->progress)
         progress_clear();
-    st->train_loss = loss_sum / (double)tr->n_train;
-    st->train_acc = (double)correct / (double)tr->n_train;
-    st->samples_per_s = st->secs > 0 ? (double)tr->n_train / st->secs : 0.0;
+    st->train_loss = loss_sum / (double)seen;
+    st->train_acc = (double)correct / (double)seen;
+    st->samples_per_s = st->secs > 0 ? (double)seen / st->secs : 0.0;
     return 0;
 }
 
@@ -894,18 +921,48 @@ static int write_plot(const options *o, const net *train_net, const char *shape,
     return 0;
 }
 
-int main(int argc, char **argv)
+/* Under a launcher (mpirun -np N, N > 1) the process is one rank of a data-parallel run:
+ * joins the others (pebble/exec.h pbl_comm) and silences stdout on all but rank 0. Returns -1
+ * to go on, or the exit status to stop with. */
+static int join_ranks(options *o)
 {
-    options o;
-    int rc = parse_args(argc, argv, &o);
-    if (rc != ARGS_GO_ON)
-        return rc;
-    if ((rc = check_save_is_no_input(&o)) != 0)
-        return rc;
+    const char *n = getenv("OMPI_COMM_WORLD_SIZE");
+    if (!n)
+        n = getenv("PMI_SIZE"); /* MPICH's launchers */
+    o->rank = 0;
+    o->ranks = 1;
+    if (!n || atoi(n) <= 1)
+        return -1;
+    char err[512];
+    if (pbl_comm_create_mpi(&o->comm, NULL, err, sizeof err) != PBL_OK) {
+        complain("started by an MPI launcher, but %s", err);
+        return 1;
+    }
+    o->rank = pbl_comm_rank(o->comm);
+    o->ranks = pbl_comm_size(o->comm);
+    if (o->batch % o->ranks != 0) {
+        if (o->rank == 0)
+            complain("--batch: %ld samples cannot be shared evenly by %d ranks (make it a multiple of %d)", o->batch,
+                     (int)o->ranks, (int)o->ranks);
+        pbl_comm_destroy(o->comm);
+        o->comm = NULL;
+        return EXIT_USAGE;
+    }
+    if (o->rank > 0 && !freopen("/dev/null", "w", stdout)) { /* rank 0 prints, evaluates and saves */
+        complain("rank %d: cannot silence stdout: %s", (int)o->rank, strerror(errno));
+        return 1;
+    }
+    return -1;
+}
+
+/* The run, on one rank or each of several. */
+static int main_ranked(const options *opt)
+{
     /* an interrupted --save or --plot leaves no temporary file (pebble/status.h) */
     args_on_signals(cleanup_on_signal);
 
-    rc = 1;
+    int rc = 1;
+    options o = *opt;
     dataset train_set, test_set;
     if (load_dataset(&train_set, o.data, dataset_files[0], dataset_files[1]) != 0)
         return rc;
@@ -951,7 +1008,7 @@ int main(int argc, char **argv)
     net train_net = { 0 };
     if (model_init(&m, &o) != 0)
         goto free_model;
-    if (net_create(&train_net, &m, &o, o.batch, 1) != 0)
+    if (net_create(&train_net, &m, &o, o.batch / o.ranks, 1) != 0)
         goto free_nets;
     /* --save's and --plot's folders are writable (and the names no directories) before the
      * epochs, not after them: the trained model would otherwise be lost */
@@ -975,6 +1032,9 @@ int main(int argc, char **argv)
     printf("model %s  %" PRId64 " parameters  batch %ld  train %" PRId64 "  validation %" PRId64 "  test %" PRId64
            "\n",
            shape, graph_param_count(train_net.g), o.batch, n_train, n_val, test_set.n);
+    if (o.ranks > 1)
+        printf("data-parallel: %d ranks, %ld samples each per step, gradients all-reduced over MPI\n", (int)o.ranks,
+               o.batch / o.ranks);
     if (o.show_plan) {
         printf("memory plan of one training step (%d nodes):\n", st.nodes);
         pbl_exec_dump_plan(train_net.e, stdout);
@@ -993,7 +1053,7 @@ int main(int argc, char **argv)
         goto free_nets;
     }
     if (o.epochs > 0) {
-        if (trainer_init(&tr, &train_net, &train_set, &o, n_train, isatty(fileno(stderr))) != 0)
+        if (trainer_init(&tr, &train_net, &train_set, &o, n_train, o.rank == 0 && isatty(fileno(stderr))) != 0)
             goto free_nets;
         if (!(hist = calloc((size_t)o.epochs, sizeof *hist))) {
             complain("out of memory for %ld epochs' statistics", o.epochs);
@@ -1008,14 +1068,15 @@ int main(int argc, char **argv)
         if (train_epoch(&tr, epoch, es) != 0)
             goto free_nets;
         printf("epoch %ld/%ld  loss %.4f  acc %.4f", epoch, o.epochs, es->train_loss, es->train_acc);
-        if (n_val > 0) {
+        if (n_val > 0 && o.rank == 0) { /* the other ranks' weights are the same bits */
             if (evaluate(&ev, &train_set, n_train, n_val, &es->val_loss, &es->val_acc) != 0)
                 goto free_nets;
             printf("  val loss %.4f  val acc %.4f", es->val_loss, es->val_acc);
         }
-        printf("  %" PRId64 " steps, %" PRId64 " examples  %.1f s  %.0f samples/s", tr.n_batches, n_train, es->secs,
+        printf("  %" PRId64 " steps, %" PRId64 " examples  %.1f s  %.0f samples/s", tr.n_batches,
+               o.ranks > 1 ? tr.n_batches * o.batch : n_train, es->secs,
                es->samples_per_s);
-        if (n_val > 0 && es->val_acc > best_acc) {
+        if (n_val > 0 && o.rank == 0 && es->val_acc > best_acc) {
             best_acc = es->val_acc;
             best_epoch = epoch;
             if (o.save) {
@@ -1030,6 +1091,10 @@ int main(int argc, char **argv)
         }
         printf("\n");
         fflush(stdout);
+    }
+    if (o.rank > 0) { /* rank 0 plots, saves and evaluates */
+        rc = 0;
+        goto free_nets;
     }
     if (o.save && best_epoch == 0) {
         if (pbl_exec_save(train_net.e, o.save) != PBL_OK) {
@@ -1060,5 +1125,20 @@ free_test_set:
     dataset_free(&test_set);
 free_train_set:
     dataset_free(&train_set);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc != ARGS_GO_ON)
+        return rc;
+    if ((rc = check_save_is_no_input(&o)) != 0)
+        return rc;
+    if ((rc = join_ranks(&o)) != -1)
+        return rc;
+    rc = main_ranked(&o);
+    pbl_comm_destroy(o.comm);
     return rc;
 }

@@ -190,6 +190,18 @@ static void test_buckets(void)
     CHECK(strstr(pbl_graph_errmsg(n.g), "twice") != NULL, "message: %s", pbl_graph_errmsg(n.g));
     CHECK(pbl_graph_data_parallel(n.g, &o, n.params, 1, red) == PBL_ERR_INVALID_ARG, "a parameter as gradient");
     CHECK(pbl_graph_node_count(n.g) == nodes0, "graph restored");
+    /* in place: reduced may be grads itself */
+    pbl_value same[6];
+    memcpy(same, n.grads, sizeof same);
+    CHECK(pbl_graph_data_parallel(n.g, &o, same, 6, same) == PBL_OK, "%s", pbl_graph_errmsg(n.g));
+    for (int p = 0; p < 6; p++) {
+        pbl_node_info ni;
+        pbl_value_info vi2;
+        CHECK(same[p] != PBL_NONE && same[p] != n.grads[p], "in place: param %d reduced", p);
+        CHECK(same[p] != PBL_NONE && pbl_graph_value_info(n.g, same[p], &vi2) == PBL_OK &&
+                  pbl_graph_node_info(n.g, vi2.producer, &ni) == PBL_OK && strcmp(ni.op, "bucket_unpack") == 0,
+              "in place: param %d's reduced gradient comes from bucket_unpack", p);
+    }
     finish(&n);
 }
 

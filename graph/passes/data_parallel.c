@@ -128,10 +128,11 @@ static pbl_status bucketize(pbl_graph *g, const pbl_data_parallel_options *o, co
     if (s != PBL_OK)
         return s;
     int32_t m = 0;
-    for (int32_t i = 0; i < n; i++) {
-        reduced[i] = PBL_NONE;
+    for (int32_t i = 0; i < n; i++) { /* reduced may be grads: each slot is written once, by its own bucket */
         if (grads[i] != PBL_NONE)
             refs[m++] = (grad_ref){ .pos = pos[g->values[grads[i]].producer], .i = i };
+        else
+            reduced[i] = PBL_NONE;
     }
     qsort(refs, (size_t)m, sizeof *refs, by_position);
     int32_t k = 0;

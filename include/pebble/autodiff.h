@@ -135,7 +135,7 @@ typedef struct pbl_data_parallel_options {
 pbl_data_parallel_options pbl_data_parallel_options_default(void);
 
 /* Appends the buckets' nodes for grads[0 .. n) and sets reduced[i] to the reduced gradient of
- * grads[i] (PBL_NONE stays PBL_NONE). Gradients must be f32 node outputs. Returns
+ * grads[i] (PBL_NONE stays PBL_NONE; reduced may be grads itself). Gradients must be f32 node outputs. Returns
  * PBL_ERR_INVALID_ARG (bad options or ids, a gradient listed twice, a variable given as a
  * gradient), PBL_ERR_NOMEM; on error the graph is restored. */
 pbl_status pbl_graph_data_parallel(pbl_graph *g, const pbl_data_parallel_options *opt, const pbl_value *grads,
