@@ -87,22 +87,16 @@ static pbl_status add_bucket(pbl_graph *g, const pbl_data_parallel_options *o, i
     for (int32_t j = 0; j < n_refs; j++)
         in[j] = grads[refs[j].i];
     char name[192];
-    snprintf(name, sizeof name, "dp/bucket%d/pack", (int)k);
+    /* a node's one output carries the node's name (as JSON graphs store it): the pack node is
+     * "dp/bucket<k>", its flat value too */
+    snprintf(name, sizeof name, "dp/bucket%d", (int)k);
     pbl_node_desc d = { .op = "bucket_pack", .name = name, .inputs = in, .n_inputs = n_refs };
     pbl_status s = pbl_graph_add_node(g, &d, NULL, &flat);
-    if (s == PBL_OK) {
-        snprintf(name, sizeof name, "dp/bucket%d", (int)k);
-        s = pbl__graph_rename_value(g, flat, name);
-    }
     if (s == PBL_OK) {
         pbl_attr at[1] = { PBL_ATTR_INT("mean", o->mean ? 1 : 0) };
         snprintf(name, sizeof name, "dp/bucket%d/allreduce", (int)k);
         pbl_node_desc ar = { .op = "allreduce", .name = name, .inputs = &flat, .n_inputs = 1, .attrs = at, .n_attrs = 1 };
         s = pbl_graph_add_node(g, &ar, NULL, &sum);
-    }
-    if (s == PBL_OK) {
-        snprintf(name, sizeof name, "dp/bucket%d/reduced", (int)k);
-        s = pbl__graph_rename_value(g, sum, name);
     }
     int64_t offset = 0;
     for (int32_t j = 0; j < n_refs && s == PBL_OK; j++) {

@@ -106,10 +106,11 @@ pbl_status pbl_graph_add_optimizer(pbl_graph *g, const pbl_optimizer_options *op
  * greedily up to bucket_bytes (a gradient larger than that is a bucket alone; at most 16
  * gradients per bucket, pack's input limit), and each bucket becomes three kinds of node:
  *
- *     "dp/bucket<k>/pack"        bucket_pack(g_a, g_b, ...) -> "dp/bucket<k>" [elements]
- *     "dp/bucket<k>/allreduce"   allreduce(...)  -> "dp/bucket<k>/reduced": the sum over the
- *                                ranks, divided by N when opt->mean (the default)
- *     "<grad>/reduced"           bucket_unpack(...) -> one reduced gradient, shaped as <grad>
+ *     "dp/bucket<k>"             bucket_pack(g_a, g_b, ...): the gradients in one flat value
+ *     "dp/bucket<k>/allreduce"   allreduce(...): the sum over the ranks, divided by N when
+ *                                opt->mean (the default)
+ *     "<grad>/reduced"           bucket_unpack(...): one reduced gradient, shaped as <grad>
+ * (each node's value carries the node's name).
  *
  * The flat bucket is an ordinary value, planned like any other. Feed `reduced` to
  * pbl_graph_add_optimizer, so the update of a bucket's parameters depends on that bucket's
