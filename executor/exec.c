@@ -427,7 +427,7 @@ static pbl_status place_comm(pbl_exec *e, const pbl_exec_options *o, const int32
     if (!o->comm_overlap || stream_of_node || o->storage == PBL_STORAGE_DYNAMIC)
         return PBL_OK;
     int32_t n_comm = 0;
-    if (pbl__comm_streams(e->g, &e->mem, comm_streams, &n_comm) != PBL_OK)
+    if (pbl__comm_streams(e->g, o->targets, o->n_targets, &e->mem, comm_streams, &n_comm) != PBL_OK)
         return pbl__exec_fail(e, PBL_ERR_NOMEM, "out of memory");
     if (n_comm == 0)
         return PBL_OK;

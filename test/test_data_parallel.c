@@ -238,6 +238,20 @@ static void test_alone(void)
     CHECK(train(&dp, 0, B) == PBL_OK, "%s", pbl_exec_errmsg(dp.e));
     for (int p = 0; p < 6; p++)
         CHECK(memcmp(plain.w[p], dp.w[p], (size_t)pnumel(p) * sizeof(float)) == 0, "param %d bit-identical", p);
+    /* an evaluation executor over the data-parallel graph (the forward pass only: no
+     * communication node in its schedule) runs on one stream */
+    pbl_exec *ev = NULL;
+    const char *targets[] = { "loss" };
+    pbl_exec_options eo = pbl_exec_options_default();
+    eo.targets = targets;
+    eo.n_targets = 1;
+    CHECK(pbl_exec_create(&ev, dp.g, &eo, err, sizeof err) == PBL_OK, "evaluation executor: %s", err);
+    if (ev) {
+        pbl_exec_stats es;
+        pbl_exec_stats_get(ev, &es);
+        CHECK(es.streams == 1, "evaluation: %d streams", (int)es.streams);
+    }
+    pbl_exec_destroy(ev);
     finish(&plain);
     finish(&dp);
 }

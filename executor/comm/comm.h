@@ -43,8 +43,10 @@ pbl_status pbl__comm_check_same(pbl_comm *c, uint64_t hash, char *err, size_t er
  * nodes that run on the communication stream. */
 int pbl__op_is_comm(int32_t op);
 /* *stream_of_node (allocated from m, g->n_nodes entries): 1 for communication nodes, 0 for
- * the rest; *n_comm: how many there are (0: nothing allocated, *stream_of_node NULL). */
-pbl_status pbl__comm_streams(const pbl_graph *g, pbl__mem *m, int32_t **stream_of_node, int32_t *n_comm);
+ * the rest; *n_comm: how many the schedule for `targets` (as pbl_exec_options.targets) runs
+ * (0: nothing allocated, *stream_of_node NULL). PBL_ERR_NOMEM. */
+pbl_status pbl__comm_streams(const pbl_graph *g, const char *const *targets, int32_t n_targets, pbl__mem *m,
+                             int32_t **stream_of_node, int32_t *n_comm);
 /* A 64-bit FNV-1a hash of what every rank must agree on: each value's name, kind, dtype and
  * shape, each node's op, name, inputs and attributes. */
 uint64_t pbl__graph_hash(const pbl_graph *g);

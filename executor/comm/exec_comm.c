@@ -4,18 +4,28 @@
 
 #include "executor/comm/comm.h"
 #include "graph/ir/registry.h"
+#include "graph/ir/schedule.h"
 
 int pbl__op_is_comm(int32_t op)
 {
     return op == PBL__OP_bucket_pack || op == PBL__OP_allreduce || op == PBL__OP_bucket_unpack;
 }
 
-pbl_status pbl__comm_streams(const pbl_graph *g, pbl__mem *m, int32_t **stream_of_node, int32_t *n_comm)
+pbl_status pbl__comm_streams(const pbl_graph *g, const char *const *targets, int32_t n_targets, pbl__mem *m,
+                             int32_t **stream_of_node, int32_t *n_comm)
 {
     *stream_of_node = NULL;
     *n_comm = 0;
-    for (int32_t i = 0; i < g->n_nodes; i++)
-        *n_comm += pbl__op_is_comm(g->nodes[i].op);
+    /* only the nodes the executor will run count: an evaluation executor over a training graph
+     * (targets) runs none of them and stays on one stream */
+    int32_t *order = NULL, n = 0;
+    char why[256];
+    pbl_status st = pbl__graph_schedule(g, targets, n_targets, m, &order, &n, why, sizeof why);
+    if (st != PBL_OK)
+        return st == PBL_ERR_NOMEM ? st : PBL_OK; /* the storage step reports it with its context */
+    for (int32_t t = 0; t < n; t++)
+        *n_comm += pbl__op_is_comm(g->nodes[order[t]].op);
+    pbl__schedule_free(g, m, order);
     if (*n_comm == 0)
         return PBL_OK;
     int32_t *s = pbl__mem_alloc(m, (size_t)g->n_nodes * sizeof *s);
