@@ -77,7 +77,7 @@ pbl_status pbl__cpu_allreduce(const pbl__kargs *a)
         memcpy(y, a->in[0], (size_t)n * sizeof *y);
     if (!a->coll || a->coll->size <= 1)
         return PBL_OK;
-    pbl_status s = a->coll->sum_f32(a->coll->ctx, y, n, a->err, a->errlen);
+    pbl_status s = a->coll->sum_f32(a->coll->ctx, y, n, 0, a->err, a->errlen);
     if (s != PBL_OK || !a->attr[AR_MEAN].i)
         return s;
     /* every rank scales the same summed bits by the same factor: the ranks stay identical */
@@ -87,12 +87,23 @@ pbl_status pbl__cpu_allreduce(const pbl__kargs *a)
     return PBL_OK;
 }
 
+/* This rank's run failed before the all-reduce: it still takes part (the data is never used),
+ * so the other ranks learn of it at this node instead of timing out. */
+static pbl_status allreduce_after_failure(const pbl__kargs *a)
+{
+    if (!a->coll || a->coll->size <= 1)
+        return PBL_OK;
+    char ignored[256]; /* a->err holds the run's first failure, whose message must stay */
+    return a->coll->sum_f32(a->coll->ctx, a->out[0], pbl__cost_numel(&a->out_meta[0]), 1, ignored, sizeof ignored);
+}
+
 const pbl__op pbl__op_allreduce = {
     .name = "allreduce", .n_in_min = 1, .n_in_max = 1, .n_out = 1,
     .attrs = allreduce_attrs, .n_attrs = 1,
     .infer = allreduce_infer,
     .inplace = allreduce_inplace, .n_inplace = 1,
     .cpu = pbl__cpu_allreduce,
+    .cpu_after_failure = allreduce_after_failure,
 };
 
 /* ---- bucket_unpack ---------------------------------------------------------------------- */

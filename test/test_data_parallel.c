@@ -10,8 +10,9 @@
  * trains on its 1/N of every batch; after K steps its parameters equal those of one process
  * training on the whole batch (run here by every rank) within |a - b| <= 1e-5 + 1e-4 |b| (the
  * sums' order differs), and are bit-identical across ranks, with and without overlap. Ranks
- * with different graphs are refused (PBL_ERR_SHAPE on every rank), and a rank whose run fails
- * makes the others fail with PBL_ERR_TIMEOUT after the communicator's timeout, not hang.
+ * with different graphs are refused (PBL_ERR_SHAPE on every rank); a rank whose run fails makes
+ * the others fail at once at the same all-reduce (PBL_ERR_DEVICE), the communicator still
+ * usable; a rank that stops makes the others fail with PBL_ERR_TIMEOUT, not hang.
  * Without MPI built, --mpi exits 77 (skipped).
  */
 #define _POSIX_C_SOURCE 200809L /* mkstemp */
@@ -314,9 +315,41 @@ static void test_different_graphs(pbl_comm *comm)
     finish(&part);
 }
 
-/* Rank 1's labels are out of range: its run fails before its all-reduce, and every other rank's
- * all-reduce gives up after the timeout. Last: the timed-out collective is left pending. */
-static void test_failing_rank(void)
+/* Rank 1's labels are out of range: its run fails before its all-reduce, which it still joins
+ * marked as failed, so every other rank fails at that all-reduce at once (PBL_ERR_DEVICE, no
+ * timeout) and the communicator stays usable. */
+static void test_failing_rank(pbl_comm *comm)
+{
+    char err[512];
+    int32_t r = pbl_comm_rank(comm), n = pbl_comm_size(comm);
+    net part;
+    build(&part, B / n, 1, 1100, H);
+    CHECK(start(&part, comm, 1, err, sizeof err) == PBL_OK, "%s", err);
+    float x[B * D];
+    int32_t y[B];
+    batch_of(0, 0, B / n, x, y);
+    if (r == 1)
+        y[0] = 99;
+    pbl_exec_write(part.e, part.x, x, (size_t)(B / n * D) * sizeof(float));
+    pbl_exec_write(part.e, part.y, y, (size_t)(B / n) * sizeof(int32_t));
+    pbl_status s = pbl_exec_run(part.e);
+    if (r == 1)
+        CHECK(s != PBL_OK && s != PBL_ERR_DEVICE && s != PBL_ERR_TIMEOUT, "rank 1's own failure: %s",
+              pbl_status_str(s));
+    else
+        CHECK(s == PBL_ERR_DEVICE && strstr(pbl_exec_errmsg(part.e), "1 of the") != NULL,
+              "rank %d learns of rank 1's failure (%s): %s", (int)r, pbl_status_str(s), pbl_exec_errmsg(part.e));
+    if (r == 0)
+        printf("a failing rank: rank 0 gets '%s'\n", pbl_exec_errmsg(part.e));
+    finish(&part);
+    float one = 1;
+    CHECK(pbl_comm_allreduce_sum(comm, &one, 1) == PBL_OK && one == (float)n, "the communicator still works: %s",
+          pbl_comm_errmsg(comm));
+}
+
+/* Rank 1 never runs its step: every other rank's all-reduce gives up after the timeout.
+ * Last: the timed-out collective is left pending, its communicator not destroyed. */
+static void test_stopped_rank(void)
 {
     char err[512];
     pbl_comm *comm = NULL;
@@ -332,17 +365,14 @@ static void test_failing_rank(void)
     float x[B * D];
     int32_t y[B];
     batch_of(0, 0, B / n, x, y);
-    if (r == 1)
-        y[0] = 99;
     pbl_exec_write(part.e, part.x, x, (size_t)(B / n * D) * sizeof(float));
     pbl_exec_write(part.e, part.y, y, (size_t)(B / n) * sizeof(int32_t));
-    pbl_status s = pbl_exec_run(part.e);
-    if (r == 1)
-        CHECK(s != PBL_OK && s != PBL_ERR_TIMEOUT, "rank 1's own failure: %s", pbl_status_str(s));
-    else
+    if (r != 1) {
+        pbl_status s = pbl_exec_run(part.e);
         CHECK(s == PBL_ERR_TIMEOUT, "rank %d times out (%s): %s", (int)r, pbl_status_str(s), pbl_exec_errmsg(part.e));
-    if (r == 0)
-        printf("a failing rank: rank 0 gets '%s'\n", pbl_exec_errmsg(part.e));
+        if (r == 0)
+            printf("a stopped rank: rank 0 gets '%s'\n", pbl_exec_errmsg(part.e));
+    }
     finish(&part);
     /* not destroyed: freeing it would wait for the pending collective */
 }
@@ -371,8 +401,10 @@ static int run_mpi(void)
     float one = 1;
     CHECK(pbl_comm_allreduce_sum(comm, &one, 1) == PBL_OK, "%s", pbl_comm_errmsg(comm));
     CHECK(one == (float)pbl_comm_size(comm), "allreduce_sum of ones: %g", one);
-    if (pbl_comm_size(comm) > 1)
-        test_failing_rank();
+    if (pbl_comm_size(comm) > 1) {
+        test_failing_rank(comm);
+        test_stopped_rank();
+    }
     int all = failures;
     float f = (float)failures;
     if (pbl_comm_allreduce_sum(comm, &f, 1) == PBL_OK)

@@ -93,10 +93,10 @@ PBL__API pbl_comm_options pbl_comm_options_default(void)
     return (pbl_comm_options){ .mpi_comm = NULL, .timeout_s = 60.0 };
 }
 
-static pbl_status sum_f32(void *ctx, float *data, int64_t n, char *err, size_t errlen)
+static pbl_status sum_f32(void *ctx, float *data, int64_t n, int32_t failed, char *err, size_t errlen)
 {
     pbl_comm *c = ctx;
-    return c->m->sum_f32(c->ctx, data, n, err, errlen);
+    return c->m->sum_f32(c->ctx, data, n, failed, err, errlen);
 }
 
 PBL__API pbl_status pbl_comm_create_mpi(pbl_comm **out, const pbl_comm_options *opt, char *err, size_t errlen)
@@ -160,7 +160,7 @@ PBL__API pbl_status pbl_comm_allreduce_sum(pbl_comm *c, float *data, int64_t n)
     if (n < 0 || (n > 0 && !data))
         return pbl__errf(c->errmsg, sizeof c->errmsg, PBL_ERR_INVALID_ARG, "allreduce_sum: bad arguments");
     pbl__errclear(c->errmsg, sizeof c->errmsg);
-    return n ? c->m->sum_f32(c->ctx, data, n, c->errmsg, sizeof c->errmsg) : PBL_OK;
+    return n ? c->m->sum_f32(c->ctx, data, n, 0, c->errmsg, sizeof c->errmsg) : PBL_OK;
 }
 
 PBL__API pbl_status pbl_comm_broadcast(pbl_comm *c, void *data, size_t bytes, int32_t root)

@@ -22,7 +22,8 @@ typedef struct pbl__comm_module {
     pbl_status (*open)(const void *mpi_comm, double timeout_s, void **ctx, int32_t *rank, int32_t *size,
                        int32_t *overlap_ok, char *err, size_t errlen);
     void (*close)(void *ctx); /* accepts NULL; finalises MPI if open initialised it (last one) */
-    pbl_status (*sum_f32)(void *ctx, float *data, int64_t n, char *err, size_t errlen);
+    /* failed: as pbl__collective.sum_f32's; PBL_ERR_DEVICE when any rank marked it */
+    pbl_status (*sum_f32)(void *ctx, float *data, int64_t n, int32_t failed, char *err, size_t errlen);
     /* The smallest and largest of every rank's x. */
     pbl_status (*min_max_u64)(void *ctx, uint64_t x, uint64_t *min, uint64_t *max, char *err, size_t errlen);
     pbl_status (*broadcast)(void *ctx, void *data, size_t bytes, int32_t root, char *err, size_t errlen);

@@ -53,12 +53,12 @@ static double now_s(void)
  * tests made the all-reduces of the 784-512-512-10 step (2.7 MB) take 79 ms instead of ~48
  * between two ranks on a loaded 2-core machine. Spinning without yielding was slower still
  * (95 ms): it takes the core from the rank's own computation. */
-static pbl_status wait_for(mpi_ctx *c, MPI_Request *req, const char *what, char *err, size_t errlen)
+static pbl_status wait_all(mpi_ctx *c, int n, MPI_Request *req, const char *what, char *err, size_t errlen)
 {
     double deadline = now_s() + c->timeout_s;
     for (long spins = 0;; spins++) {
         int done = 0;
-        int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+        int rc = MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE);
         if (rc != MPI_SUCCESS)
             return mpi_fail(rc, what, err, errlen);
         if (done)
@@ -76,6 +76,11 @@ static pbl_status wait_for(mpi_ctx *c, MPI_Request *req, const char *what, char 
             sched_yield();
         }
     }
+}
+
+static pbl_status wait_for(mpi_ctx *c, MPI_Request *req, const char *what, char *err, size_t errlen)
+{
+    return wait_all(c, 1, req, what, err, errlen);
 }
 
 static pbl_status m_open(const void *mpi_comm, double timeout_s, void **out, int32_t *rank, int32_t *size,
@@ -145,21 +150,33 @@ static void m_close(void *ctx)
     free(c);
 }
 
-static pbl_status m_sum_f32(void *ctx, float *data, int64_t n, char *err, size_t errlen)
+/* Beside each reduce, the count of ranks whose run failed (a one-int all-reduce in flight at
+ * the same time): every rank sees the same count, so all stop at the same collective and the
+ * collectives stay matched (the communicator stays usable). */
+static pbl_status m_sum_f32(void *ctx, float *data, int64_t n, int32_t failed, char *err, size_t errlen)
 {
     mpi_ctx *c = ctx;
-    int rank = 0;
+    int rank = 0, size = 1;
     MPI_Comm_rank(c->comm, &rank);
+    MPI_Comm_size(c->comm, &size);
     for (int64_t at = 0; at < n;) { /* MPI counts are ints */
         int k = n - at > (1 << 30) ? 1 << 30 : (int)(n - at);
-        MPI_Request req;
-        int rc = MPI_Ireduce(rank == 0 ? MPI_IN_PLACE : data + at, data + at, k, MPI_FLOAT, MPI_SUM, 0, c->comm, &req);
-        pbl_status s = rc == MPI_SUCCESS ? wait_for(c, &req, "all-reduce (reduce)", err, errlen)
+        MPI_Request req[2];
+        int marks = failed ? 1 : 0;
+        int rc = MPI_Ireduce(rank == 0 ? MPI_IN_PLACE : data + at, data + at, k, MPI_FLOAT, MPI_SUM, 0, c->comm, &req[0]);
+        if (rc == MPI_SUCCESS)
+            rc = MPI_Iallreduce(MPI_IN_PLACE, &marks, 1, MPI_INT, MPI_SUM, c->comm, &req[1]);
+        pbl_status s = rc == MPI_SUCCESS ? wait_all(c, 2, req, "all-reduce (reduce)", err, errlen)
                                          : mpi_fail(rc, "MPI_Ireduce", err, errlen);
         if (s != PBL_OK)
             return s;
-        rc = MPI_Ibcast(data + at, k, MPI_FLOAT, 0, c->comm, &req);
-        s = rc == MPI_SUCCESS ? wait_for(c, &req, "all-reduce (broadcast)", err, errlen)
+        if (marks > 0) {
+            snprintf(err, errlen, "MPI: all-reduce: %d of the %d ranks failed their run%s", marks, size,
+                     failed ? " (this one too)" : "");
+            return PBL_ERR_DEVICE;
+        }
+        rc = MPI_Ibcast(data + at, k, MPI_FLOAT, 0, c->comm, &req[0]);
+        s = rc == MPI_SUCCESS ? wait_for(c, &req[0], "all-reduce (broadcast)", err, errlen)
                               : mpi_fail(rc, "MPI_Ibcast", err, errlen);
         if (s != PBL_OK)
             return s;

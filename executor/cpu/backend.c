@@ -189,6 +189,8 @@ static void execute(cpu_ctx *c, const cmd *k)
             }
             if (s != PBL_OK)
                 note_failure(c, s, k->a);
+        } else if (k->op->cpu_after_failure) { /* a collective: tell the other ranks */
+            (void)k->op->cpu_after_failure(k->a); /* the run's first failure stands */
         }
         break;
     case CMD_FILL:

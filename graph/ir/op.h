@@ -67,12 +67,14 @@ typedef struct pbl__par {
 
 /* What a collective kernel (ops/comm.c: allreduce) calls to reach the other ranks; the
  * executor fills it from its communicator (executor/comm/). sum_f32 sums n floats in place
- * across the ranks (every rank gets the same bits) and fails with a status and err when a
- * rank does not take part in time. */
+ * across the ranks (every rank gets the same bits). `failed`: this rank's run has already
+ * failed; it takes part all the same, marking the sum, so every rank fails at this
+ * collective instead of waiting for one that never comes. Fails with a status and err when
+ * a rank marked it, or does not take part in time. */
 typedef struct pbl__collective {
     void      *ctx;
     int32_t    rank, size;
-    pbl_status (*sum_f32)(void *ctx, float *data, int64_t n, char *err, size_t errlen);
+    pbl_status (*sum_f32)(void *ctx, float *data, int64_t n, int32_t failed, char *err, size_t errlen);
 } pbl__collective;
 
 /* What a kernel sees. Pointers are to the data of each input and output. */
@@ -153,6 +155,10 @@ typedef struct pbl__op {
      * that attribute scaled by n / planned batch, as the inputs it was derived from are not
      * the node's. 0: none (every other op reads its sizes from its metas). */
     int32_t               batch_attr;
+    /* Optional: what the CPU backend runs instead of the kernel once an earlier kernel of the
+     * run has failed (every other kernel is skipped then): collectives take part, marking the
+     * failure, so the other ranks fail too rather than wait. NULL: skipped like the rest. */
+    pbl__cpu_fn           cpu_after_failure;
 } pbl__op;
 
 /* Helpers shared by shape rules. */

@@ -97,9 +97,10 @@ typedef struct pbl_exec pbl_exec;
  *
  * MPI is an optional component: the library loads it from a module, libpebble_mpi.so, the
  * first time a communicator is asked for (as the CUDA backend), so a pebble built without
- * MPI works unchanged and says so (PBL_ERR_UNSUPPORTED) when asked for one. Every collective
- * waits at most timeout_s for the other ranks: a rank that fails or stops makes the others
- * fail with PBL_ERR_TIMEOUT, not hang. A communicator is used by one thread at a time; the
+ * MPI works unchanged and says so (PBL_ERR_UNSUPPORTED) when asked for one. A rank whose run
+ * fails still joins its all-reduces, marked, so the other ranks' runs fail at the same node
+ * (PBL_ERR_DEVICE, "1 of the 2 ranks failed their run"); every collective waits at most
+ * timeout_s for the others, so a rank that stops makes them fail with PBL_ERR_TIMEOUT, not hang. A communicator is used by one thread at a time; the
  * executor's communication stream uses it during pbl_exec_run only.
  */
 typedef struct pbl_comm pbl_comm;
