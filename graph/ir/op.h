@@ -65,7 +65,7 @@ typedef struct pbl__par {
     void  (*run)(void *pool, int64_t n, int64_t align, int32_t parts, pbl__range_fn fn, void *ctx);
 } pbl__par;
 
-/* What a collective kernel (ops/comm.c: allreduce) calls to reach the other ranks; the
+/* What a collective kernel (ops/comm/collective.c: allreduce) calls to reach the other ranks; the
  * executor fills it from its communicator (executor/comm/). sum_f32 sums n floats in place
  * across the ranks (every rank gets the same bits). `failed`: this rank's run has already
  * failed; it takes part all the same, marking the sum, so every rank fails at this
