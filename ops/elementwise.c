@@ -6,13 +6,9 @@
 
 static const int8_t out0_over_in0[][2] = { { 0, 0 } };
 
-static pbl_status binary_infer(pbl__infer_ctx *c)
+/* b broadcasts to a (right-aligned, dims equal or 1); y is shaped and typed as a */
+static pbl_status binary_shape(pbl__infer_ctx *c)
 {
-    pbl_status s = pbl__infer_check_f32(c, 0, "a");
-    if (s == PBL_OK)
-        s = pbl__infer_check_f32(c, 1, "b");
-    if (s != PBL_OK)
-        return s;
     if (!pbl__bcast_ok(&c->in[0].shape, &c->in[1].shape)) {
         char sa[96], sb[96];
         return pbl__infer_fail(c, PBL_ERR_SHAPE, "a is %s and b is %s; b must broadcast to a (right-aligned, dims equal or 1)",
@@ -21,6 +17,28 @@ static pbl_status binary_infer(pbl__infer_ctx *c)
     }
     c->out[0] = c->in[0];
     return PBL_OK;
+}
+
+static pbl_status binary_infer(pbl__infer_ctx *c)
+{
+    pbl_status s = pbl__infer_check_f32(c, 0, "a");
+    if (s == PBL_OK)
+        s = pbl__infer_check_f32(c, 1, "b");
+    if (s != PBL_OK)
+        return s;
+    return binary_shape(c);
+}
+
+/* add, sub, mul also over i32 (both operands; wrapping on overflow, as ONNX's integer ops):
+ * index and shape arithmetic on data, as exporters emit it. Not differentiable there. */
+static pbl_status binary_infer_int(pbl__infer_ctx *c)
+{
+    if (c->in[0].dtype == PBL_I32 && c->in[1].dtype == PBL_I32)
+        return binary_shape(c);
+    if (c->in[0].dtype == PBL_I32 || c->in[1].dtype == PBL_I32)
+        return pbl__infer_fail(c, PBL_ERR_DTYPE, "a is %s and b is %s; both must be f32, or both i32",
+                               pbl_dtype_name(c->in[0].dtype), pbl_dtype_name(c->in[1].dtype));
+    return binary_infer(c);
 }
 
 /* The gradient reaching b: dy itself when shapes agree, else summed down to b's shape. */
@@ -70,14 +88,14 @@ static pbl_status mul_grad(pbl__grad_ctx *c)
 
 const pbl__op pbl__op_add = {
     .name = "add", .n_in_min = 2, .n_in_max = 2, .n_out = 1,
-    .infer = binary_infer, .grad = add_grad,
+    .infer = binary_infer_int, .grad = add_grad,
     .inplace = out0_over_in0, .n_inplace = 1,
     .cpu = pbl__cpu_add,
 };
 
 const pbl__op pbl__op_sub = {
     .name = "sub", .n_in_min = 2, .n_in_max = 2, .n_out = 1,
-    .infer = binary_infer, .grad = sub_grad,
+    .infer = binary_infer_int, .grad = sub_grad,
     .inplace = out0_over_in0, .n_inplace = 1,
     .cpu = pbl__cpu_sub,
 };
@@ -108,7 +126,7 @@ const pbl__op pbl__op_div = {
 
 const pbl__op pbl__op_mul = {
     .name = "mul", .n_in_min = 2, .n_in_max = 2, .n_out = 1,
-    .infer = binary_infer, .grad = mul_grad,
+    .infer = binary_infer_int, .grad = mul_grad,
     .grad_reads_in = 0x3,
     .inplace = out0_over_in0, .n_inplace = 1,
     .cpu = pbl__cpu_mul,

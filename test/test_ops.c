@@ -1630,6 +1630,42 @@ static void test_adamw_and_runtime_scalars(void **state)
     assert_int_equal(fails, 0);
 }
 
+/* ---- i32 add, sub, mul ----------------------------------------------------------------------- */
+/* b [3] broadcast over a [2, 3], wrapping on overflow like ONNX's integer ops; mixed dtypes are
+ * refused, and i32 div is not offered (ONNX's integer division is not the float op). */
+static void test_int_binary(void **state)
+{
+    (void)state;
+    const char *ops[3] = { "add", "sub", "mul" };
+    int32_t a[6] = { 1, -2, 3, INT32_MAX, INT32_MIN, 7 }, b[3] = { 10, 1, -3 };
+    for (int k = 0; k < 3; k++) {
+        in_spec in[2] = { { .shape = PBL_SHAPE(2, 3), .dtype = PBL_I32 }, { .shape = PBL_SHAPE(3), .dtype = PBL_I32 } };
+        one_node c;
+        th_set_case("i32 %s", ops[k]);
+        assert_int_equal(one_build(&c, ops[k], in, 2, NULL, 0), 0);
+        assert_int_equal(one_run(&c, (const void *[]){ a, b }), 0);
+        int32_t y[6];
+        assert_int_equal(pbl_exec_read(c.e, c.out[0], y, sizeof y), PBL_OK);
+        for (int i = 0; i < 6; i++) {
+            uint32_t u = (uint32_t)a[i], v = (uint32_t)b[i % 3];
+            int32_t want = (int32_t)(k == 0 ? u + v : k == 1 ? u - v : u * v);
+            assert_int_equal(y[i], want);
+        }
+        one_free(&c);
+    }
+    pbl_graph *g;
+    assert_int_equal(pbl_graph_create(&g, NULL), PBL_OK);
+    pbl_value x, f, z;
+    assert_int_equal(pbl_graph_add_variable(g, "x", PBL_VALUE_INPUT, PBL_I32, PBL_SHAPE(3), &x), PBL_OK);
+    assert_int_equal(pbl_graph_add_variable(g, "f", PBL_VALUE_INPUT, PBL_F32, PBL_SHAPE(3), &f), PBL_OK);
+    pbl_node_desc mixed = { .op = "add", .name = "mixed", .inputs = (pbl_value[]){ x, f }, .n_inputs = 2 };
+    assert_int_equal(pbl_graph_add_node(g, &mixed, NULL, &z), PBL_ERR_DTYPE);
+    assert_non_null(strstr(pbl_graph_errmsg(g), "both must be f32, or both i32"));
+    pbl_node_desc idiv = { .op = "div", .name = "idiv", .inputs = (pbl_value[]){ x, x }, .n_inputs = 2 };
+    assert_int_equal(pbl_graph_add_node(g, &idiv, NULL, &z), PBL_ERR_DTYPE);
+    pbl_graph_destroy(g);
+}
+
 /* ---- clipping by global norm ---------------------------------------------------------------- */
 /* global_norm over three tensors against sqrt(Σ x²) in double; clip_by_norm scales by
  * min(1, max_norm / (norm + 1e-6)) both below and above the limit. */
@@ -1700,6 +1736,7 @@ int main(void)
         cmocka_unit_test(test_dropout_training_switch),
         cmocka_unit_test(test_batch_norm_running_stats),
         cmocka_unit_test(test_global_norm_and_clip),
+        cmocka_unit_test(test_int_binary),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

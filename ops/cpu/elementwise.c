@@ -1,4 +1,4 @@
-/* CPU kernels: add, sub, mul, div with broadcasting; scale, add_n, fill, copy. */
+/* CPU kernels: add, sub, mul, div with broadcasting (add, sub, mul over i32 too); scale, add_n, fill, copy. */
 #include <string.h>
 
 #include "ops/shared/broadcast.h"
@@ -28,10 +28,33 @@ static void binary_row(bin_kind k, float *y, const float *a, const float *b,
     }
 }
 
+/* The i32 form of add, sub, mul: wrapping (computed unsigned, so overflow is defined) */
+static int32_t int_op(bin_kind k, int32_t u, int32_t v)
+{
+    uint32_t x = (uint32_t)u, y = (uint32_t)v;
+    return (int32_t)(k == BIN_ADD ? x + y : k == BIN_SUB ? x - y : x * y);
+}
+
+static pbl_status binary_int(const pbl__kargs *a, bin_kind k)
+{
+    const int32_t *x = a->in[0], *b = a->in[1];
+    int32_t *y = a->out[0];
+    pbl__bcast bc;
+    pbl__bcast_init(&bc, &a->in_meta[0].shape, &a->in_meta[1].shape);
+    for (int64_t r = 0; r < bc.rows; r++) {
+        const int32_t *br = b + pbl__bcast_row_offset(&bc, r);
+        for (int64_t j = 0; j < bc.cols; j++)
+            y[r * bc.cols + j] = int_op(k, x[r * bc.cols + j], br[j * bc.col_stride]);
+    }
+    return PBL_OK;
+}
+
 /* May run in place (y is a): each y element reads only the a element at its own index.
  * No restrict on purpose, for that reason. */
 static pbl_status binary(const pbl__kargs *a, bin_kind k)
 {
+    if (a->in_meta[0].dtype == PBL_I32)
+        return binary_int(a, k);
     const float *x = PBL__IN(a, 0), *b = PBL__IN(a, 1);
     float *y = PBL__OUT(a, 0);
     pbl__bcast bc;

@@ -14,6 +14,16 @@ __global__ static void binary_k(float *y, const float *x, const float *b, int64_
     }
 }
 
+/* add, sub, mul over i32: wrapping, computed unsigned as on the CPU */
+template <int K>
+__global__ static void binary_int_k(int32_t *y, const int32_t *x, const int32_t *b, int64_t n, pbl__dbcast bc, int same)
+{
+    PBL__GRID_LOOP(i, n) {
+        uint32_t u = (uint32_t)x[i], v = (uint32_t)b[same ? i : pbl__dbcast_offset(bc, i)];
+        y[i] = (int32_t)(K == BIN_ADD ? u + v : K == BIN_SUB ? u - v : u * v);
+    }
+}
+
 template <int K>
 static pbl_status binary(const pbl__cuda_launch *l, const pbl__kargs *a)
 {
@@ -21,7 +31,11 @@ static pbl_status binary(const pbl__cuda_launch *l, const pbl__kargs *a)
     int64_t n = PBL__NUMEL(a->in_meta[0]);
     pbl__dbcast bc = pbl__dbcast_make(&a->in_meta[0].shape, &a->in_meta[1].shape);
     int same = PBL__NUMEL(a->in_meta[1]) == n;
-    PBL__LAUNCH(binary_k<K>, pbl__blocks(n), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__IN(a, 0), PBL__IN(a, 1), n, bc, same);
+    if (a->in_meta[0].dtype == PBL_I32)
+        PBL__LAUNCH(binary_int_k<K>, pbl__blocks(n), PBL__THREADS, 0, l->stream)((int32_t *)a->out[0], (const int32_t *)a->in[0],
+                                                                              (const int32_t *)a->in[1], n, bc, same);
+    else
+        PBL__LAUNCH(binary_k<K>, pbl__blocks(n), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__IN(a, 0), PBL__IN(a, 1), n, bc, same);
     PBL__LAUNCHED();
 done:
     return s;
