@@ -444,6 +444,23 @@ static pbl_status place_comm(pbl_exec *e, const pbl_exec_options *o, const int32
     return PBL_OK;
 }
 
+/* The CUDA backend's allreduce sums GPU memory: only a communicator with a device sum (NCCL)
+ * can, and it waits for its peers on the host, which a captured CUDA graph cannot. */
+static pbl_status check_comm_backend(pbl_exec *e, const pbl_exec_options *o)
+{
+    if (!o->comm || e->be != &pbl__backend_cuda)
+        return PBL_OK;
+    if (pbl_comm_size(o->comm) > 1 && !pbl__comm_device_ok(o->comm))
+        return pbl__exec_fail(e, PBL_ERR_UNSUPPORTED,
+                              "data parallelism on the CUDA backend needs an NCCL communicator "
+                              "(pbl_comm_create_nccl): this one (MPI) reaches host memory only");
+    if (e->cuda_graph && pbl__comm_device_ok(o->comm))
+        return pbl__exec_fail(e, PBL_ERR_UNSUPPORTED,
+                              "cuda_graph with an NCCL communicator is not supported yet "
+                              "(set cuda_graph = 0)");
+    return PBL_OK;
+}
+
 /* Every rank must run the same graph: compared by hash, a collective over the communicator. */
 static pbl_status check_ranks_agree(pbl_exec *e)
 {
@@ -502,6 +519,8 @@ static pbl_status create(pbl_exec **out, const pbl_graph *g, const pbl_exec_opti
     }
     e->comm = o.comm;
     int32_t *comm_streams = NULL;
+    if (s == PBL_OK)
+        s = check_comm_backend(e, &o);
     if (s == PBL_OK)
         s = place_comm(e, &o, stream_of_node, &comm_streams);
     if (s == PBL_OK && comm_streams)

@@ -140,6 +140,7 @@ static int run_op(const op_case *c, pbl_backend_kind backend, int streams, int g
     o.backend = backend;
     o.streams = streams;
     o.cuda_graph = graph;
+    o.comm_overlap = 0; /* bucket_pack, allreduce, bucket_unpack: the communication stream is the CPU's */
     if (pbl_exec_create(&e, g, &o, err, sizeof err) != PBL_OK) {
         fprintf(stderr, "%s: exec_create: %s\n", c->op, err);
         goto done;
@@ -215,6 +216,7 @@ static void compare_op(const op_case *c, int streams, int graph)
 
 #define S(...) PBL_SHAPE(__VA_ARGS__)
 static const int64_t ax1[] = { 1 }, ax02[] = { 0, 2 }, sh6[] = { 6 }, sh46[] = { 4, 6 }, sh64[] = { 6, 4 }, perm201[] = { 2, 0, 1 };
+static const int64_t sh23[] = { 2, 3 };
 /* window attributes of the conv and pool cases */
 static const int64_t one2[] = { 1, 1 }, two2[] = { 2, 2 }, s21[] = { 2, 1 }, s12[] = { 1, 2 }, pad1[] = { 1, 1, 1, 1 },
                      pad0110[] = { 0, 1, 1, 0 }, pad2011[] = { 2, 0, 1, 1 }, pad1120[] = { 1, 1, 2, 0 },
@@ -319,6 +321,11 @@ static void run_cases(void)
     { "concat", 3, { S(2, 3, 4), S(2, 1, 4), S(2, 2, 4) }, -1, 0, { PBL_ATTR_INT("axis", 1) }, 1, -1, 1, 0 },
     { "concat", 2, { S(2, 3), S(2, 5) }, -1, 0, { PBL_ATTR_INT("axis", -1) }, 1, -1, 1, 0 },
     { "concat", 2, { S(2, 3), S(4, 3) }, -1, 0, { PBL_ATTR_INT("axis", 0) }, 1, -1, 1, 0 }, /* outer 1: 1-D copies */
+    /* data parallelism's ops; allreduce with no communicator (one rank): a copy, mean or not */
+    { "bucket_pack", 3, { S(2, 3), S(5), S(4, 1) }, -1, 0, { { 0 } }, 0, -1, 1, 0 },
+    { "bucket_unpack", 1, { S(15) }, -1, 0, { PBL_ATTR_INT("offset", 6), PBL_ATTR_INTS("shape", sh23, 2) }, 2, -1, 1, 0 },
+    { "allreduce", 1, { S(33) }, -1, 0, { { 0 } }, 0, -1, 1, 0 },
+    { "allreduce", 1, { S(33) }, -1, 0, { PBL_ATTR_INT("mean", 0) }, 1, -1, 1, 0 },
     { "fully_connected_act", 3, { S(8, 16), S(12, 16), S(12) }, -1, 0, { PBL_ATTR_INT("act", 0), PBL_ATTR_INT("bias_after", 0) }, 2, -1, 1, 1e-4 },
     { "fully_connected_act", 3, { S(8, 16), S(12, 16), S(12) }, -1, 0, { PBL_ATTR_INT("act", 0), PBL_ATTR_INT("bias_after", 1) }, 2, -1, 1, 1e-4 },
     { "fully_connected_act", 2, { S(8, 16), S(12, 16) }, -1, 0, { PBL_ATTR_INT("act", 0) }, 1, -1, 1, 1e-4 },

@@ -13,7 +13,8 @@
  * with different graphs are refused (PBL_ERR_SHAPE on every rank); a rank whose run fails makes
  * the others fail at once at the same all-reduce (PBL_ERR_DEVICE), the communicator still
  * usable; a rank that stops makes the others fail with PBL_ERR_TIMEOUT, not hang.
- * Without MPI built, --mpi exits 77 (skipped).
+ * Without MPI built, --mpi exits 77 (skipped). --nccl: run_nccl below (CTest nccl_np1/np2 here,
+ * where there is no GPU; bench/gpu_check.sh on a GPU machine).
  */
 #define _POSIX_C_SOURCE 200809L /* mkstemp */
 #include <math.h>
@@ -90,9 +91,15 @@ static void build(net *n, int64_t batch, int dp, int64_t bucket_bytes, int hidde
     CHECK(pbl_graph_add_optimizer(g, &oo, n->params, use, 6) == PBL_OK, "%s", pbl_graph_errmsg(g));
 }
 
+/* The backend the ranks' executors use: CPU, or CUDA under --nccl on a GPU machine, where the
+ * parameters are written to the device and read back after training (binds are host memory). */
+static pbl_backend_kind backend = PBL_BACKEND_CPU;
+
 static pbl_status start(net *n, pbl_comm *comm, int overlap, char *err, size_t errlen)
 {
     pbl_exec_options o = pbl_exec_options_default();
+    if (comm)
+        o.backend = backend;
     o.comm = comm;
     o.comm_overlap = overlap;
     o.blas_threads = 1; /* the bits under test are ours, not threaded BLAS's */
@@ -103,7 +110,10 @@ static pbl_status start(net *n, pbl_comm *comm, int overlap, char *err, size_t e
     for (int p = 0; p < 6; p++) {
         for (int64_t i = 0; i < pnumel(p); i++)
             n->w[p][i] = (2.0f * uniform() - 1.0f) * 0.3f;
-        pbl_exec_bind(n->e, n->params[p], n->w[p], (size_t)pnumel(p) * sizeof(float));
+        if (comm && backend == PBL_BACKEND_CUDA)
+            pbl_exec_write(n->e, n->params[p], n->w[p], (size_t)pnumel(p) * sizeof(float));
+        else
+            pbl_exec_bind(n->e, n->params[p], n->w[p], (size_t)pnumel(p) * sizeof(float));
     }
     return PBL_OK;
 }
@@ -145,6 +155,13 @@ static pbl_status train(net *n, int64_t lo, int64_t count)
             return st;
     }
     return PBL_OK;
+}
+
+/* CUDA: the trained parameters back into n->w (CPU: bound, already there). */
+static void read_back(net *n)
+{
+    for (int p = 0; p < 6 && backend == PBL_BACKEND_CUDA; p++)
+        pbl_exec_read(n->e, n->params[p], n->w[p], (size_t)pnumel(p) * sizeof(float));
 }
 
 /* ---- alone: the pass and the communication stream ----------------------------------------- */
@@ -282,6 +299,7 @@ static void test_ranks(pbl_comm *comm, int overlap)
     CHECK(start(&part, comm, overlap, err, sizeof err) == PBL_OK, "%s", err);
     CHECK(train(&whole, 0, B) == PBL_OK, "%s", pbl_exec_errmsg(whole.e));
     CHECK(train(&part, (int64_t)r * (B / n), B / n) == PBL_OK, "%s", pbl_exec_errmsg(part.e));
+    read_back(&part);
     double worst = 0;
     for (int p = 0; p < 6; p++) {
         CHECK(close_enough(part.w[p], whole.w[p], pnumel(p), &worst), "rank %d param %d: %d ranks vs one process",
@@ -413,16 +431,69 @@ static int run_mpi(void)
     return all ? 1 : 0;
 }
 
+/* --nccl: an NCCL communicator on this rank's GPU (Open MPI's local rank, else 0). Without a
+ * GPU (this build machine) its creation must fail cleanly on every rank: PBL_ERR_DEVICE and a
+ * message, no crash, no hang (CTest's timeout) -- unless --need-gpu, as bench/gpu_check.sh
+ * runs it on a GPU machine. With one, the ranks train on the CUDA backend as test_ranks does
+ * on the CPU. 77 (skipped) when pebble was built without NCCL. */
+static int run_nccl(int need_gpu)
+{
+    char err[512] = "";
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    int32_t device = local ? (int32_t)atoi(local) : 0;
+    pbl_comm_options co = pbl_comm_options_default();
+    co.timeout_s = 30;
+    pbl_comm *comm = (pbl_comm *)1;
+    pbl_status s = pbl_comm_create_nccl(&comm, &co, device, err, sizeof err);
+    if (s == PBL_ERR_UNSUPPORTED) {
+        printf("skipped: %s\n", err);
+        return 77;
+    }
+    if (s != PBL_OK) {
+        CHECK(comm == NULL, "no communicator on failure");
+        CHECK(err[0] != 0, "a message");
+        CHECK(!need_gpu, "NCCL on GPU %d: %s", (int)device, err);
+        if (!need_gpu) {
+            CHECK(s == PBL_ERR_DEVICE || s == PBL_ERR_TIMEOUT, "status %d: %s", (int)s, err);
+            printf("no GPU here, refused cleanly: %s\n", err);
+        }
+        return failures ? 1 : 0;
+    }
+    if (B % pbl_comm_size(comm) != 0) {
+        fprintf(stderr, "%d ranks do not divide the batch of %d\n", (int)pbl_comm_size(comm), B);
+        pbl_comm_destroy(comm);
+        return 2;
+    }
+    backend = PBL_BACKEND_CUDA;
+    test_ranks(comm, 0); /* comm_overlap is the CPU backend's: on CUDA the all-reduce is inline */
+    int all = failures;
+    float f = (float)failures;
+    if (pbl_comm_allreduce_sum(comm, &f, 1) == PBL_OK)
+        all = (int)f;
+    pbl_comm_destroy(comm);
+    if (pbl_comm_rank(NULL) == 0 && !all)
+        printf("ok: NCCL data parallelism on the CUDA backend\n");
+    return all ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--mpi") == 0)
         return run_mpi();
+    if (argc > 1 && strcmp(argv[1], "--nccl") == 0)
+        return run_nccl(argc > 2 && strcmp(argv[2], "--need-gpu") == 0);
     test_buckets();
     test_alone();
-    /* NCCL in a build without it: a clean refusal */
+    /* NCCL: bad arguments refused before any module is loaded (--nccl tries a real one) */
     char err[256];
     pbl_comm *c = (pbl_comm *)1;
-    CHECK(pbl_comm_create_nccl(&c, NULL, 0, err, sizeof err) == PBL_ERR_UNSUPPORTED && c == NULL, "%s", err);
+    pbl_comm_options co = pbl_comm_options_default();
+    CHECK(pbl_comm_create_nccl(&c, NULL, -1, err, sizeof err) == PBL_ERR_INVALID_ARG && c == NULL, "%s", err);
+    CHECK(strstr(err, "device") != NULL, "%s", err);
+    co.timeout_s = 0;
+    c = (pbl_comm *)1;
+    CHECK(pbl_comm_create_nccl(&c, &co, 0, err, sizeof err) == PBL_ERR_INVALID_ARG && c == NULL, "%s", err);
+    CHECK(pbl_comm_create_nccl(NULL, NULL, 0, err, sizeof err) == PBL_ERR_INVALID_ARG, "%s", err);
     CHECK(pbl_comm_size(NULL) == 1 && pbl_comm_rank(NULL) == 0, "NULL is one rank");
     printf("%s\n", failures ? "FAILED" : "ok");
     return failures ? 1 : 0;

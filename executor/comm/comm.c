@@ -9,7 +9,10 @@
  *
  * Where the module is looked for: $PEBBLE_MPI_MODULE (a path), next to the file holding this
  * code (libpebble.so, or the executable a static libpebble is linked into), then the dynamic
- * loader's search path. A build without MPI tries only $PEBBLE_MPI_MODULE.
+ * loader's search path. A build without MPI tries only $PEBBLE_MPI_MODULE. NCCL's module,
+ * libpebble_nccl.so ($PEBBLE_NCCL_MODULE), is found the same way; it carries MPI's code too
+ * (MPI brings the ranks together and moves NCCL's unique id), so a program uses one module
+ * or the other: both at once would each count MPI's initialisation alone.
  */
 #define _GNU_SOURCE /* dladdr */
 #include <dlfcn.h>
@@ -23,8 +26,33 @@
 #include "graph/base/errmsg.h"
 #include "graph/base/export.h"
 
-#define MODULE_NAME   "libpebble_mpi.so"
-#define MODULE_SYMBOL "pbl_mpi_comm_module"
+/* One module to load: MPI's, or NCCL's (libpebble_nccl.so, which holds MPI's code too). */
+typedef struct module_slot {
+    const char             *file, *symbol, *env, *missing; /* missing: why a build lacks it */
+    int                     built;
+    pthread_once_t          once;
+    const pbl__comm_module *m;
+    char                    error[512];
+} module_slot;
+
+#ifdef PEBBLE_HAVE_MPI
+#define HAVE_MPI 1
+#else
+#define HAVE_MPI 0
+#endif
+#ifdef PEBBLE_HAVE_NCCL
+#define HAVE_NCCL 1
+#else
+#define HAVE_NCCL 0
+#endif
+
+static module_slot mpi_slot = { "libpebble_mpi.so", "pbl_mpi_comm_module", "PEBBLE_MPI_MODULE",
+                                "pebble was built without MPI (PEBBLE_MPI=OFF or no MPI found)", HAVE_MPI,
+                                PTHREAD_ONCE_INIT, NULL, "" };
+static module_slot nccl_slot = { "libpebble_nccl.so", "pbl_nccl_comm_module", "PEBBLE_NCCL_MODULE",
+                                 "pebble was built without NCCL (PEBBLE_NCCL=OFF, or no NCCL, CUDA toolkit or MPI "
+                                 "found)",
+                                 HAVE_NCCL, PTHREAD_ONCE_INIT, NULL, "" };
 
 struct pbl_comm {
     const pbl__comm_module *m;
@@ -34,21 +62,16 @@ struct pbl_comm {
     char                    errmsg[512];
 };
 
-static pthread_once_t          load_once = PTHREAD_ONCE_INIT;
-static const pbl__comm_module *module;
-static char                    load_error[512];
-
-static void *try_open(const char *path)
+static void *try_open(module_slot *sl, const char *path)
 {
     void *h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
     if (!h) {
         const char *e = dlerror();
-        snprintf(load_error, sizeof load_error, "%.500s", e ? e : path);
+        snprintf(sl->error, sizeof sl->error, "%.500s", e ? e : path);
     }
     return h;
 }
 
-#ifdef PEBBLE_HAVE_MPI
 static int beside_self(char *out, size_t n, const char *rest)
 {
     Dl_info info;
@@ -60,33 +83,33 @@ static int beside_self(char *out, size_t n, const char *rest)
     int len = snprintf(out, n, "%.*s/%s", (int)(slash - info.dli_fname), info.dli_fname, rest);
     return len > 0 && (size_t)len < n;
 }
-#endif
 
-static void load(void)
+static void load(module_slot *sl)
 {
-    const char *env = getenv("PEBBLE_MPI_MODULE");
+    const char *env = getenv(sl->env);
     void *h = NULL;
     if (env && *env) {
-        h = try_open(env);
-    } else {
-#ifndef PEBBLE_HAVE_MPI
-        snprintf(load_error, sizeof load_error, "pebble was built without MPI (PEBBLE_MPI=OFF or no MPI found)");
+        h = try_open(sl, env);
+    } else if (!sl->built) {
+        snprintf(sl->error, sizeof sl->error, "%s", sl->missing);
         return;
-#else
+    } else {
         char here[4096];
-        if (beside_self(here, sizeof here, MODULE_NAME) && access(here, F_OK) == 0)
-            h = try_open(here);
+        if (beside_self(here, sizeof here, sl->file) && access(here, F_OK) == 0)
+            h = try_open(sl, here);
         else
-            h = try_open(MODULE_NAME);
-#endif
+            h = try_open(sl, sl->file);
     }
     if (!h)
         return;
-    module = (const pbl__comm_module *)dlsym(h, MODULE_SYMBOL);
-    if (!module)
-        snprintf(load_error, sizeof load_error, "%s has no symbol %s", env && *env ? env : MODULE_NAME, MODULE_SYMBOL);
+    sl->m = (const pbl__comm_module *)dlsym(h, sl->symbol);
+    if (!sl->m)
+        snprintf(sl->error, sizeof sl->error, "%s has no symbol %s", env && *env ? env : sl->file, sl->symbol);
     /* never dlclose: MPI cannot be initialised twice in a process */
 }
+
+static void load_mpi(void) { load(&mpi_slot); }
+static void load_nccl(void) { load(&nccl_slot); }
 
 PBL__API pbl_comm_options pbl_comm_options_default(void)
 {
@@ -109,9 +132,10 @@ PBL__API pbl_status pbl_comm_create_mpi(pbl_comm **out, const pbl_comm_options *
     if (!(o.timeout_s > 0.0))
         return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "comm_create_mpi: timeout_s is %g; it must be positive",
                          o.timeout_s);
-    pthread_once(&load_once, load);
+    pthread_once(&mpi_slot.once, load_mpi);
+    const pbl__comm_module *module = mpi_slot.m;
     if (!module)
-        return pbl__errf(err, errlen, PBL_ERR_UNSUPPORTED, "MPI is not available: %s", load_error);
+        return pbl__errf(err, errlen, PBL_ERR_UNSUPPORTED, "MPI is not available: %s", mpi_slot.error);
     pbl_comm *c = calloc(1, sizeof *c);
     if (!c)
         return pbl__errf(err, errlen, PBL_ERR_NOMEM, "comm_create_mpi: out of memory");
@@ -128,17 +152,47 @@ PBL__API pbl_status pbl_comm_create_mpi(pbl_comm **out, const pbl_comm_options *
     return PBL_OK;
 }
 
+static pbl_status sum_f32_device(void *ctx, float *data, int64_t n, void *stream, char *err, size_t errlen)
+{
+    pbl_comm *c = ctx;
+    return c->m->sum_f32_device(c->ctx, data, n, stream, err, errlen);
+}
+
 PBL__API pbl_status pbl_comm_create_nccl(pbl_comm **out, const pbl_comm_options *opt, int32_t device, char *err,
                                          size_t errlen)
 {
-    (void)opt;
-    (void)device;
     pbl__errclear(err, errlen);
-    if (out)
-        *out = NULL;
-    return pbl__errf(err, errlen, PBL_ERR_UNSUPPORTED,
-                     "NCCL is not available: pebble was built without NCCL (the NCCL backend is not written yet; "
-                     "docs/data_parallel.md)");
+    if (!out)
+        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "comm_create_nccl: no output pointer");
+    *out = NULL;
+    pbl_comm_options o = opt ? *opt : pbl_comm_options_default();
+    if (!(o.timeout_s > 0.0))
+        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "comm_create_nccl: timeout_s is %g; it must be positive",
+                         o.timeout_s);
+    if (device < 0)
+        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "comm_create_nccl: device is %d; it must be 0 or more",
+                         (int)device);
+    pthread_once(&nccl_slot.once, load_nccl);
+    const pbl__comm_module *module = nccl_slot.m;
+    if (!module)
+        return pbl__errf(err, errlen, PBL_ERR_UNSUPPORTED, "NCCL is not available: %s", nccl_slot.error);
+    if (!module->open_device || !module->sum_f32_device)
+        return pbl__errf(err, errlen, PBL_ERR_UNSUPPORTED, "NCCL is not available: the module has no device sum");
+    pbl_comm *c = calloc(1, sizeof *c);
+    if (!c)
+        return pbl__errf(err, errlen, PBL_ERR_NOMEM, "comm_create_nccl: out of memory");
+    c->m = module;
+    pbl_status s = module->open_device(o.mpi_comm, o.timeout_s, device, &c->ctx, &c->coll.rank, &c->coll.size,
+                                       &c->overlap_ok, err, errlen);
+    if (s != PBL_OK) {
+        free(c);
+        return s;
+    }
+    c->coll.ctx = c;
+    c->coll.sum_f32 = sum_f32;
+    c->coll.sum_f32_device = sum_f32_device;
+    *out = c;
+    return PBL_OK;
 }
 
 PBL__API void pbl_comm_destroy(pbl_comm *c)
@@ -175,6 +229,7 @@ PBL__API pbl_status pbl_comm_broadcast(pbl_comm *c, void *data, size_t bytes, in
 }
 
 const pbl__collective *pbl__comm_collective(const pbl_comm *c) { return c ? &c->coll : NULL; }
+int pbl__comm_device_ok(const pbl_comm *c) { return c && c->coll.sum_f32_device; }
 int pbl__comm_overlap_ok(const pbl_comm *c) { return !c || c->overlap_ok; }
 
 pbl_status pbl__comm_check_same(pbl_comm *c, uint64_t hash, char *err, size_t errlen)

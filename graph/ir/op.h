@@ -75,6 +75,9 @@ typedef struct pbl__collective {
     void      *ctx;
     int32_t    rank, size;
     pbl_status (*sum_f32)(void *ctx, float *data, int64_t n, int32_t failed, char *err, size_t errlen);
+    /* The same sum over GPU memory, enqueued on `stream` (a cudaStream_t) and waited for up to
+     * the communicator's timeout; NULL when the communicator reaches host memory only (MPI). */
+    pbl_status (*sum_f32_device)(void *ctx, float *data, int64_t n, void *stream, char *err, size_t errlen);
 } pbl__collective;
 
 /* What a kernel sees. Pointers are to the data of each input and output. */

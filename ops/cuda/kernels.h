@@ -65,7 +65,8 @@ typedef pbl_status (*pbl__cuda_fn)(const pbl__cuda_launch *l, const pbl__kargs *
     X(slice) X(slice_grad) X(pad) X(pad_grad) X(gather) X(gather_grad) X(cast)     \
     X(resize) X(resize_grad)                                                       \
     PBL__MATH_OP_LIST(X) \
-    X(reduce) X(reduce_grad) X(arg_reduce) X(hardmax) X(nll_loss) X(nll_loss_grad)
+    X(reduce) X(reduce_grad) X(arg_reduce) X(hardmax) X(nll_loss) X(nll_loss_grad) \
+    X(bucket_pack) X(bucket_unpack) X(allreduce)
 
 #define PBL__CUDA_DECL(n) pbl_status pbl__cuda_##n(const pbl__cuda_launch *l, const pbl__kargs *a);
 PBL__CUDA_OP_LIST(PBL__CUDA_DECL)

@@ -1,0 +1,230 @@
+/*
+ * libpebble_nccl.so: the communication module over NCCL (built when CMake finds NCCL, the CUDA
+ * toolkit and MPI; loaded by executor/comm/comm.c). It exports one table, pbl_nccl_comm_module.
+ *
+ * MPI brings the ranks together: this file compiles mpi_module.c in (its table renamed, so it
+ * never clashes with libpebble_mpi.so's), and host collectives (the graph check, broadcast,
+ * pbl_comm_allreduce_sum) go over MPI as in that module. NCCL does the one thing MPI cannot:
+ * summing GPU memory on a CUDA stream (sum_f32_device, the CUDA allreduce kernel's call).
+ *
+ * Never blocking forever: the NCCL communicator is non-blocking (ncclConfig_t.blocking = 0),
+ * its creation and each all-reduce are polled (ncclCommGetAsyncError, cudaStreamQuery) up to
+ * the timeout, and one that runs past it is aborted (ncclCommAbort): the rank gets
+ * PBL_ERR_TIMEOUT and the communicator refuses every later device sum. A rank that fails
+ * before a sum never enqueues it, so its peers time out the same way.
+ *
+ * Written and compiled (gcc -Werror) on a machine without a GPU: it has never run on one
+ * (docs/data_parallel.md, bench/gpu_check.sh).
+ */
+#define pbl_mpi_comm_module pbl__nccl_mpi_part
+#include "executor/comm/mpi_module.c"
+#undef pbl_mpi_comm_module
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+typedef struct nccl_ctx {
+    void      *mpi;  /* the MPI part's context */
+    ncclComm_t comm; /* NULL until created */
+    double     timeout_s;
+    int32_t    size;
+    int        broken; /* aborted after a timeout or an error: no more device sums */
+} nccl_ctx;
+
+static pbl_status nccl_fail(ncclResult_t r, const char *what, char *err, size_t errlen)
+{
+    snprintf(err, errlen, "NCCL: %s failed: %s", what, ncclGetErrorString(r));
+    return PBL_ERR_DEVICE;
+}
+
+/* Polls the communicator until its pending operation (creation, an enqueue) is no longer in
+ * progress, up to the deadline. */
+static pbl_status settle(nccl_ctx *c, double deadline, const char *what, char *err, size_t errlen)
+{
+    for (;;) {
+        ncclResult_t st = ncclInProgress;
+        ncclResult_t r = ncclCommGetAsyncError(c->comm, &st);
+        if (r != ncclSuccess)
+            return nccl_fail(r, "ncclCommGetAsyncError", err, errlen);
+        if (st == ncclSuccess)
+            return PBL_OK;
+        if (st != ncclInProgress)
+            return nccl_fail(st, what, err, errlen);
+        if (now_s() > deadline) {
+            snprintf(err, errlen, "NCCL: %s: not done within %g s (another rank failed or stopped)", what,
+                     c->timeout_s);
+            return PBL_ERR_TIMEOUT;
+        }
+        sched_yield();
+    }
+}
+
+static void abort_comm(nccl_ctx *c)
+{
+    if (c->comm)
+        ncclCommAbort(c->comm);
+    c->comm = NULL;
+    c->broken = 1;
+}
+
+/* Every rank learns whether all got this far (ok on each): the smallest of the flags. */
+static pbl_status agree(nccl_ctx *c, int ok, const char *step, char *err, size_t errlen)
+{
+    uint64_t lo = 0, hi = 0;
+    char why[256] = "";
+    pbl_status s = m_min_max_u64(c->mpi, ok ? 1u : 0u, &lo, &hi, why, sizeof why);
+    if (s != PBL_OK) {
+        if (ok)
+            snprintf(err, errlen, "%s", why);
+        return s;
+    }
+    if (!lo && ok) {
+        snprintf(err, errlen, "NCCL: another rank failed %s", step);
+        return PBL_ERR_DEVICE;
+    }
+    return PBL_OK;
+}
+
+static void n_close(void *ctx)
+{
+    nccl_ctx *c = ctx;
+    if (!c)
+        return;
+    if (c->comm)
+        ncclCommDestroy(c->comm);
+    m_close(c->mpi);
+    free(c);
+}
+
+static pbl_status n_open_device(const void *mpi_comm, double timeout_s, int32_t device, void **out, int32_t *rank,
+                                int32_t *size, int32_t *overlap_ok, char *err, size_t errlen)
+{
+    *out = NULL;
+    nccl_ctx *c = calloc(1, sizeof *c);
+    if (!c) {
+        snprintf(err, errlen, "out of memory");
+        return PBL_ERR_NOMEM;
+    }
+    c->timeout_s = timeout_s;
+    pbl_status s = m_open(mpi_comm, timeout_s, &c->mpi, rank, size, overlap_ok, err, errlen);
+    if (s != PBL_OK) {
+        free(c);
+        return s;
+    }
+    c->size = *size;
+    /* the device first, on every rank, before any rank waits on NCCL */
+    cudaError_t ce = cudaSetDevice(device);
+    if (ce != cudaSuccess)
+        snprintf(err, errlen, "CUDA: cudaSetDevice(%d) failed: %s", (int)device, cudaGetErrorString(ce));
+    s = agree(c, ce == cudaSuccess, "to select its GPU", err, errlen);
+    if (s == PBL_OK && ce != cudaSuccess)
+        s = PBL_ERR_DEVICE;
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    ncclResult_t r = ncclSuccess;
+    if (s == PBL_OK && *rank == 0) {
+        r = ncclGetUniqueId(&id);
+        if (r != ncclSuccess)
+            nccl_fail(r, "ncclGetUniqueId", err, errlen);
+    }
+    if (s == PBL_OK)
+        s = agree(c, r == ncclSuccess, "to make NCCL's unique id", err, errlen);
+    if (s == PBL_OK && r != ncclSuccess)
+        s = PBL_ERR_DEVICE;
+    if (s == PBL_OK)
+        s = m_broadcast(c->mpi, &id, sizeof id, 0, err, errlen);
+    if (s == PBL_OK) {
+        ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+        cfg.blocking = 0;
+        r = ncclCommInitRankConfig(&c->comm, *size, id, *rank, &cfg);
+        if (r != ncclSuccess && r != ncclInProgress)
+            s = nccl_fail(r, "ncclCommInitRankConfig", err, errlen);
+        else
+            s = settle(c, now_s() + timeout_s, "ncclCommInitRankConfig", err, errlen);
+        if (s != PBL_OK)
+            abort_comm(c);
+        pbl_status t = agree(c, s == PBL_OK, "to join the NCCL communicator", err, errlen);
+        if (s == PBL_OK)
+            s = t;
+    }
+    if (s != PBL_OK) {
+        n_close(c);
+        return s;
+    }
+    *out = c;
+    return PBL_OK;
+}
+
+static pbl_status n_sum_f32(void *ctx, float *data, int64_t n, int32_t failed, char *err, size_t errlen)
+{
+    return m_sum_f32(((nccl_ctx *)ctx)->mpi, data, n, failed, err, errlen);
+}
+
+static pbl_status n_min_max_u64(void *ctx, uint64_t x, uint64_t *min, uint64_t *max, char *err, size_t errlen)
+{
+    return m_min_max_u64(((nccl_ctx *)ctx)->mpi, x, min, max, err, errlen);
+}
+
+static pbl_status n_broadcast(void *ctx, void *data, size_t bytes, int32_t root, char *err, size_t errlen)
+{
+    return m_broadcast(((nccl_ctx *)ctx)->mpi, data, bytes, root, err, errlen);
+}
+
+/* ncclAllReduce(sum) in place on `stream`, then waits for the stream (the all-reduce and what
+ * was enqueued before it) up to the timeout. NCCL's ring and tree give every rank the same
+ * bits of the sum, as MPI's reduce-then-broadcast does. */
+static pbl_status n_sum_f32_device(void *ctx, float *data, int64_t n, void *stream, char *err, size_t errlen)
+{
+    nccl_ctx *c = ctx;
+    if (c->broken || !c->comm) {
+        snprintf(err, errlen, "NCCL: the communicator was aborted after an earlier failure");
+        return PBL_ERR_DEVICE;
+    }
+    cudaStream_t st = (cudaStream_t)stream;
+    double deadline = now_s() + c->timeout_s;
+    ncclResult_t r = ncclAllReduce(data, data, (size_t)n, ncclFloat32, ncclSum, c->comm, st);
+    pbl_status s = PBL_OK;
+    if (r != ncclSuccess && r != ncclInProgress)
+        s = nccl_fail(r, "ncclAllReduce", err, errlen);
+    else
+        s = settle(c, deadline, "ncclAllReduce", err, errlen);
+    for (long spins = 0; s == PBL_OK; spins++) {
+        cudaError_t ce = cudaStreamQuery(st);
+        if (ce == cudaSuccess)
+            break;
+        if (ce != cudaErrorNotReady) {
+            snprintf(err, errlen, "CUDA: all-reduce stream failed: %s", cudaGetErrorString(ce));
+            s = PBL_ERR_DEVICE;
+            break;
+        }
+        if (spins > 2000) {
+            s = settle(c, deadline, "ncclAllReduce", err, errlen); /* an async error ends the wait */
+            if (s == PBL_OK && now_s() > deadline) {
+                snprintf(err, errlen, "NCCL: all-reduce: another rank did not take part within %g s (it failed, "
+                                      "stopped, or runs another graph)", c->timeout_s);
+                s = PBL_ERR_TIMEOUT;
+            }
+            sched_yield();
+        }
+    }
+    if (s != PBL_OK)
+        abort_comm(c); /* the sum may still be pending on the stream: only an abort ends it */
+    return s;
+}
+
+/* open: a communicator with no GPU is MPI's module; this one is asked for with a device */
+static pbl_status n_open(const void *mpi_comm, double timeout_s, void **out, int32_t *rank, int32_t *size,
+                         int32_t *overlap_ok, char *err, size_t errlen)
+{
+    return n_open_device(mpi_comm, timeout_s, 0, out, rank, size, overlap_ok, err, errlen);
+}
+
+__attribute__((visibility("default"))) const pbl__comm_module pbl_nccl_comm_module = {
+    .open = n_open,
+    .close = n_close,
+    .sum_f32 = n_sum_f32,
+    .min_max_u64 = n_min_max_u64,
+    .broadcast = n_broadcast,
+    .open_device = n_open_device,
+    .sum_f32_device = n_sum_f32_device,
+};
