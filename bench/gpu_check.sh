@@ -27,6 +27,9 @@
 # nsys missing, are fine), 1 when a step failed or timed out or the tests or a sanitizer could
 # not run, 2 for bad usage. Package installation failing (offline machine) is reported but is
 # not a failure by itself: the build says whether what is installed is enough.
+# Not a step yet: NCCL data parallelism (docs/data_parallel.md, "NCCL"), run by hand after
+# the build: PEBBLE_NCCL_MODULE=BUILD/libpebble_nccl.so mpirun -np 1 --allow-run-as-root
+# BUILD/test/test_data_parallel --nccl --need-gpu   (-np 2 on a machine with two GPUs).
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)

@@ -120,8 +120,11 @@ pbl_comm_options pbl_comm_options_default(void);
  * message says why); PBL_ERR_DEVICE: MPI failed (its error string in err);
  * PBL_ERR_INVALID_ARG: bad options. */
 pbl_status pbl_comm_create_mpi(pbl_comm **out, const pbl_comm_options *opt, char *err, size_t errlen);
-/* NCCL on GPU `device`, its unique id broadcast over MPI (opt as for MPI). PBL_ERR_UNSUPPORTED
- * when pebble was built without NCCL, which this build says in err. */
+/* NCCL on GPU `device`, its unique id broadcast over MPI (opt as for MPI), for executors on
+ * PBL_BACKEND_CUDA (comm_overlap = 0, cuda_graph = 0). Loaded from libpebble_nccl.so as MPI's
+ * module is. PBL_ERR_UNSUPPORTED when pebble was built without NCCL (err says why);
+ * PBL_ERR_DEVICE when CUDA or NCCL fails on any rank (every rank fails); PBL_ERR_INVALID_ARG:
+ * device < 0 or bad options. Built and tested without a GPU only (docs/data_parallel.md). */
 pbl_status pbl_comm_create_nccl(pbl_comm **out, const pbl_comm_options *opt, int32_t device, char *err,
                                 size_t errlen);
 void        pbl_comm_destroy(pbl_comm *c); /* accepts NULL */
