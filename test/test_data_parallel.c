@@ -395,6 +395,30 @@ static void test_stopped_rank(void)
     /* not destroyed: freeing it would wait for the pending collective */
 }
 
+/* The CUDA backend with an MPI communicator of several ranks: refused at creation (MPI sums
+ * host memory; the CUDA allreduce needs NCCL), on every rank, when a CUDA backend opens at all
+ * (CTest gives it the host emulator). */
+static void test_cuda_needs_nccl(pbl_comm *comm)
+{
+    char err[512];
+    net n;
+    build(&n, B / pbl_comm_size(comm), 1, 1100, H);
+    pbl_exec_options o = pbl_exec_options_default();
+    o.backend = PBL_BACKEND_CUDA;
+    o.comm_overlap = 0; /* the CPU backend's */
+    pbl_exec *plain = NULL;
+    if (pbl_exec_create(&plain, n.g, &o, err, sizeof err) != PBL_OK) {
+        printf("no CUDA backend, refusal of CUDA + MPI not checked: %s\n", err);
+        pbl_graph_destroy(n.g);
+        return;
+    }
+    pbl_exec_destroy(plain);
+    o.comm = comm;
+    pbl_status s = pbl_exec_create(&n.e, n.g, &o, err, sizeof err);
+    CHECK(s == PBL_ERR_UNSUPPORTED && strstr(err, "NCCL") != NULL, "CUDA + MPI: status %d: %s", (int)s, err);
+    finish(&n);
+}
+
 static int run_mpi(void)
 {
     char err[512];
@@ -413,8 +437,10 @@ static int run_mpi(void)
     }
     test_ranks(comm, 1);
     test_ranks(comm, 0);
-    if (pbl_comm_size(comm) > 1)
+    if (pbl_comm_size(comm) > 1) {
         test_different_graphs(comm);
+        test_cuda_needs_nccl(comm);
+    }
     /* every rank done with `comm` before the failure test's timeouts start */
     float one = 1;
     CHECK(pbl_comm_allreduce_sum(comm, &one, 1) == PBL_OK, "%s", pbl_comm_errmsg(comm));
