@@ -27,8 +27,10 @@ run run "$gemm/model.onnx" --input a="$gemm/test_data_set_0/input_0.pb" --input 
 grep -q '^output y \[3, 5\] f32:' "$tmp/out" || fail "pebble run gemm: no output line"
 grep -q '^latency per run over 3 runs' "$tmp/out" || fail "pebble run gemm: no latency line"
 grep -q 'peak RSS [0-9]* KiB' "$tmp/out" || fail "pebble run gemm: no peak RSS"
+# the OpenBLAS kernel family (the build requires OpenBLAS): timings depend on it
+grep -q '^blas: OpenBLAS [A-Za-z0-9]* kernels' "$tmp/out" || fail "pebble run gemm: no blas line"
 [ -s "$tmp/o/y.pb" ] || fail "pebble run gemm: --output-dir wrote no y.pb"
-pass "pebble run on .pb inputs prints outputs, latency, peak RSS and writes y.pb"
+pass "pebble run on .pb inputs prints outputs, latency, peak RSS, the BLAS kernels and writes y.pb"
 
 set0="$gemm/test_data_set_0"
 run run "$gemm/model.onnx" --input a="$set0/input_0.pb" --input b="$set0/input_1.pb" --input c="$set0/input_2.pb" \

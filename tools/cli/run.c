@@ -37,6 +37,8 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
+#include <cblas.h>
+
 #include "cli.h"
 #include "graph/base/file_out.h" /* private to the library; the CLI links it statically */
 
@@ -551,6 +553,12 @@ int cli_run(int argc, char **argv)
                (long long)repeat, (long long)warmup, mean, median, ms[0]);
         printf("load + plan + bind: %.2f ms; peak RSS %ld KiB (%s)\n", t_load, rss, rss_source);
         printf("cpu: %s\n", pbl_cpu_describe());
+#ifdef PEBBLE_HAVE_OPENBLAS_CORENAME
+        /* the sgemm kernel family: OPENBLAS_CORETYPE=Haswell on an AVX-512 CPU costs resnet18
+         * about 1.6x the time in sgemm (bench/README.md), so a timing must say which ran */
+        printf("blas: OpenBLAS %s kernels%s\n", openblas_get_corename(),
+               getenv("OPENBLAS_CORETYPE") ? " (OPENBLAS_CORETYPE)" : "");
+#endif
     }
     if (rc == CLI_OK && mismatches) {
         cli_error("%s: %d output(s) differ from --expect", model_name, mismatches);
