@@ -119,22 +119,23 @@ static pbl_status pool(const pbl__kargs *a, int is_max)
     int64_t in_hi = last < 0 ? 0 : last / s + 1, in_lo = (w->pad[2] + s - 1) / s;
     in_hi = in_hi < g.out[2] ? in_hi : g.out[2];
     in_lo = in_lo < in_hi ? in_lo : in_hi;
-    for (int64_t nc = 0; nc < g.NC; nc++) {
-        const float *xp = x + nc * g.S;
-        float *yp = y + nc * g.OS;
-        int64_t o[3], i = 0;
-        for (o[0] = 0; o[0] < g.out[0]; o[0]++)
-            for (o[1] = 0; o[1] < g.out[1]; o[1]++)
-                for (o[2] = 0; o[2] < g.out[2]; o[2]++, i++) {
-                    pool_win pw;
-                    pool_win_of(&g, o, &pw);
-                    const float *xb = xp + pw.base;
-                    if (o[2] == in_lo && in_hi > in_lo) {
-                        pool_row(xb, &pw, K, s, in_hi - in_lo, is_max, yp + i);
-                        i += in_hi - in_lo - 1;
-                        o[2] = in_hi - 1;
-                        continue;
-                    }
+    /* every plane has the same windows: each is worked out once (pool_win_of's divisions
+     * cost more than a small plane's taps) and applied to all NC planes */
+    int64_t o[3], i = 0;
+    for (o[0] = 0; o[0] < g.out[0]; o[0]++)
+        for (o[1] = 0; o[1] < g.out[1]; o[1]++)
+            for (o[2] = 0; o[2] < g.out[2]; o[2]++, i++) {
+                pool_win pw;
+                pool_win_of(&g, o, &pw);
+                if (o[2] == in_lo && in_hi > in_lo) {
+                    for (int64_t nc = 0; nc < g.NC; nc++)
+                        pool_row(x + nc * g.S + pw.base, &pw, K, s, in_hi - in_lo, is_max, y + nc * g.OS + i);
+                    i += in_hi - in_lo - 1;
+                    o[2] = in_hi - 1;
+                    continue;
+                }
+                for (int64_t nc = 0; nc < g.NC; nc++) {
+                    const float *xb = x + nc * g.S + pw.base;
                     float m = -FLT_MAX, sum = 0.0f;
                     for (int64_t kd = pw.lo[0]; kd < pw.hi[0]; kd++)
                         for (int64_t kh = pw.lo[1]; kh < pw.hi[1]; kh++)
@@ -145,9 +146,9 @@ static pbl_status pool(const pbl__kargs *a, int is_max)
                                 else
                                     sum += v;
                             }
-                    yp[i] = is_max ? m : pw.count ? sum / (float)pw.count : 0.0f;
+                    y[nc * g.OS + i] = is_max ? m : pw.count ? sum / (float)pw.count : 0.0f;
                 }
-    }
+            }
     return PBL_OK;
 }
 
