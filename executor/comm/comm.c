@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "executor/comm/comm.h"
+#include "executor/module.h"
 #include "graph/base/errmsg.h"
 #include "graph/base/export.h"
 
@@ -64,24 +65,7 @@ struct pbl_comm {
 
 static void *try_open(module_slot *sl, const char *path)
 {
-    void *h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
-    if (!h) {
-        const char *e = dlerror();
-        snprintf(sl->error, sizeof sl->error, "%.500s", e ? e : path);
-    }
-    return h;
-}
-
-static int beside_self(char *out, size_t n, const char *rest)
-{
-    Dl_info info;
-    if (!dladdr((void *)beside_self, &info) || !info.dli_fname)
-        return 0;
-    const char *slash = strrchr(info.dli_fname, '/');
-    if (!slash)
-        return 0;
-    int len = snprintf(out, n, "%.*s/%s", (int)(slash - info.dli_fname), info.dli_fname, rest);
-    return len > 0 && (size_t)len < n;
+    return pbl__module_open(path, RTLD_NOW | RTLD_GLOBAL, sl->error, sizeof sl->error);
 }
 
 static void load(module_slot *sl)
@@ -95,7 +79,7 @@ static void load(module_slot *sl)
         return;
     } else {
         char here[4096];
-        if (beside_self(here, sizeof here, sl->file) && access(here, F_OK) == 0)
+        if (pbl__module_beside_self(here, sizeof here, sl->file) && access(here, F_OK) == 0)
             h = try_open(sl, here);
         else
             h = try_open(sl, sl->file);

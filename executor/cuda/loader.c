@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "executor/backend.h"
+#include "executor/module.h"
 
 #define MODULE_NAME   "libpebble_cuda.so"
 #define MODULE_SYMBOL "pbl_cuda_backend_module"
@@ -38,32 +39,8 @@ static char                load_error[512]; /* why it is NULL */
 
 static void *try_open(const char *path)
 {
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        const char *e = dlerror();
-        size_t n = strlen(e ? e : path);
-        if (n >= sizeof load_error)
-            n = sizeof load_error - 1;
-        memcpy(load_error, e ? e : path, n);
-        load_error[n] = '\0';
-    }
-    return h;
+    return pbl__module_open(path, RTLD_NOW | RTLD_LOCAL, load_error, sizeof load_error);
 }
-
-#ifdef PEBBLE_CUDA_MODULE_BIN_TO_LIB
-/* The directory of the file this code was loaded from, plus `rest`. */
-static int beside_self(char *out, size_t n, const char *rest)
-{
-    Dl_info info;
-    if (!dladdr((void *)beside_self, &info) || !info.dli_fname)
-        return 0;
-    const char *slash = strrchr(info.dli_fname, '/');
-    if (!slash)
-        return 0;
-    int len = snprintf(out, n, "%.*s/%s", (int)(slash - info.dli_fname), info.dli_fname, rest);
-    return len > 0 && (size_t)len < n;
-}
-#endif
 
 static void load(void)
 {
@@ -79,9 +56,9 @@ static void load(void)
         /* the first file that exists is the one: if it cannot be opened (say, no libcudart),
          * its dlerror is the message, not a later "no such file" */
         char here[4096];
-        if (beside_self(here, sizeof here, MODULE_NAME) && access(here, F_OK) == 0)
+        if (pbl__module_beside_self(here, sizeof here, MODULE_NAME) && access(here, F_OK) == 0)
             h = try_open(here);
-        else if (beside_self(here, sizeof here, PEBBLE_CUDA_MODULE_BIN_TO_LIB "/" MODULE_NAME) &&
+        else if (pbl__module_beside_self(here, sizeof here, PEBBLE_CUDA_MODULE_BIN_TO_LIB "/" MODULE_NAME) &&
                  access(here, F_OK) == 0)
             h = try_open(here);
         else
