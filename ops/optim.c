@@ -1,7 +1,9 @@
 /* Optimizer updates as ops, so one training step is one graph: sgd, sgd_momentum, adam
  * (AdamW with decoupled = 1), and gradient clipping by global norm (global_norm, clip_by_norm,
  * differentiable through global_norm_grad and clip_by_norm_grad_norm).
- * lr, weight_decay and Adam's step may come from runtime scalar inputs (ops/shared/hyper.h).
+ * lr, weight_decay and Adam's step may come from runtime scalar inputs (ops/shared/hyper.h);
+ * so may the gradients' global norm, with which an update clips g itself (y = g·f exactly as
+ * clip_by_norm computes it), saving pbl_graph_add_optimizer a read+write pass per gradient.
  * Each writes its parameter and state in place (mutates): w' is w's storage, and the
  * scheduler orders every other reader of w before the update. Kernels: ops/cpu/optim.c. */
 #include <math.h>
@@ -12,12 +14,17 @@
 
 /* in: w g [m [v t]] then the scalars; every state must be shaped like w, t must hold one
  * element. base: the fixed inputs; mask: the "scalars" attribute; allowed: its valid bits. */
-static pbl_status update_infer(pbl__infer_ctx *c, int32_t n_like_w, int32_t base, int64_t mask, int64_t allowed)
+static pbl_status update_infer(pbl__infer_ctx *c, int32_t n_like_w, int32_t base, int64_t mask, int64_t allowed,
+                               double max_norm)
 {
     static const char *const names[] = { "w", "g", "m", "v", "t" };
+    allowed |= PBL__HYPER_NORM;
     if (mask & ~allowed)
-        return pbl__infer_fail(c, PBL_ERR_ATTR, "scalars is %lld; only bits %lld may be set (1 lr, 2 weight_decay%s)",
+        return pbl__infer_fail(c, PBL_ERR_ATTR, "scalars is %lld; only bits %lld may be set (1 lr, 2 weight_decay%s, 8 norm)",
                                (long long)mask, (long long)allowed, allowed & PBL__HYPER_STEP ? ", 4 step" : "");
+    if ((mask & PBL__HYPER_NORM) && !(max_norm > 0.0 && isfinite(max_norm)))
+        return pbl__infer_fail(c, PBL_ERR_ATTR, "max_norm is %g; clipping by the norm input needs it finite and positive",
+                               max_norm);
     if (c->n_in != base + pbl__hyper_count(mask))
         return pbl__infer_fail(c, PBL_ERR_ARITY, "%d inputs; scalars = %lld needs %d fixed and %d scalar inputs",
                                (int)c->n_in, (long long)mask, (int)base, (int)pbl__hyper_count(mask));
@@ -60,18 +67,19 @@ static const pbl__attr_spec sgd_attrs[] = {
     { .name = "lr", .type = PBL_ATTR_FLOAT, .f = 0.01 },
     { .name = "weight_decay", .type = PBL_ATTR_FLOAT },
     { .name = "scalars", .type = PBL_ATTR_INT },
+    { .name = "max_norm", .type = PBL_ATTR_FLOAT }, /* with scalars bit 8: g clipped by the norm input */
 };
 static const int8_t sgd_mutates[][2] = { { 0, 0 } };
 
 static pbl_status sgd_infer(pbl__infer_ctx *c)
 {
     pbl_status s = lr_check(c, c->attr[0].f, c->attr[1].f);
-    return s == PBL_OK ? update_infer(c, 2, 2, c->attr[2].i, PBL__HYPER_LR | PBL__HYPER_WD) : s;
+    return s == PBL_OK ? update_infer(c, 2, 2, c->attr[2].i, PBL__HYPER_LR | PBL__HYPER_WD, c->attr[3].f) : s;
 }
 
 const pbl__op pbl__op_sgd = {
-    .name = "sgd", .n_in_min = 2, .n_in_max = 4, .n_out = 1,
-    .attrs = sgd_attrs, .n_attrs = 3,
+    .name = "sgd", .n_in_min = 2, .n_in_max = 5, .n_out = 1,
+    .attrs = sgd_attrs, .n_attrs = 4,
     .infer = sgd_infer,
     .mutates = sgd_mutates, .n_mutates = 1,
     .cpu = pbl__cpu_sgd,
@@ -84,6 +92,7 @@ static const pbl__attr_spec momentum_attrs[] = {
     { .name = "momentum", .type = PBL_ATTR_FLOAT, .f = 0.9 },
     { .name = "weight_decay", .type = PBL_ATTR_FLOAT },
     { .name = "scalars", .type = PBL_ATTR_INT },
+    { .name = "max_norm", .type = PBL_ATTR_FLOAT },
 };
 static const int8_t momentum_mutates[][2] = { { 0, 0 }, { 1, 2 } };
 
@@ -92,12 +101,12 @@ static pbl_status momentum_infer(pbl__infer_ctx *c)
     pbl_status s = lr_check(c, c->attr[0].f, c->attr[2].f);
     if (s == PBL_OK && !(c->attr[1].f >= 0.0 && c->attr[1].f < 1.0))
         s = pbl__infer_fail(c, PBL_ERR_ATTR, "momentum is %g; it must be in [0, 1)", c->attr[1].f);
-    return s == PBL_OK ? update_infer(c, 3, 3, c->attr[3].i, PBL__HYPER_LR | PBL__HYPER_WD) : s;
+    return s == PBL_OK ? update_infer(c, 3, 3, c->attr[3].i, PBL__HYPER_LR | PBL__HYPER_WD, c->attr[4].f) : s;
 }
 
 const pbl__op pbl__op_sgd_momentum = {
-    .name = "sgd_momentum", .n_in_min = 3, .n_in_max = 5, .n_out = 2,
-    .attrs = momentum_attrs, .n_attrs = 4,
+    .name = "sgd_momentum", .n_in_min = 3, .n_in_max = 6, .n_out = 2,
+    .attrs = momentum_attrs, .n_attrs = 5,
     .infer = momentum_infer,
     .mutates = momentum_mutates, .n_mutates = 2,
     .cpu = pbl__cpu_sgd_momentum,
@@ -114,6 +123,7 @@ static const pbl__attr_spec adam_attrs[] = {
     { .name = "weight_decay", .type = PBL_ATTR_FLOAT },
     { .name = "scalars", .type = PBL_ATTR_INT },
     { .name = "decoupled", .type = PBL_ATTR_INT },
+    { .name = "max_norm", .type = PBL_ATTR_FLOAT },
 };
 static const int8_t adam_mutates[][2] = { { 0, 0 }, { 1, 2 }, { 2, 3 }, { 3, 4 } };
 
@@ -127,12 +137,12 @@ static pbl_status adam_infer(pbl__infer_ctx *c)
         s = pbl__infer_fail(c, PBL_ERR_ATTR, "eps is %g; it must be finite and positive", c->attr[3].f);
     if (s == PBL_OK && c->attr[6].i != 0 && c->attr[6].i != 1)
         s = pbl__infer_fail(c, PBL_ERR_ATTR, "decoupled is %lld; it must be 0 (adam) or 1 (adamw)", (long long)c->attr[6].i);
-    return s == PBL_OK ? update_infer(c, 4, 5, c->attr[5].i, PBL__HYPER_LR | PBL__HYPER_WD | PBL__HYPER_STEP) : s;
+    return s == PBL_OK ? update_infer(c, 4, 5, c->attr[5].i, PBL__HYPER_LR | PBL__HYPER_WD | PBL__HYPER_STEP, c->attr[7].f) : s;
 }
 
 const pbl__op pbl__op_adam = {
-    .name = "adam", .n_in_min = 5, .n_in_max = 8, .n_out = 4,
-    .attrs = adam_attrs, .n_attrs = 7,
+    .name = "adam", .n_in_min = 5, .n_in_max = 9, .n_out = 4,
+    .attrs = adam_attrs, .n_attrs = 8,
     .infer = adam_infer,
     .mutates = adam_mutates, .n_mutates = 4,
     .cpu = pbl__cpu_adam,

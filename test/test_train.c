@@ -47,6 +47,9 @@ static void mlp_build_with(mlp *m, double dropout, const pbl_exec_options *eo)
     mlp_build_opt(m, dropout, eo, NULL);
 }
 
+/* > 0: mlp_build_opt clips the gradients with pbl_graph_clip_grad_norm before the optimizer */
+static double explicit_clip = 0.0;
+
 /* oo: the optimizer (NULL: Adam at lr 3e-3) */
 static void mlp_build_opt(mlp *m, double dropout, const pbl_exec_options *eo, const pbl_optimizer_options *oo)
 {
@@ -74,6 +77,8 @@ static void mlp_build_opt(mlp *m, double dropout, const pbl_exec_options *eo, co
     o.lr = 3e-3;
     if (oo)
         o = *oo;
+    if (explicit_clip > 0.0)
+        assert_int_equal(pbl_graph_clip_grad_norm(g, gs, 6, explicit_clip, gs, NULL), PBL_OK);
     pbl_status os = pbl_graph_add_optimizer(g, &o, ps, gs, 6);
     if (os != PBL_OK)
         print_error("add_optimizer: %s\n", pbl_graph_errmsg(g));
@@ -610,6 +615,46 @@ static void test_clip_grad_norm(void **state)
     mlp_free(&c);
 }
 
+/* The optimizer clips inside its updates (the global norm as an extra input, no clip_by_norm
+ * pass per gradient): the parameters match, to the bit, an explicit pbl_graph_clip_grad_norm
+ * followed by the unclipped optimizer, for every kind, with scalars before the norm's input. */
+static void test_fused_clip_matches_explicit(void **state)
+{
+    (void)state;
+    const pbl_optimizer_kind kinds[] = { PBL_OPTIM_SGD, PBL_OPTIM_SGD_MOMENTUM, PBL_OPTIM_ADAM, PBL_OPTIM_ADAMW };
+    for (int k = 0; k < 4; k++)
+        for (int with_scalars = 0; with_scalars < 2; with_scalars++) {
+            pbl_optimizer_options o = pbl_optimizer_options_default(kinds[k]);
+            o.lr = 0.05;
+            o.lr_scalar = with_scalars ? "lr" : NULL;
+            o.step_scalar = with_scalars && kinds[k] >= PBL_OPTIM_ADAM ? "step" : NULL;
+            mlp fused, expl, plain; /* plain: unclipped, to show the clipping acts */
+            o.clip_norm = 0.25; /* below the norm of these gradients: every step clips */
+            mlp_build_opt(&fused, 0.0, NULL, &o);
+            o.clip_norm = 0.0;
+            mlp_build_opt(&plain, 0.0, NULL, &o);
+            explicit_clip = 0.25;
+            mlp_build_opt(&expl, 0.0, NULL, &o);
+            explicit_clip = 0.0;
+            /* one node fewer per gradient: the clip_by_norm nodes are gone */
+            assert_int_equal(pbl_graph_node_count(fused.g) + 6, pbl_graph_node_count(expl.g));
+            for (int s = 1; s <= 8; s++) {
+                if (o.step_scalar) {
+                    assert_int_equal(pbl_exec_set_scalar(fused.e, "step", s), PBL_OK);
+                    assert_int_equal(pbl_exec_set_scalar(expl.e, "step", s), PBL_OK);
+                }
+                steps_from(&fused, s - 1, 1);
+                steps_from(&expl, s - 1, 1);
+                steps_from(&plain, s - 1, 1);
+            }
+            same_params(&fused, &expl);
+            assert_memory_not_equal(fused.w1, plain.w1, sizeof fused.w1);
+            mlp_free(&fused);
+            mlp_free(&expl);
+            mlp_free(&plain);
+        }
+}
+
 /* A graph with scalars saves and loads through JSON: kind "scalar", its value, the updates'
  * "scalars" attribute; an executor of the loaded graph starts the scalar at that value. */
 static void test_scalars_json_round_trip(void **state)
@@ -1006,6 +1051,7 @@ int main(void)
         cmocka_unit_test(test_runtime_lr_scalar),
         cmocka_unit_test(test_adamw_scalars_match_constants),
         cmocka_unit_test(test_clip_grad_norm),
+        cmocka_unit_test(test_fused_clip_matches_explicit),
         cmocka_unit_test(test_scalars_json_round_trip),
         cmocka_unit_test(test_lr_schedules),
         cmocka_unit_test(test_partial_batch_matches_planned),

@@ -36,10 +36,10 @@ static pbl_status use_scalar(pbl_graph *g, const char *name, double initial, pbl
     return PBL_OK;
 }
 
-/* Routes the hyper-parameters named as scalars through trailing inputs (ops/shared/hyper.h);
- * *mask gets the op's "scalars" attribute. */
-static pbl_status add_scalar_inputs(pbl_graph *g, const pbl_optimizer_options *o, int adam, pbl_value *in,
-                                    int32_t *n_in, int64_t *mask)
+/* Routes the hyper-parameters named as scalars through trailing inputs (ops/shared/hyper.h),
+ * then the global norm when clipping (norm != PBL_NONE); *mask gets the op's "scalars" attribute. */
+static pbl_status add_scalar_inputs(pbl_graph *g, const pbl_optimizer_options *o, int adam, pbl_value norm,
+                                    pbl_value *in, int32_t *n_in, int64_t *mask)
 {
     const char *names[3] = { o->lr_scalar, o->weight_decay_scalar, adam ? o->step_scalar : NULL };
     const double initial[3] = { o->lr, o->weight_decay, 1.0 };
@@ -52,14 +52,20 @@ static pbl_status add_scalar_inputs(pbl_graph *g, const pbl_optimizer_options *o
             return s;
         *mask |= (int64_t)1 << b;
     }
+    if (norm != PBL_NONE) {
+        in[(*n_in)++] = norm;
+        *mask |= (int64_t)1 << 3; /* the norm's bit (ops/shared/hyper.h) */
+    }
     return PBL_OK;
 }
 
-static pbl_status add_update(pbl_graph *g, const pbl_optimizer_options *o, pbl_value p, pbl_value gr)
+/* The update of p by its gradient gr; with a global norm, the update clips gr itself (one
+ * pass over gr, where a clip_by_norm node before it read and wrote gr once more). */
+static pbl_status add_update(pbl_graph *g, const pbl_optimizer_options *o, pbl_value p, pbl_value gr, pbl_value norm)
 {
-    pbl_value in[8] = { p, gr };
+    pbl_value in[10] = { p, gr };
     int32_t n_in = 2;
-    pbl_attr at[8];
+    pbl_attr at[10];
     int32_t n_at = 0;
     const char *op = "sgd";
     pbl_status s = PBL_OK;
@@ -94,11 +100,13 @@ static pbl_status add_update(pbl_graph *g, const pbl_optimizer_options *o, pbl_v
         return s;
     at[n_at++] = PBL_ATTR_FLOAT("weight_decay", o->weight_decay);
     int64_t mask = 0;
-    s = add_scalar_inputs(g, o, adam, in, &n_in, &mask);
+    s = add_scalar_inputs(g, o, adam, norm, in, &n_in, &mask);
     if (s != PBL_OK)
         return s;
     if (mask) /* graphs without scalars keep their attributes (and JSON files) as before */
         at[n_at++] = PBL_ATTR_INT("scalars", mask);
+    if (norm != PBL_NONE)
+        at[n_at++] = PBL_ATTR_FLOAT("max_norm", o->clip_norm);
     char name[160];
     snprintf(name, sizeof name, "%s/update", g->values[p].name);
     pbl_node_desc d = { .op = op, .name = name, .inputs = in, .n_inputs = n_in, .attrs = at, .n_attrs = n_at };
@@ -132,8 +140,9 @@ static pbl_status add_norm(pbl_graph *g, const pbl_value *vals, int32_t n, pbl_v
     return s == PBL_OK ? add_norm(g, part, n_part, out) : s;
 }
 
-static pbl_status clip(pbl_graph *g, const pbl_value *grads, int32_t n, double max_norm, pbl_value *clipped,
-                       pbl_value *norm_out)
+/* The global norm of the gradients grads[0..n) that are not PBL_NONE (*norm: PBL_NONE when
+ * none is), after checking max_norm and the values. */
+static pbl_status norm_of(pbl_graph *g, const pbl_value *grads, int32_t n, double max_norm, pbl_value *norm)
 {
     if (!(max_norm > 0.0 && isfinite(max_norm)))
         return pbl__graph_fail(g, PBL_ERR_INVALID_ARG, "clip_grad_norm: max_norm is %g; it must be finite and positive",
@@ -150,9 +159,18 @@ static pbl_status clip(pbl_graph *g, const pbl_value *grads, int32_t n, double m
             s = pbl__graph_fail(g, PBL_ERR_DANGLING, "clip_grad_norm: grads[%d] = %d names no value", (int)i, (int)grads[i]);
         live[n_live++] = grads[i];
     }
-    pbl_value norm = PBL_NONE;
+    *norm = PBL_NONE;
     if (s == PBL_OK && n_live > 0)
-        s = add_norm(g, live, n_live, &norm);
+        s = add_norm(g, live, n_live, norm);
+    pbl__mem_free(&g->mem, live, (size_t)(n > 0 ? n : 1) * sizeof *live);
+    return s;
+}
+
+static pbl_status clip(pbl_graph *g, const pbl_value *grads, int32_t n, double max_norm, pbl_value *clipped,
+                       pbl_value *norm_out)
+{
+    pbl_value norm = PBL_NONE;
+    pbl_status s = norm_of(g, grads, n, max_norm, &norm);
     pbl_attr at[1] = { PBL_ATTR_FLOAT("max_norm", max_norm) };
     for (int32_t i = 0; i < n && s == PBL_OK; i++) {
         if (grads[i] == PBL_NONE) {
@@ -167,7 +185,6 @@ static pbl_status clip(pbl_graph *g, const pbl_value *grads, int32_t n, double m
     }
     if (s == PBL_OK && norm_out)
         *norm_out = norm;
-    pbl__mem_free(&g->mem, live, (size_t)(n > 0 ? n : 1) * sizeof *live);
     return s;
 }
 
@@ -197,7 +214,7 @@ PBL__API pbl_status pbl_graph_add_optimizer(pbl_graph *g, const pbl_optimizer_op
                                opt->clip_norm);
     int32_t nv0 = g->n_values, nn0 = g->n_nodes;
     pbl_status s = PBL_OK;
-    pbl_value *use = NULL;
+    pbl_value *use = NULL, norm = PBL_NONE;
     size_t use_bytes = (size_t)(n > 0 ? n : 1) * sizeof *use;
     if (opt->clip_norm > 0.0) {
         use = pbl__mem_alloc(&g->mem, use_bytes);
@@ -206,7 +223,7 @@ PBL__API pbl_status pbl_graph_add_optimizer(pbl_graph *g, const pbl_optimizer_op
         for (int32_t i = 0; i < n; i++) /* only the parameters' gradients count toward the norm */
             use[i] = params[i] >= 0 && params[i] < g->n_values && g->values[params[i]].kind == PBL_VALUE_PARAM
                          ? grads[i] : PBL_NONE;
-        s = clip(g, use, n, opt->clip_norm, use, NULL);
+        s = norm_of(g, use, n, opt->clip_norm, &norm);
     }
     for (int32_t i = 0; i < n && s == PBL_OK; i++) {
         if (params[i] < 0 || params[i] >= g->n_values)
@@ -215,7 +232,7 @@ PBL__API pbl_status pbl_graph_add_optimizer(pbl_graph *g, const pbl_optimizer_op
             s = pbl__graph_fail(g, PBL_ERR_INVALID_ARG, "optimizer: '%s' is a %s, not a parameter",
                                 g->values[params[i]].name, pbl_value_kind_name(g->values[params[i]].kind));
         else if (grads[i] != PBL_NONE)
-            s = add_update(g, opt, params[i], use ? use[i] : grads[i]);
+            s = add_update(g, opt, params[i], grads[i], norm); /* clipped inside the update */
     }
     if (use)
         pbl__mem_free(&g->mem, use, use_bytes);

@@ -15,10 +15,26 @@ static double hyper(const pbl__kargs *a, int32_t base, int64_t mask, int64_t bit
     return k < 0 ? attr : (double)((const float *)a->in[k])[0];
 }
 
+/* clip_by_norm's factor min(1, max_norm / (norm + 1e-6)), in double then rounded, as
+ * PyTorch's clip_grad_norm_ computes it in its own precision. */
+static float clip_factor(double max_norm, double norm)
+{
+    double f = max_norm / (norm + 1e-6);
+    return f < 1.0 ? (float)f : 1.0f;
+}
+
+/* The factor an update multiplies g by: clip_by_norm's when the "scalars" mask routes the
+ * global norm through an input, else 1 (g·1 is exact: the unclipped update's bits). */
+static float update_factor(const pbl__kargs *a, int32_t base, int64_t mask, double max_norm)
+{
+    int32_t k = pbl__hyper_slot(base, mask, PBL__HYPER_NORM);
+    return k < 0 ? 1.0f : clip_factor(max_norm, (double)((const float *)a->in[k])[0]);
+}
+
 typedef struct sgd_job {
     float       *w, *m;
     const float *g;
-    float        lr, mu, wd;
+    float        lr, mu, wd, f;
 } sgd_job;
 
 static void sgd_range(void *ctx, int64_t lo, int64_t hi)
@@ -26,16 +42,16 @@ static void sgd_range(void *ctx, int64_t lo, int64_t hi)
     const sgd_job *j = ctx;
     float *w = j->w;
     const float *g = j->g;
-    float lr = j->lr, wd = j->wd;
+    float lr = j->lr, wd = j->wd, f = j->f;
     for (int64_t i = lo; i < hi; i++)
-        w[i] -= lr * (g[i] + wd * w[i]);
+        w[i] -= lr * (g[i] * f + wd * w[i]);
 }
 
 pbl_status pbl__cpu_sgd(const pbl__kargs *a)
 {
     int64_t mask = a->attr[2].i;
     sgd_job j = { .w = PBL__OUT(a, 0), .g = PBL__IN(a, 1), .lr = (float)hyper(a, 2, mask, PBL__HYPER_LR, a->attr[0].f),
-                  .wd = (float)hyper(a, 2, mask, PBL__HYPER_WD, a->attr[1].f) };
+                  .wd = (float)hyper(a, 2, mask, PBL__HYPER_WD, a->attr[1].f), .f = update_factor(a, 2, mask, a->attr[3].f) };
     pbl__cpu_for(a, PBL__NUMEL(a->in_meta[0]), 1, sgd_range, &j);
     return PBL_OK;
 }
@@ -45,9 +61,9 @@ static void sgd_momentum_range(void *ctx, int64_t lo, int64_t hi)
     const sgd_job *j = ctx;
     float *w = j->w, *m = j->m;
     const float *g = j->g;
-    float lr = j->lr, mu = j->mu, wd = j->wd;
+    float lr = j->lr, mu = j->mu, wd = j->wd, f = j->f;
     for (int64_t i = lo; i < hi; i++) {
-        m[i] = mu * m[i] + (g[i] + wd * w[i]);
+        m[i] = mu * m[i] + (g[i] * f + wd * w[i]);
         w[i] -= lr * m[i];
     }
 }
@@ -57,20 +73,20 @@ pbl_status pbl__cpu_sgd_momentum(const pbl__kargs *a)
     int64_t mask = a->attr[3].i;
     sgd_job j = { .w = PBL__OUT(a, 0), .m = PBL__OUT(a, 1), .g = PBL__IN(a, 1),
                   .lr = (float)hyper(a, 3, mask, PBL__HYPER_LR, a->attr[0].f), .mu = (float)a->attr[1].f,
-                  .wd = (float)hyper(a, 3, mask, PBL__HYPER_WD, a->attr[2].f) };
+                  .wd = (float)hyper(a, 3, mask, PBL__HYPER_WD, a->attr[2].f), .f = update_factor(a, 3, mask, a->attr[4].f) };
     pbl__cpu_for(a, PBL__NUMEL(a->in_meta[0]), 1, sgd_momentum_range, &j);
     return PBL_OK;
 }
 
 typedef struct adam_coef {
-    float b1, b2, c1, c2, step_size, inv_sqrt_bc2, eps, wd, keep;
+    float b1, b2, c1, c2, step_size, inv_sqrt_bc2, eps, wd, keep, f;
 } adam_coef;
 
 /* The same arithmetic twice: with restrict when the four arrays are distinct (the normal
  * case; it vectorises), and without for a graph that passes one value twice. */
 #define ADAM_BODY                                                               \
     for (int64_t i = 0; i < n; i++) {                                           \
-        float gi = g[i] + k.wd * w[i];                                          \
+        float gi = g[i] * k.f + k.wd * w[i];                                    \
         m[i] = k.b1 * m[i] + k.c1 * gi;                                         \
         v[i] = k.b2 * v[i] + k.c2 * gi * gi;                                    \
         w[i] = w[i] * k.keep - k.step_size * m[i] / (sqrtf(v[i]) * k.inv_sqrt_bc2 + k.eps); \
@@ -124,7 +140,8 @@ pbl_status pbl__cpu_adam(const pbl__kargs *a)
                           .step_size = (float)(lr / (1.0 - pow(b1, step))),
                           .inv_sqrt_bc2 = (float)(1.0 / sqrt(1.0 - pow(b2, step))),
                           .eps = (float)a->attr[3].f, .wd = decoupled ? 0.0f : (float)wd,
-                          .keep = decoupled ? (float)(1.0 - lr * wd) : 1.0f },
+                          .keep = decoupled ? (float)(1.0 - lr * wd) : 1.0f,
+                          .f = update_factor(a, 5, mask, a->attr[7].f) },
                    .distinct = w != m && w != v && m != v && g != w && g != m && g != v };
     pbl__cpu_for(a, PBL__NUMEL(a->in_meta[0]), 4, adam_range, &j);
     return PBL_OK;
@@ -182,13 +199,11 @@ static void clip_range(void *ctx, int64_t lo, int64_t hi)
         j->w[i] = j->g[i] * j->lr;
 }
 
-/* x: [n], norm: [] -> y: [n] (maybe x's storage). The factor is computed in double as PyTorch's
- * clip_grad_norm_ does in its own precision: max_norm / (norm + 1e-6), at most 1. */
+/* x: [n], norm: [] -> y: [n] (maybe x's storage), y = x·clip_factor. */
 pbl_status pbl__cpu_clip_by_norm(const pbl__kargs *a)
 {
-    double norm = ((const float *)PBL__IN(a, 1))[0];
-    double f = a->attr[0].f / (norm + 1e-6);
-    sgd_job j = { .w = PBL__OUT(a, 0), .g = PBL__IN(a, 0), .lr = f < 1.0 ? (float)f : 1.0f };
+    sgd_job j = { .w = PBL__OUT(a, 0), .g = PBL__IN(a, 0),
+                  .lr = clip_factor(a->attr[0].f, ((const float *)PBL__IN(a, 1))[0]) };
     pbl__cpu_for(a, PBL__NUMEL(a->in_meta[0]), 1, clip_range, &j);
     return PBL_OK;
 }

@@ -27,11 +27,22 @@ static hyper_arg hyper(const pbl__kargs *a, int32_t base, int64_t mask, int64_t 
 
 __device__ static inline double hyper_get(hyper_arg h) { return h.p ? (double)*h.p : h.v; }
 
-__global__ static void sgd_k(float *w, const float *g, hyper_arg lr_h, hyper_arg wd_h, int64_t n)
+/* clip_by_norm's factor min(1, max_norm / (norm + 1e-6)), in double then rounded (as the CPU). */
+__device__ static inline float clip_factor(double max_norm, double norm)
 {
-    float lr = (float)hyper_get(lr_h), wd = (float)hyper_get(wd_h);
+    double f = max_norm / (norm + 1e-6);
+    return f < 1.0 ? (float)f : 1.0f;
+}
+
+/* The factor an update multiplies g by: clip_by_norm's with the norm input (bit
+ * PBL__HYPER_NORM), else 1 (exact: the unclipped bits). norm.v holds max_norm. */
+__device__ static inline float update_factor(hyper_arg norm) { return norm.p ? clip_factor(norm.v, (double)*norm.p) : 1.0f; }
+
+__global__ static void sgd_k(float *w, const float *g, hyper_arg lr_h, hyper_arg wd_h, hyper_arg norm_h, int64_t n)
+{
+    float lr = (float)hyper_get(lr_h), wd = (float)hyper_get(wd_h), f = update_factor(norm_h);
     PBL__GRID_LOOP(i, n)
-        w[i] -= lr * (g[i] + wd * w[i]);
+        w[i] -= lr * (g[i] * f + wd * w[i]);
 }
 
 extern "C" pbl_status pbl__cuda_sgd(const pbl__cuda_launch *l, const pbl__kargs *a)
@@ -41,17 +52,19 @@ extern "C" pbl_status pbl__cuda_sgd(const pbl__cuda_launch *l, const pbl__kargs 
     int64_t mask = a->attr[2].i;
     PBL__LAUNCH(sgd_k, pbl__blocks(n), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__IN(a, 1),
                                                                    hyper(a, 2, mask, PBL__HYPER_LR, a->attr[0].f),
-                                                                   hyper(a, 2, mask, PBL__HYPER_WD, a->attr[1].f), n);
+                                                                   hyper(a, 2, mask, PBL__HYPER_WD, a->attr[1].f),
+                                                                   hyper(a, 2, mask, PBL__HYPER_NORM, a->attr[3].f), n);
     PBL__LAUNCHED();
 done:
     return s;
 }
 
-__global__ static void momentum_k(float *w, float *m, const float *g, hyper_arg lr_h, float mu, hyper_arg wd_h, int64_t n)
+__global__ static void momentum_k(float *w, float *m, const float *g, hyper_arg lr_h, float mu, hyper_arg wd_h,
+                                  hyper_arg norm_h, int64_t n)
 {
-    float lr = (float)hyper_get(lr_h), wd = (float)hyper_get(wd_h);
+    float lr = (float)hyper_get(lr_h), wd = (float)hyper_get(wd_h), f = update_factor(norm_h);
     PBL__GRID_LOOP(i, n) {
-        m[i] = mu * m[i] + (g[i] + wd * w[i]);
+        m[i] = mu * m[i] + (g[i] * f + wd * w[i]);
         w[i] -= lr * m[i];
     }
 }
@@ -64,7 +77,8 @@ extern "C" pbl_status pbl__cuda_sgd_momentum(const pbl__cuda_launch *l, const pb
     PBL__LAUNCH(momentum_k, pbl__blocks(n), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__OUT(a, 1), PBL__IN(a, 1),
                                                                         hyper(a, 3, mask, PBL__HYPER_LR, a->attr[0].f),
                                                                         (float)a->attr[1].f,
-                                                                        hyper(a, 3, mask, PBL__HYPER_WD, a->attr[2].f), n);
+                                                                        hyper(a, 3, mask, PBL__HYPER_WD, a->attr[2].f),
+                                                                        hyper(a, 3, mask, PBL__HYPER_NORM, a->attr[4].f), n);
     PBL__LAUNCHED();
 done:
     return s;
@@ -74,14 +88,14 @@ __global__ static void step_k(float *t) { t[0] += 1.0f; }
 
 struct adam_attr {
     double b1, b2, eps;
-    hyper_arg lr, wd;
+    hyper_arg lr, wd, norm;
     const float *step; /* the step scalar, or NULL: t */
     int decoupled;
 };
 
 __global__ static void adam_k(float *w, float *m, float *v, const float *g, const float *t, int64_t n, adam_attr at)
 {
-    __shared__ float k[8]; /* b1, b2, c1, c2, step_size, inv_sqrt_bc2, wd (coupled), keep */
+    __shared__ float k[9]; /* b1, b2, c1, c2, step_size, inv_sqrt_bc2, wd (coupled), keep, clip factor */
     if (threadIdx.x == 0) {
         double step = at.step ? (double)*at.step : (double)t[0];
         step = step < 1.0 ? 1.0 : step; /* as the CPU: a step below 1 counts as 1 */
@@ -94,11 +108,12 @@ __global__ static void adam_k(float *w, float *m, float *v, const float *g, cons
         k[5] = (float)(1.0 / sqrt(1.0 - pow(at.b2, step)));
         k[6] = at.decoupled ? 0.0f : (float)wd;
         k[7] = at.decoupled ? (float)(1.0 - lr * wd) : 1.0f;
+        k[8] = update_factor(at.norm);
     }
     __syncthreads();
     float eps = (float)at.eps;
     PBL__GRID_LOOP(i, n) {
-        float gi = g[i] + k[6] * w[i];
+        float gi = g[i] * k[8] + k[6] * w[i];
         float mi = k[0] * m[i] + k[2] * gi;
         float vi = k[1] * v[i] + k[3] * gi * gi;
         m[i] = mi;
@@ -115,7 +130,7 @@ extern "C" pbl_status pbl__cuda_adam(const pbl__cuda_launch *l, const pbl__kargs
     int64_t mask = a->attr[5].i;
     int32_t step_slot = pbl__hyper_slot(5, mask, PBL__HYPER_STEP);
     adam_attr at = { a->attr[1].f, a->attr[2].f, a->attr[3].f, hyper(a, 5, mask, PBL__HYPER_LR, a->attr[0].f),
-                     hyper(a, 5, mask, PBL__HYPER_WD, a->attr[4].f),
+                     hyper(a, 5, mask, PBL__HYPER_WD, a->attr[4].f), hyper(a, 5, mask, PBL__HYPER_NORM, a->attr[7].f),
                      step_slot < 0 ? NULL : (const float *)a->in[step_slot], a->attr[6].i != 0 };
     float *t = PBL__OUT(a, 3);
     PBL__LAUNCH(step_k, 1, 1, 0, l->stream)(t);
@@ -170,8 +185,7 @@ done:
 
 __global__ static void clip_k(float *y, const float *x, const float *norm, double max_norm, int64_t n)
 {
-    double f = max_norm / ((double)norm[0] + 1e-6);
-    float c = f < 1.0 ? (float)f : 1.0f;
+    float c = clip_factor(max_norm, (double)norm[0]);
     PBL__GRID_LOOP(i, n)
         y[i] = x[i] * c;
 }

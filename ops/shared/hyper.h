@@ -14,6 +14,8 @@ enum {
     PBL__HYPER_LR = 1,     /* bit 0: the learning rate */
     PBL__HYPER_WD = 2,     /* bit 1: the weight decay */
     PBL__HYPER_STEP = 4,   /* bit 2 (adam): the bias-correction step, instead of the state t */
+    PBL__HYPER_NORM = 8,   /* bit 3: the gradients' global norm; g is clipped by the "max_norm"
+                            * attribute as clip_by_norm would, fused into the update */
 };
 
 /* The input slot of hyper-parameter `bit` for an op with `base` fixed inputs, or -1 when
@@ -30,7 +32,7 @@ static inline int32_t pbl__hyper_slot(int32_t base, int64_t mask, int64_t bit)
 
 static inline int32_t pbl__hyper_count(int64_t mask)
 {
-    return (int32_t)((mask & 1) + ((mask >> 1) & 1) + ((mask >> 2) & 1));
+    return (int32_t)((mask & 1) + ((mask >> 1) & 1) + ((mask >> 2) & 1) + ((mask >> 3) & 1));
 }
 
 #endif
