@@ -70,8 +70,8 @@ typedef struct pbl_optimizer_options {
     const char *step_scalar; /* adam, adamw: the bias-correction step, set by the caller
                                 (1, 2, ... ; below 1 counts as 1) instead of each parameter's
                                 own count t (which still counts) */
-    double clip_norm;    /* > 0: clip the gradients by their global norm first
-                            (pbl_graph_clip_grad_norm); default 0: no clipping */
+    double clip_norm;    /* > 0: clip the gradients by their global norm, inside the updates
+                            (the same bits as pbl_graph_clip_grad_norm first); default 0: no clipping */
 } pbl_optimizer_options;
 
 pbl_optimizer_options pbl_optimizer_options_default(pbl_optimizer_kind kind);
@@ -89,8 +89,9 @@ pbl_status pbl_graph_clip_grad_norm(pbl_graph *g, const pbl_value *grads, int32_
 /* Appends one update node per (param, grad) pair, skipping pairs whose grad is PBL_NONE.
  * Creates zero-initialised state variables named "<param>/m", "<param>/v", "<param>/t"
  * (adam: first and second moments and the step count) or "<param>/m" (momentum).
- * Update nodes write their parameter and state in place. With opt->clip_norm > 0 the
- * gradients are clipped first (pbl_graph_clip_grad_norm). Returns PBL_ERR_INVALID_ARG (a
+ * Update nodes write their parameter and state in place. With opt->clip_norm > 0 a
+ * "grad_norm" node (as pbl_graph_clip_grad_norm's) feeds every update, which clips its grad
+ * itself: the bits of clipping first, without a clip_by_norm pass per grad. Returns PBL_ERR_INVALID_ARG (a
  * bad kind, a parameter that is not one, a named scalar that is not a scalar, clip_norm
  * negative or not finite), the builder's statuses for bad hyper-parameters (PBL_ERR_ATTR),
  * PBL_ERR_NOMEM; on error the graph is restored. */
