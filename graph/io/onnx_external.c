@@ -75,6 +75,19 @@ static size_t element_bytes(int32_t type)
     }
 }
 
+/* t as if its bytes[0..len) were inline raw data: decode checks and converts it like any other. */
+static pbl_status decode_inline(pbl__onnx_ctx *c, const Onnx__TensorProto *t, uint8_t *bytes, size_t len,
+                                pbl__onnx_data *out, const char *what)
+{
+    Onnx__TensorProto inner = *t;
+    inner.has_data_location = 0;
+    inner.n_external_data = 0;
+    inner.has_raw_data = 1;
+    inner.raw_data.len = len;
+    inner.raw_data.data = bytes;
+    return pbl__onnx_data_decode(&inner, &c->w->mem, &c->mem, out, what, c->err, c->errlen);
+}
+
 pbl_status pbl__onnx_external_decode(pbl__onnx_ctx *c, const Onnx__TensorProto *t, pbl__onnx_data *out, const char *what)
 {
     memset(out, 0, sizeof *out);
@@ -101,15 +114,8 @@ pbl_status pbl__onnx_external_decode(pbl__onnx_ctx *c, const Onnx__TensorProto *
                                   d < 0 ? "negative" : "too large (over 2^40 elements in all)");
         numel *= d;
     }
-    if (!esize || numel == 0 || t->n_dims > PBL_MAX_DIMS) { /* decode's own message says why */
-        Onnx__TensorProto inner = *t;
-        inner.has_data_location = 0;
-        inner.n_external_data = 0;
-        inner.has_raw_data = 1;
-        inner.raw_data.len = 0;
-        inner.raw_data.data = NULL;
-        return pbl__onnx_data_decode(&inner, &c->w->mem, &c->mem, out, what, c->err, c->errlen);
-    }
+    if (!esize || numel == 0 || t->n_dims > PBL_MAX_DIMS) /* decode's own message says why */
+        return decode_inline(c, t, NULL, 0, out, what);
     int64_t want = numel * (int64_t)esize;
     if (length >= 0 && length != want)
         return pbl__onnx_fail(c, PBL_ERR_FORMAT, "%s: external data length is %lld bytes, but its dims and type need %lld",
@@ -146,14 +152,7 @@ pbl_status pbl__onnx_external_decode(pbl__onnx_ctx *c, const Onnx__TensorProto *
                            (long long)offset, path, ferror(f) ? strerror(errno) : "the file is shorter than that");
         goto done;
     }
-    /* The tensor as if its bytes were inline: decode checks and converts it like any other. */
-    Onnx__TensorProto inner = *t;
-    inner.has_data_location = 0;
-    inner.n_external_data = 0;
-    inner.has_raw_data = 1;
-    inner.raw_data.len = (size_t)want;
-    inner.raw_data.data = bytes;
-    s = pbl__onnx_data_decode(&inner, &c->w->mem, &c->mem, out, what, c->err, c->errlen);
+    s = decode_inline(c, t, bytes, (size_t)want, out, what);
 done:
     if (f)
         fclose(f);

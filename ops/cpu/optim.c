@@ -192,7 +192,8 @@ pbl_status pbl__cpu_global_norm(const pbl__kargs *a)
     return PBL_OK;
 }
 
-static void clip_range(void *ctx, int64_t lo, int64_t hi)
+/* y = x·factor: clip_by_norm's scaling and global_norm's gradient */
+static void scale_range(void *ctx, int64_t lo, int64_t hi)
 {
     const sgd_job *j = ctx; /* w: y, g: x, lr: the factor */
     for (int64_t i = lo; i < hi; i++)
@@ -204,15 +205,8 @@ pbl_status pbl__cpu_clip_by_norm(const pbl__kargs *a)
 {
     sgd_job j = { .w = PBL__OUT(a, 0), .g = PBL__IN(a, 0),
                   .lr = clip_factor(a->attr[0].f, ((const float *)PBL__IN(a, 1))[0]) };
-    pbl__cpu_for(a, PBL__NUMEL(a->in_meta[0]), 1, clip_range, &j);
+    pbl__cpu_for(a, PBL__NUMEL(a->in_meta[0]), 1, scale_range, &j);
     return PBL_OK;
-}
-
-static void norm_grad_range(void *ctx, int64_t lo, int64_t hi)
-{
-    const sgd_job *j = ctx; /* w: dx, g: x, lr: dy / norm */
-    for (int64_t i = lo; i < hi; i++)
-        j->w[i] = j->g[i] * j->lr;
 }
 
 /* (x, norm, dy) -> dx = x·(dy / norm), 0 where norm is 0. */
@@ -220,7 +214,7 @@ pbl_status pbl__cpu_global_norm_grad(const pbl__kargs *a)
 {
     double norm = PBL__IN(a, 1)[0], dy = PBL__IN(a, 2)[0];
     sgd_job j = { .w = PBL__OUT(a, 0), .g = PBL__IN(a, 0), .lr = norm > 0.0 ? (float)(dy / norm) : 0.0f };
-    pbl__cpu_for(a, PBL__NUMEL(a->in_meta[0]), 1, norm_grad_range, &j);
+    pbl__cpu_for(a, PBL__NUMEL(a->in_meta[0]), 1, scale_range, &j);
     return PBL_OK;
 }
 
@@ -232,9 +226,9 @@ pbl_status pbl__cpu_clip_by_norm_grad_norm(const pbl__kargs *a)
     const float *dy = PBL__IN(a, 0), *x = PBL__IN(a, 1);
     double max_norm = a->attr[0].f, d = (double)PBL__IN(a, 2)[0] + 1e-6, dot = 0.0;
     int64_t n = PBL__NUMEL(a->in_meta[0]);
-    if (max_norm / d < 1.0)
-        for (int64_t i = 0; i < n; i++)
-            dot += (double)dy[i] * (double)x[i];
-    PBL__OUT(a, 0)[0] = max_norm / d < 1.0 ? (float)(-max_norm / (d * d) * dot) : 0.0f;
+    int clipping = max_norm / d < 1.0;
+    for (int64_t i = 0; clipping && i < n; i++)
+        dot += (double)dy[i] * (double)x[i];
+    PBL__OUT(a, 0)[0] = clipping ? (float)(-max_norm / (d * d) * dot) : 0.0f;
     return PBL_OK;
 }
