@@ -221,11 +221,9 @@ static int write_mlp(const char *path, int64_t hidden, uint64_t seed)
         complain("out of memory");
         goto done;
     }
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(m.p, 1, m.n, f) != m.n || fclose(f) != 0) {
-        complain("%s: cannot write the model", path);
-        if (f)
-            fclose(f);
+    char why[512];
+    if (pbl_file_write(path, m.p, m.n, why, sizeof why) != PBL_OK) { /* whole or nothing: the safe writer */
+        complain("%s", why);
         goto done;
     }
     printf("wrote %s: MLP 784-%lld-10, %zu bytes\n", path, (long long)hidden, m.n);
