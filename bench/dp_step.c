@@ -14,7 +14,12 @@
  *   hidden = 1 − (overlap step − overlap compute) / (in-order step − in-order compute)
  * BLAS runs one thread per rank (--threads, default 1), as several streams do.
  *
- *     dp_step [--batch 128] [--bucket BYTES] [--iters 40] [--reps 5] [--warmup 5] [--threads 1]
+ * --nccl runs the ranks on the CUDA backend (one GPU per rank: Open MPI's local rank) with an
+ * NCCL communicator, even for one rank, so that the all-reduce nodes go through NCCL. The CUDA
+ * backend runs the all-reduce inline on the compute stream (no communication stream yet), so
+ * the overlap columns print "-".
+ *
+ *     dp_step [--batch 128] [--bucket BYTES] [--iters 40] [--reps 5] [--warmup 5] [--threads 1] [--nccl]
  *     mpirun -np 2 --oversubscribe --allow-run-as-root build/bench/dp_step
  */
 #include <stdio.h>
@@ -34,6 +39,9 @@ typedef struct net {
     float     *w[2 * N_LAYERS];
     int64_t    n_buckets, bucket_elems[64];
 } net;
+
+/* PBL_BACKEND_CUDA under --nccl: parameters are written to the device, not bound */
+static pbl_backend_kind backend = PBL_BACKEND_CPU;
 
 static double now(void)
 {
@@ -90,6 +98,7 @@ static int build(net *n, int64_t batch, int dp, int64_t bucket, pbl_comm *comm, 
     pbl_exec_options eo = pbl_exec_options_default();
     eo.threads = threads;
     eo.blas_threads = threads;
+    eo.backend = backend;
     eo.comm = comm;
     eo.comm_overlap = overlap;
     char err[512];
@@ -102,7 +111,10 @@ static int build(net *n, int64_t batch, int dp, int64_t bucket, pbl_comm *comm, 
         n->w[p] = malloc((size_t)k * sizeof(float));
         for (int64_t i = 0; i < k; i++)
             n->w[p][i] = (float)((i * 7919 + p) % 1000) * 2e-6f - 1e-3f;
-        pbl_exec_bind(n->e, n->params[p], n->w[p], (size_t)k * sizeof(float));
+        if (backend == PBL_BACKEND_CUDA)
+            pbl_exec_write(n->e, n->params[p], n->w[p], (size_t)k * sizeof(float));
+        else
+            pbl_exec_bind(n->e, n->params[p], n->w[p], (size_t)k * sizeof(float));
     }
     float *x = calloc((size_t)(batch * layers[0]), sizeof *x);
     int32_t *y = calloc((size_t)batch, sizeof *y);
@@ -164,7 +176,7 @@ static double time_steps(net *n, pbl_comm *comm, int warmup, int iters, int reps
 
 static double time_comm(const net *n, pbl_comm *comm, int warmup, int iters, int reps)
 {
-    if (!comm || pbl_comm_size(comm) < 2)
+    if (!comm || pbl_comm_size(comm) < 2 || backend == PBL_BACKEND_CUDA) /* NCCL wants device buffers */
         return 0;
     int64_t most = 0;
     for (int64_t k = 0; k < n->n_buckets; k++)
@@ -187,12 +199,18 @@ static double time_comm(const net *n, pbl_comm *comm, int warmup, int iters, int
 int main(int argc, char **argv)
 {
     long batch = 128, bucket = 1 << 20, iters = 40, reps = 5, warmup = 5, threads = 1;
+    int nccl = argc > 1 && !strcmp(argv[argc - 1], "--nccl");
+    argc -= nccl;
+    if (argc % 2 == 0) {
+        fprintf(stderr, "dp_step: every option takes a value, except a last --nccl\n");
+        return 2;
+    }
     for (int i = 1; i + 1 < argc; i += 2) {
         long *dst = !strcmp(argv[i], "--batch") ? &batch : !strcmp(argv[i], "--bucket") ? &bucket
                   : !strcmp(argv[i], "--iters") ? &iters : !strcmp(argv[i], "--reps") ? &reps
                   : !strcmp(argv[i], "--warmup") ? &warmup : !strcmp(argv[i], "--threads") ? &threads : NULL;
         if (!dst || (*dst = strtol(argv[i + 1], NULL, 10)) < 1) {
-            fprintf(stderr, "usage: dp_step [--batch B] [--bucket BYTES] [--iters N] [--reps R] [--warmup W] [--threads T]\n");
+            fprintf(stderr, "usage: dp_step [--batch B] [--bucket BYTES] [--iters N] [--reps R] [--warmup W] [--threads T] [--nccl]\n");
             return 2;
         }
     }
@@ -200,7 +218,15 @@ int main(int argc, char **argv)
         reps = 63;
     pbl_comm *comm = NULL;
     const char *world = getenv("OMPI_COMM_WORLD_SIZE");
-    if (world && atoi(world) > 1) {
+    if (nccl) {
+        char err[512];
+        const char *local = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+        if (pbl_comm_create_nccl(&comm, NULL, local ? atoi(local) : 0, err, sizeof err) != PBL_OK) {
+            fprintf(stderr, "dp_step: %s\n", err);
+            return 1;
+        }
+        backend = PBL_BACKEND_CUDA;
+    } else if (world && atoi(world) > 1) {
         char err[512];
         if (pbl_comm_create_mpi(&comm, NULL, err, sizeof err) != PBL_OK) {
             fprintf(stderr, "dp_step: %s\n", err);
@@ -216,9 +242,9 @@ int main(int argc, char **argv)
     }
     int64_t local = batch / ranks;
     /* each configuration in turn: [overlap][with communicator] */
-    double t[2][2];
+    double t[2][2] = { { 0 } };
     net dp = { 0 };
-    for (int ov = 0; ov < 2; ov++)
+    for (int ov = 0; ov < (nccl ? 1 : 2); ov++)
         for (int c = 0; c < 2; c++) {
             if (build(&dp, local, 1, bucket, c ? comm : NULL, ov, (int)threads))
                 return 1;
@@ -231,13 +257,17 @@ int main(int argc, char **argv)
     if (rank == 0) {
         double exposed = t[0][1] - t[0][0], exposed_ov = t[1][1] - t[1][0];
         printf("784-512-512-10, SGD+momentum, global batch %ld = %d rank(s) x %lld, buckets of %ld bytes (%lld "
-               "buckets), BLAS threads %ld, median of %ld x %ld steps\n",
-               batch, ranks, (long long)local, bucket, (long long)dp.n_buckets, threads, reps, iters);
+               "buckets), %s %ld, median of %ld x %ld steps\n",
+               batch, ranks, (long long)local, bucket, (long long)dp.n_buckets,
+               nccl ? "CUDA backend and NCCL, host threads" : "BLAS threads", threads, reps, iters);
         printf("| ranks | in order: compute ms | in order: step ms | overlap: compute ms | overlap: step ms | "
                "all-reduces alone ms | hidden |\n");
         printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
-        printf("| %d | %.2f | %.2f | %.2f | %.2f | %.2f | ", ranks, t[0][0], t[0][1], t[1][0], t[1][1], t_comm);
-        if (ranks > 1 && exposed > 0)
+        if (nccl)
+            printf("| %d | %.3f | %.3f | - | - | - | ", ranks, t[0][0], t[0][1]);
+        else
+            printf("| %d | %.2f | %.2f | %.2f | %.2f | %.2f | ", ranks, t[0][0], t[0][1], t[1][0], t[1][1], t_comm);
+        if (!nccl && ranks > 1 && exposed > 0)
             printf("%.0f%% |\n", 100.0 * (1.0 - exposed_ov / exposed));
         else
             printf("- |\n");

@@ -27,19 +27,20 @@
 # nsys missing, are fine), 1 when a step failed or timed out or the tests or a sanitizer could
 # not run, 2 for bad usage. Package installation failing (offline machine) is reported but is
 # not a failure by itself: the build says whether what is installed is enough.
-# Not a step yet: NCCL data parallelism (docs/data_parallel.md, "NCCL"), run by hand after
-# the build: PEBBLE_NCCL_MODULE=BUILD/libpebble_nccl.so mpirun -np 1 --allow-run-as-root
-# BUILD/test/test_data_parallel --nccl --need-gpu   (-np 2 on a machine with two GPUs).
+# The nccl step (docs/data_parallel.md, "NCCL"): under mpirun -np 1 (one rank per GPU; the
+# test's -np 2 needs two), test_data_parallel --nccl --need-gpu trains on the CUDA backend with
+# NCCL's all-reduce against the one-process result, then bench/dp_step --nccl times the step;
+# skipped when mpirun or libpebble_nccl.so is missing.
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 
 steps=(deps gpu configure build tests tests_blocking memcheck racecheck synccheck initcheck
-       mlp_cuda torch mlp_vs_torch streams kernels)
+       mlp_cuda torch mlp_vs_torch streams kernels nccl)
 # default limits (s): without tests_blocking, which runs only when the tests fail, they add up
 # to 530 s, the default budget, which caps the whole in any case
-limits=(30 10 40 90 35 35 65 70 30 45 15 20 35 15 30)
+limits=(30 10 40 90 35 35 65 70 30 45 15 20 35 15 30 40)
 # steps whose failure is not the run's failure (reported only)
 advisory=" deps "
 # steps that must run (a skip other than "not selected" fails the run)
@@ -445,6 +446,18 @@ write_md() {
             echo "(${st_status[$i]}: $REPLY)"
         fi
         echo
+        echo "## NCCL data parallelism (test_data_parallel --nccl, dp_step --nccl)"
+        echo
+        if [ -s "$logs/nccl.log" ]; then
+            echo '```'
+            grep -E '^ok:|^784-|^\| |FAIL|failed|rror' "$logs/nccl.log" | head -n 20
+            echo '```'
+        else
+            i=${idx[nccl]}
+            md_cell "${st_note[$i]}"
+            echo "(${st_status[$i]}: $REPLY)"
+        fi
+        echo
         echo "## Row for docs/cuda.md"
         echo
         echo "| device | date | commit | tests | sanitizer findings | MLP step: pebble eager / graph, torch eager / graph |"
@@ -532,6 +545,9 @@ build_targets=(pebble_cuda test_cuda mlp_cuda streams_exec_bench)
 step_build() {
     local keep=(-k) i n
     grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja' "$build/CMakeCache.txt" 2> /dev/null && keep=(-k 0)
+    # the nccl step's programs, when the configure step found MPI and NCCL
+    grep -q '^PEBBLE_NCCL:BOOL=ON' "$build/CMakeCache.txt" 2> /dev/null &&
+        build_targets+=(pebble_nccl test_data_parallel dp_step)
     if [ -n "$stub" ]; then
         skip build "stub mode: reusing $build"
     elif [ ! -f "$build/CMakeCache.txt" ]; then
@@ -719,6 +735,36 @@ step_kernels() {
     fi
 }
 
+step_nccl() {
+    local i mpirun row
+    mpirun=$(command -v mpirun || true)
+    if [ -n "$stub" ]; then
+        skip nccl "stub mode: NCCL needs a GPU"
+    elif [ -z "$mpirun" ]; then
+        skip nccl "mpirun not found (Open MPI)"
+    elif [ ! -f "$build/libpebble_nccl.so" ] || [ ! -x "$build/test/test_data_parallel" ]; then
+        skip nccl "libpebble_nccl.so or test_data_parallel not built (NCCL or MPI not found by the configure step)"
+    else
+        # the test, then the step's times at two batches (dp_step skipped when not built)
+        run_step nccl env PEBBLE_NCCL_MODULE="$build/libpebble_nccl.so" bash -c '
+            set -e
+            "$1" -np 1 --allow-run-as-root --oversubscribe "$2/test/test_data_parallel" --nccl --need-gpu
+            if [ -x "$2/bench/dp_step" ]; then
+                for b in 128 1024; do
+                    "$1" -np 1 --allow-run-as-root --oversubscribe "$2/bench/dp_step" --batch $b --nccl
+                done
+            fi' nccl "$mpirun" "$build" || return 0
+        i=${idx[nccl]}
+        if [ "${st_status[$i]}" = passed ]; then
+            row=$(grep -m 1 '^| 1 |' "$logs/nccl.log")
+            st_note[$i]="$(grep -m 1 '^ok:' "$logs/nccl.log")${row:+; step ms (compute, NCCL) at batch 128: }$(echo "$row" | cut -d'|' -f3,4 | tr -d ' ')"
+        else
+            st_note[$i]="${st_note[$i]}$(device_notes "$logs/nccl.log")"
+        fi
+        finish nccl
+    fi
+}
+
 # ---- run ---------------------------------------------------------------------------------
 on_signal() {
     verdict=interrupted exit_code=130
@@ -758,6 +804,7 @@ step torch step_torch
 step mlp_vs_torch step_mlp_vs_torch
 step streams step_streams
 step kernels step_kernels
+step nccl step_nccl
 
 # logs past 1 MiB (a sanitizer finding repeated in every launch) keep their first 2000 and last
 # 500 lines, so that OUTDIR stays small enough to bring back from a lent machine

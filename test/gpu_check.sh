@@ -131,11 +131,11 @@ pass "a failing and a hanging sanitizer: exit status 1, both reports written, th
 
 for s in deps:skipped gpu:passed configure:skipped build:skipped tests:passed tests_blocking:skipped \
          memcheck:failed racecheck:timed_out synccheck:passed initcheck:passed mlp_cuda:passed \
-         torch:skipped mlp_vs_torch:skipped streams:passed kernels:skipped; do
+         torch:skipped mlp_vs_torch:skipped streams:passed kernels:skipped nccl:skipped; do
     step_is "${s%%:*}" "${s#*:}" || fail "step ${s%%:*} is not ${s#*:} in gpu_report.json"
 done
 order=$(grep -o '{"name": "[a-z_]*"' "$json" | cut -d'"' -f4 | paste -sd' ' -)
-[ "$order" = "deps gpu configure build tests tests_blocking memcheck racecheck synccheck initcheck mlp_cuda torch mlp_vs_torch streams kernels" ] ||
+[ "$order" = "deps gpu configure build tests tests_blocking memcheck racecheck synccheck initcheck mlp_cuda torch mlp_vs_torch streams kernels nccl" ] ||
     fail "steps out of order: $order"
 grep -q '"result": "failed: memcheck racecheck"' "$json" || fail "JSON result does not name memcheck and racecheck"
 grep -q '"memcheck": {"status": "failed", "errors": 2}' "$json" || fail "JSON: memcheck's 2 errors"

@@ -2,10 +2,16 @@
  * CUDA kernels: sum, mean, sum_to (reductions over the broadcast dims of a big shape onto a
  * small one, ops/shared/broadcast.h) and broadcast_to.
  *
- * A reduction runs one thread per small element: its coordinates on the kept dims give a
- * base offset in the big tensor, and the thread adds the big elements over the reduced dims
- * in increasing offset order (for a bias gradient [n, out] -> [out]: thread j adds column j
- * down the rows, as the CPU does). A reduction to one element is summed by one block tree.
+ * A reduction runs one warp-wide slice of a block per 32 small elements: a small element's
+ * coordinates on the kept dims give a base offset in the big tensor, each of the block's 8
+ * warps adds every 8th big element over the reduced dims (warp w: reduced indices w, w + 8,
+ * ...), and the 8 partial sums are added in warp order. The order is fixed, so the result is
+ * deterministic (not the CPU's row-by-row order: within rounding of it). For a bias gradient
+ * [n, out] -> [out] a warp reads 32 neighbouring columns of one row per load (coalesced), and
+ * the 8 warps walk the rows together. (One thread per small element, adding all n rows alone,
+ * was latency-bound: on an H200 the three bias gradients of a 784-512-512-10 MLP at batch
+ * 1024 took most of its 1.27 ms training step.) A reduction to one element is summed by one
+ * block tree.
  */
 #include "ops/cuda/common.cuh"
 
@@ -44,24 +50,39 @@ static walk make_walk(const pbl_shape *big, const pbl_shape *small)
     return w;
 }
 
+/* The offset of element idx (< the product of the n sizes) of a walk: the outermost dim needs
+ * no remainder (idx is below its size by then), so a walk of one dim divides nothing. */
 __device__ static int64_t walk_offset(const int64_t *size, const int64_t *stride, int32_t n, int64_t idx)
 {
     int64_t off = 0;
-    for (int32_t d = n - 1; d >= 0; d--) {
+    for (int32_t d = n - 1; d > 0; d--) {
         off += (idx % size[d]) * stride[d];
         idx /= size[d];
     }
-    return off;
+    return n > 0 ? off + idx * stride[0] : off;
 }
 
-/* y[small] = scale · Σ x[big] over the reduced dims */
+/* y[small] = scale · Σ x[big] over the reduced dims; block b holds small elements
+ * [32b, 32b + 32), lane = threadIdx.x % 32 its element, warp = threadIdx.x / 32 its share of
+ * the reduced indices (see the top of the file) */
+#define SUM_LANES 32
+#define SUM_WARPS (PBL__THREADS / SUM_LANES)
 __global__ static void sum_k(float *y, const float *x, int64_t small_numel, walk w, float scale)
 {
-    PBL__GRID_LOOP(j, small_numel) {
+    __shared__ float part[SUM_WARPS][SUM_LANES];
+    int lane = (int)threadIdx.x % SUM_LANES, warp = (int)threadIdx.x / SUM_LANES;
+    int64_t j = (int64_t)blockIdx.x * SUM_LANES + lane;
+    float acc = 0.0f;
+    if (j < small_numel) {
         int64_t base = walk_offset(w.kept, w.kept_stride, w.n_kept, j);
-        float acc = 0.0f;
-        for (int64_t r = 0; r < w.red_numel; r++)
+        for (int64_t r = warp; r < w.red_numel; r += SUM_WARPS)
             acc += x[base + walk_offset(w.red, w.red_stride, w.n_red, r)];
+    }
+    part[warp][lane] = acc;
+    __syncthreads();
+    if (warp == 0 && j < small_numel) {
+        for (int k = 1; k < SUM_WARPS; k++)
+            acc += part[k][lane];
         y[j] = acc * scale;
     }
 }
@@ -89,7 +110,8 @@ static pbl_status sum_into(const pbl__cuda_launch *l, const pbl__kargs *a, const
         PBL__LAUNCH(sum_all_k, 1, ALL_THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__IN(a, 0), n, scale);
     } else {
         walk w = make_walk(big, small);
-        PBL__LAUNCH(sum_k, pbl__blocks(m), PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__IN(a, 0), m, w, scale);
+        int64_t blocks = m > 0 ? (m + SUM_LANES - 1) / SUM_LANES : 1; /* below 2^31 for any m < 2^36 */
+        PBL__LAUNCH(sum_k, (unsigned)blocks, PBL__THREADS, 0, l->stream)(PBL__OUT(a, 0), PBL__IN(a, 0), m, w, scale);
     }
     PBL__LAUNCHED();
 done:
