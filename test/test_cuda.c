@@ -216,7 +216,7 @@ static void compare_op(const op_case *c, int streams, int graph)
 
 #define S(...) PBL_SHAPE(__VA_ARGS__)
 static const int64_t ax1[] = { 1 }, ax02[] = { 0, 2 }, sh6[] = { 6 }, sh46[] = { 4, 6 }, sh64[] = { 6, 4 }, perm201[] = { 2, 0, 1 };
-static const int64_t sh23[] = { 2, 3 };
+static const int64_t sh23[] = { 2, 3 }, sh70[] = { 70 }, sh3170[] = { 3, 1, 70 }, sh91[] = { 9, 1 };
 /* window attributes of the conv and pool cases */
 static const int64_t one2[] = { 1, 1 }, two2[] = { 2, 2 }, s21[] = { 2, 1 }, s12[] = { 1, 2 }, pad1[] = { 1, 1, 1, 1 },
                      pad0110[] = { 0, 1, 1, 0 }, pad2011[] = { 2, 0, 1, 1 }, pad1120[] = { 1, 1, 2, 0 },
@@ -295,6 +295,11 @@ static void run_cases(void)
     { "sum", 1, { S(40, 60) }, -1, 0, { { 0 } }, 0, -1, 1, 1e-4 },
     { "mean", 1, { S(3, 4, 5) }, -1, 0, { PBL_ATTR_INTS("axes", ax02, 2), PBL_ATTR_INT("keepdims", 1) }, 2, -1, 1, 1e-5 },
     { "sum_to", 1, { S(4, 6) }, -1, 0, { PBL_ATTR_INTS("shape", sh6, 1) }, 1, -1, 1, 1e-5 },
+    /* more rows than a block's 8 warps, columns over 3 blocks of 32 (the last partial); a
+     * middle dim reduced; two dims reduced around a kept one */
+    { "sum_to", 1, { S(100, 70) }, -1, 0, { PBL_ATTR_INTS("shape", sh70, 1) }, 1, -1, 1, 1e-5 },
+    { "sum_to", 1, { S(3, 9, 70) }, -1, 0, { PBL_ATTR_INTS("shape", sh3170, 3) }, 1, -1, 1, 1e-5 },
+    { "sum_to", 1, { S(3, 9, 70) }, -1, 0, { PBL_ATTR_INTS("shape", sh91, 2) }, 1, -1, 1, 1e-5 },
     { "broadcast_to", 1, { S(6) }, -1, 0, { PBL_ATTR_INTS("shape", sh46, 2) }, 1, -1, 1, 0 },
     { "dropout", 1, { S(1000) }, -1, 0, { PBL_ATTR_FLOAT("p", 0.3), PBL_ATTR_INT("seed", 5) }, 2, -1, 1, 0 },
     { "dropout", 2, { S(1000), S(1) }, -1, 0, { PBL_ATTR_FLOAT("p", 0.3), PBL_ATTR_INT("seed", 5) }, 2, -1, 1, 0 }, /* switch on */
@@ -433,6 +438,7 @@ static void run_cases(void)
     { "layer_norm_grad", 5, { S(6, 10), S(6, 10), S(10), S(6, 1), S(6, 1) }, -1, 0, { { 0 } }, 0, 0.5f, 2, 1e-5 },
     { "layer_norm_grad", 5, { S(2, 3, 300), S(2, 3, 300), S(300), S(2, 3, 1), S(2, 3, 1) }, -1, 0, { { 0 } }, 0, -1, 1, 1e-5 },
     { "layer_norm_grad", 5, { S(7), S(7), S(7), S(1), S(1) }, -1, 0, { { 0 } }, 0, 0.5f, 2, 1e-5 },
+    { "layer_norm_grad", 5, { S(50, 40), S(50, 40), S(40), S(50, 1), S(50, 1) }, -1, 0, { { 0 } }, 0, 0.5f, 2, 1e-5 },
     { "embedding", 2, { S(6), S(10, 4) }, 0, 10, { { 0 } }, 0, -1, 1, 0 },
     { "embedding", 2, { S(2, 3), S(7, 300) }, 0, 7, { { 0 } }, 0, -1, 1, 0 },
     { "embedding_grad", 2, { S(2, 3, 5), S(2, 3) }, 1, 4, { PBL_ATTR_INT("num_embeddings", 4) }, 1, -1, 1, 0 },

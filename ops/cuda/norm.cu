@@ -8,8 +8,9 @@
  * partial sums (deterministic: no atomics, the same tree every run). The CPU sums the same
  * doubles sequentially, so the statistics agree to the last double bits, which the rounding
  * to f32 hides but for rare ties. The element-wise parts are the CPU's f32 expressions.
- * layer_norm's dgamma/dbeta are column sums down the rows: one thread per column walks the
- * rows in order, in double, as the CPU does (the same bits).
+ * layer_norm's dgamma/dbeta are column sums down the rows, in double: 8 warps split the rows
+ * of 32 columns and add their partial sums in a fixed order, so they match the CPU's
+ * sequential double sums after the rounding to f32 but for rare ties.
  *
  * One block per channel leaves SMs idle when C is small and sets are big (ResNet's early
  * layers: C = 64, 400k elements per channel at batch 32); a two-level reduction would fill
@@ -107,17 +108,34 @@ __global__ static void norm_grad_k(float *dx, float *dg, float *db, const float 
     }
 }
 
-/* layer_norm's dgamma[j] = Σ_r dy·xhat, dbeta[j] = Σ_r dy, one thread per column j */
+/* layer_norm's dgamma[j] = Σ_r dy·xhat, dbeta[j] = Σ_r dy: block b holds columns
+ * [32b, 32b + 32), lane = threadIdx.x % 32 its column (a warp reads 32 neighbouring floats of
+ * a row), warp w of 8 the rows w, w + 8, ...; the 8 partial sums (double) are added in warp
+ * order. (One thread per column walking every row alone left all but a few multiprocessors
+ * idle: a column sum over batch × sequence rows is long.) */
+#define LN_LANES 32
+#define LN_WARPS (PBL__THREADS / LN_LANES)
 __global__ static void ln_param_grad_k(float *dg, float *db, const float *dy, const float *x, const float *mean,
                                        const float *inv_std, int64_t rows, int64_t d)
 {
-    PBL__GRID_LOOP(j, d) {
-        double sg = 0.0, sb = 0.0;
-        for (int64_t r = 0; r < rows; r++) {
+    __shared__ double part_g[LN_WARPS][LN_LANES], part_b[LN_WARPS][LN_LANES];
+    int lane = (int)threadIdx.x % LN_LANES, warp = (int)threadIdx.x / LN_LANES;
+    int64_t j = (int64_t)blockIdx.x * LN_LANES + lane;
+    double sg = 0.0, sb = 0.0;
+    if (j < d)
+        for (int64_t r = warp; r < rows; r += LN_WARPS) {
             int64_t o = r * d + j;
             float xh = (x[o] - mean[r]) * inv_std[r];
             sg += (double)dy[o] * (double)xh;
             sb += (double)dy[o];
+        }
+    part_g[warp][lane] = sg;
+    part_b[warp][lane] = sb;
+    __syncthreads();
+    if (warp == 0 && j < d) {
+        for (int k = 1; k < LN_WARPS; k++) {
+            sg += part_g[k][lane];
+            sb += part_b[k][lane];
         }
         dg[j] = (float)sg;
         db[j] = (float)sb;
@@ -165,7 +183,8 @@ static pbl_status backward(const pbl__cuda_launch *l, const pbl__kargs *a, nset 
         PBL__IN(a, 4), sets, a->n_in > 5 ? PBL__IN(a, 5) : NULL);
     PBL__LAUNCHED();
     if (!sets.per_set) {
-        PBL__LAUNCH(ln_param_grad_k, pbl__blocks(sets.len), PBL__THREADS, 0, l->stream)(
+        unsigned blocks = (unsigned)(sets.len > 0 ? (sets.len + LN_LANES - 1) / LN_LANES : 1);
+        PBL__LAUNCH(ln_param_grad_k, blocks, PBL__THREADS, 0, l->stream)(
             PBL__OUT(a, 1), PBL__OUT(a, 2), PBL__IN(a, 0), PBL__IN(a, 1), PBL__IN(a, 3), PBL__IN(a, 4), sets.n, sets.len);
         PBL__LAUNCHED();
     }
