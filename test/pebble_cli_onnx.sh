@@ -118,4 +118,24 @@ run run "$tmp/missing.onnx"
 [ $rc -eq 1 ] || fail "pebble run on a missing file: exit $rc"
 pass "malformed (exit 2) and missing (exit 1) model files"
 
+# --backend: bad values refused before loading; on the CUDA backend (the host emulator module
+# in $PEBBLE_TEST_CUDA_EMU, where it is built) a model with initializers (written to the device, not bound) gives
+# PyTorch's expected output, eager and replayed as a CUDA Graph
+run run "$gemm/model.onnx" "${abc[@]}" --backend gpu
+[ $rc -eq 2 ] && grep -q "^pebble: --backend: 'gpu' is not cpu or cuda$" "$tmp/err" || fail "pebble run --backend gpu: exit $rc"
+run run "$gemm/model.onnx" "${abc[@]}" --cuda-graph
+[ $rc -eq 2 ] && grep -q "^pebble: --cuda-graph: only with --backend cuda$" "$tmp/err" || fail "pebble run --cuda-graph alone: exit $rc"
+pass "pebble run refuses --backend gpu and --cuda-graph without --backend cuda (exit 2, one line)"
+conv=/usr/share/libonnx-testdata/data/pytorch-converted/test_Conv2d
+emu=${PEBBLE_TEST_CUDA_EMU:-}
+if [ -n "$emu" ] && [ -f "$emu" ] && [ -d "$conv" ]; then
+    for graph in "" --cuda-graph; do
+        PEBBLE_CUDA_MODULE=$emu run run "$conv/model.onnx" --input 0="$conv/test_data_set_0/input_0.pb" \
+            --expect 3="$conv/test_data_set_0/output_0.pb" --backend cuda $graph --repeat 2
+        [ $rc -eq 0 ] && grep -q '^expect 3: 0 of 160 elements outside' "$tmp/out" && grep -q '^backend: cuda' "$tmp/out" ||
+            fail "pebble run --backend cuda $graph on test_Conv2d (emulator): exit $rc: $(head -c 300 "$tmp/err")"
+    done
+    pass "pebble run --backend cuda [--cuda-graph]: test_Conv2d's weights on the device, PyTorch's output (host emulator)"
+fi
+
 echo "$passed passed, 0 failed"

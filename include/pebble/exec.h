@@ -124,7 +124,7 @@ pbl_status pbl_comm_create_mpi(pbl_comm **out, const pbl_comm_options *opt, char
  * PBL_BACKEND_CUDA (comm_overlap = 0, cuda_graph = 0). Loaded from libpebble_nccl.so as MPI's
  * module is. PBL_ERR_UNSUPPORTED when pebble was built without NCCL (err says why);
  * PBL_ERR_DEVICE when CUDA or NCCL fails on any rank (every rank fails); PBL_ERR_INVALID_ARG:
- * device < 0 or bad options. Built and tested without a GPU only (docs/data_parallel.md). */
+ * device < 0 or bad options. Ran on one GPU with one rank (docs/data_parallel.md). */
 pbl_status pbl_comm_create_nccl(pbl_comm **out, const pbl_comm_options *opt, int32_t device, char *err,
                                 size_t errlen);
 void        pbl_comm_destroy(pbl_comm *c); /* accepts NULL */

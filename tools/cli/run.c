@@ -48,7 +48,7 @@ static void print_usage(FILE *f)
 {
     fprintf(f, "usage: pebble run MODEL [--input NAME=FILE ...] [--threads N] [--repeat N] [--warmup N]\n"
                "                  [--output-dir D] [--output-format npy|pb] [--dim N] [--strategy NAME]\n"
-               "                  [--zero-unbound] [--format table|json]\n"
+               "                  [--zero-unbound] [--backend cpu|cuda [--cuda-graph]] [--format table|json]\n"
                "\n"
                "Runs MODEL (FILE.onnx, a JSON graph, or zoo:NAME) on the given inputs and prints\n"
                "each output's shape and first values, the latency per run, the peak RSS and the\n"
@@ -65,6 +65,9 @@ static void print_usage(FILE *f)
                "  --strategy NAME     memory planner strategy (default best)\n"
                "  --schedule S        node order: program (default) or min_peak (the smallest lower bound)\n"
                "  --zero-unbound      zero-fill inputs and parameters that have no data\n"
+               "  --backend B         cpu (default) or cuda: an NVIDIA GPU (docs/cuda.md); the weights are\n"
+               "                      copied to the device once, the latency is the device's run with\n"
+               "                      its final synchronisation; --cuda-graph replays the run as a CUDA Graph\n"
                "  --expect NAME=FILE  compare output NAME with FILE (--rtol 1e-3, --atol 1e-7); exit 1 if outside\n");
 }
 
@@ -123,7 +126,7 @@ static int output_path(const char *outdir, const char *name, int pb_out, char *p
 
 typedef struct run_opts {
     const char *model, *outdir, *strategy, *inputs[MAX_INPUTS], *expects[MAX_INPUTS];
-    int         n_inputs, n_expects, zero, json, pb_out;
+    int         n_inputs, n_expects, zero, json, pb_out, cuda, cuda_graph;
     double      rtol, atol;
     int64_t     threads, repeat, warmup, dim;
     pbl_schedule_kind schedule;
@@ -132,9 +135,10 @@ typedef struct run_opts {
 static const args_flag run_flags[] = { { "--input", 1 }, { "--threads", 1 }, { "--repeat", 1 }, { "--warmup", 1 },
                                        { "--output-dir", 1 }, { "--output-format", 1 }, { "--dim", 1 },
                                        { "--strategy", 1 }, { "--zero-unbound", 0 }, { "--format", 1 },
-                                       { "--expect", 1 }, { "--rtol", 1 }, { "--atol", 1 }, { "--schedule", 1 } };
+                                       { "--expect", 1 }, { "--rtol", 1 }, { "--atol", 1 }, { "--schedule", 1 },
+                                       { "--backend", 1 }, { "--cuda-graph", 0 } };
 enum { F_INPUT, F_THREADS, F_REPEAT, F_WARMUP, F_OUTDIR, F_OUTFMT, F_DIM, F_STRATEGY, F_ZERO, F_FORMAT,
-       F_EXPECT, F_RTOL, F_ATOL, F_SCHEDULE };
+       F_EXPECT, F_RTOL, F_ATOL, F_SCHEDULE, F_BACKEND, F_CUDA_GRAPH };
 
 /* --input or --expect NAME=FILE into list (n of them so far), refusing a doubled NAME and a
  * second reader of standard input. */
@@ -187,6 +191,16 @@ static int take_arg(void *ctx, int which, const char *v)
             return CLI_USAGE;
         }
         o->outdir = v;
+        return 0;
+    case F_BACKEND:
+        if (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0) {
+            cli_error("--backend: '%s' is not cpu or cuda", v);
+            return CLI_USAGE;
+        }
+        o->cuda = strcmp(v, "cuda") == 0;
+        return 0;
+    case F_CUDA_GRAPH:
+        o->cuda_graph = 1;
         return 0;
     case F_OUTFMT:
         if (strcmp(v, "npy") != 0 && strcmp(v, "pb") != 0) {
@@ -297,6 +311,10 @@ int cli_run(int argc, char **argv)
         cli_error("run: no MODEL given (see pebble run --help)");
         return CLI_USAGE;
     }
+    if (o.cuda_graph && !o.cuda) {
+        cli_error("--cuda-graph: only with --backend cuda");
+        return CLI_USAGE;
+    }
     /* the output directory before the model runs, not after its outputs are printed */
     struct stat sb;
     if (outdir && stat(outdir, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
@@ -356,16 +374,35 @@ int cli_run(int argc, char **argv)
     eo.threads = (int32_t)threads;
     eo.strategy = strategy;
     eo.schedule = o.schedule;
+    if (o.cuda) {
+        eo.backend = PBL_BACKEND_CUDA;
+        eo.cuda_graph = o.cuda_graph;
+    }
     pbl_status s = pbl_exec_create(&e, g, &eo, err, sizeof err);
     if (s != PBL_OK) {
         cli_error("%s: %s", model_name, err);
         rc = s == PBL_ERR_UNSUPPORTED ? CLI_USAGE : CLI_FAIL;
         goto done;
     }
-    if (w && (s = pbl_onnx_weights_bind(w, e, err, sizeof err)) != PBL_OK) {
+    /* on the CPU the weights are bound where they lie; a bound variable on the device would be
+     * copied there before every run, so there they are written once */
+    if (w && !o.cuda && (s = pbl_onnx_weights_bind(w, e, err, sizeof err)) != PBL_OK) {
         cli_error("%s: %s", model_name, err);
         rc = CLI_FAIL;
         goto done;
+    }
+    for (int32_t k = 0; w && o.cuda && k < pbl_onnx_weights_count(w); k++) {
+        pbl_value wv;
+        pbl_value_info wi;
+        void *wd;
+        size_t wb;
+        pbl_onnx_weights_at(w, k, &wv, &wd, &wb);
+        if (pbl_exec_write(e, wv, wd, wb) != PBL_OK) {
+            pbl_graph_value_info(g, wv, &wi);
+            cli_error("%s: writing weight '%s' to the device: %s", model_name, wi.name, pbl_exec_errmsg(e));
+            rc = CLI_FAIL;
+            goto done;
+        }
     }
     /* inputs from files */
     for (int i = 0; i < n_inputs; i++) {
@@ -544,15 +581,18 @@ int cli_run(int argc, char **argv)
         printf("], \"threads\": %lld, \"warmup\": %lld, \"repeat\": %lld, \"latency_ms\": {\"mean\": %.6f, \"median\": %.6f, "
                "\"min\": %.6f}, \"setup_ms\": %.3f, \"peak_rss_kib\": %ld, \"peak_rss_source\": \"%s\", \"arena_bytes\": %llu, "
                "\"naive_bytes\": %llu, \"unshared_bytes\": %llu, \"lower_bound\": %llu, \"nodes\": %d, \"cpu\": \"%s\", "
-               "\"cpu_kernels\": \"%s\"}\n",
+               "\"cpu_kernels\": \"%s\", \"backend\": \"%s\", \"cuda_graph\": %d}\n",
                (long long)threads, (long long)warmup, (long long)repeat, mean, median, ms[0], t_load, rss, rss_source,
                (unsigned long long)st.arena_bytes, (unsigned long long)st.naive_bytes,
                (unsigned long long)st.unshared_bytes, (unsigned long long)st.lower_bound, (int)st.nodes,
-               pbl_cpu_describe(), pbl_cpu_kernels());
+               pbl_cpu_describe(), pbl_cpu_kernels(), o.cuda ? "cuda" : "cpu", o.cuda_graph);
     } else {
         printf("latency per run over %lld runs (after %lld warm-up): mean %.4f ms, median %.4f ms, min %.4f ms\n",
                (long long)repeat, (long long)warmup, mean, median, ms[0]);
         printf("load + plan + bind: %.2f ms; peak RSS %ld KiB (%s)\n", t_load, rss, rss_source);
+        if (o.cuda)
+            printf("backend: cuda%s (the latency includes each run's final synchronisation)\n",
+                   o.cuda_graph ? ", runs replayed as a CUDA Graph" : "");
         printf("cpu: %s\n", pbl_cpu_describe());
 #ifdef PEBBLE_HAVE_OPENBLAS_CORENAME
         /* the sgemm kernel family: OPENBLAS_CORETYPE=Haswell on an AVX-512 CPU costs resnet18
