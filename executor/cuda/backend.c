@@ -225,50 +225,60 @@ fail:
     return s;
 }
 
-/* Reads and clears the device failure flag; the kernel's failure, or PBL_OK. */
-static pbl_status read_flag(cuda_ctx *c, const pbl__kargs **failed)
+/* The failure flag f read back from the device: clears it there when set; the kernel's
+ * failure, or PBL_OK. */
+static pbl_status flag_status(cuda_ctx *c, const int f[3], const pbl__kargs **failed)
 {
     pbl_status s = PBL_OK;
-    int f[3] = { 0, 0, 0 };
-    s = copy(c, f, c->flag, sizeof f, cudaMemcpyDeviceToHost);
-    if (s != PBL_OK || f[0] == 0)
-        return s;
-    s = zero(c, c->flag, sizeof f);
+    if (f[0] == 0)
+        return PBL_OK;
+    s = zero(c, c->flag, 3 * sizeof(int));
     if (s != PBL_OK)
         return s;
     if (f[0] < 1 || f[0] > c->n_launched) {
         snprintf(c->msg, sizeof c->msg, "device failure flag names launch %d of %d", f[0] - 1, (int)c->n_launched);
-        s = PBL_ERR_DEVICE;
-        goto fail;
+        return PBL_ERR_DEVICE;
     }
     *failed = c->launched[f[0] - 1].a;
     return pbl__cuda_flag_message(c->launched[f[0] - 1].op, *failed, f[1], f[2]);
-fail:
-    return s;
 }
 
+/* The end of a run in one round trip to the device: the other streams join stream 0 (an
+ * event each), stream 0 copies the failure flag back after them, and one synchronisation of
+ * stream 0 covers all of it. (A synchronisation per stream and then the flag's copy and its
+ * own synchronisation cost a small graph's replay as much as its kernels did.) */
 static pbl_status cuda_sync(void *ctx, const pbl__kargs **failed)
 {
     cuda_ctx *c = ctx;
-    pbl_status s = PBL_OK, first = PBL_OK;
+    pbl_status s = PBL_OK;
     const pbl__kargs *dummy;
+    int f[3] = { 0, 0, 0 };
     if (!failed)
         failed = &dummy;
     *failed = NULL;
-    for (int32_t k = 0; k < c->n_streams; k++) {
-        cudaError_t e = cudaStreamSynchronize(c->st[k].s);
-        if (e != cudaSuccess && first == PBL_OK) {
-            snprintf(c->msg, sizeof c->msg, "cudaStreamSynchronize(stream %d) failed: %s", (int)k, cudaGetErrorString(e));
-            first = PBL_ERR_DEVICE;
-        }
+    cudaError_t e = cudaSuccess;
+    for (int32_t k = 1; k < c->n_streams && e == cudaSuccess; k++) {
+        e = cudaEventRecord(c->st[k].join, c->st[k].s);
+        if (e == cudaSuccess)
+            e = cudaStreamWaitEvent(c->st[0].s, c->st[k].join, 0);
+    }
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(f, c->flag, sizeof f, cudaMemcpyDeviceToHost, c->st[0].s);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(c->st[0].s);
+    if (e != cudaSuccess) {
+        snprintf(c->msg, sizeof c->msg, "synchronising the run's %d stream(s) failed: %s", (int)c->n_streams,
+                 cudaGetErrorString(e));
+        for (int32_t k = 0; k < c->n_streams; k++) /* leave nothing running on any stream */
+            (void)cudaStreamSynchronize(c->st[k].s);
     }
     if (c->failed != PBL_OK) {
         s = c->failed;
         *failed = c->failed_args;
-    } else if (first != PBL_OK) {
-        s = first;
+    } else if (e != cudaSuccess) {
+        s = PBL_ERR_DEVICE;
     } else {
-        s = read_flag(c, failed);
+        s = flag_status(c, f, failed);
     }
     c->failed = PBL_OK;
     c->failed_args = NULL;
