@@ -362,6 +362,10 @@ static void run_cases(void)
     { "conv2d", 2, { S(1, 4, 9, 7), S(6, 2, 3, 2) }, -1, 0, ATTRS(STRIDE(s21), PAD(pad0110), GROUPS(2)), -1, 1, 1e-4 },
     { "conv2d", 3, { S(2, 2, 8, 6), S(3, 2, 3, 3), S(3) }, -1, 0, ATTRS(STRIDE(s12), PAD(pad2011), DIL(s21)), -1, 1, 1e-4 },
     { "conv2d", 2, { S(2, 3, 5, 5), S(3, 1, 3, 3) }, -1, 0, ATTRS(STRIDE(two2), PAD(pad1), GROUPS(3)), -1, 1, 1e-4 },
+    /* depthwise (the direct kernel): a channel multiplier of 2 with bias and dilation; 1-D and 3-D */
+    { "conv2d", 3, { S(2, 3, 6, 7), S(6, 1, 3, 2), S(6) }, -1, 0, ATTRS(STRIDE(s21), PAD(pad0110), DIL(s12), GROUPS(3)), -1, 1, 1e-4 },
+    { "conv2d", 2, { S(2, 4, 9), S(4, 1, 3) }, -1, 0, ATTRS(NDIM("stride", st2), NDIM("pad", pad12), GROUPS(4)), -1, 1, 1e-4 },
+    { "conv2d", 3, { S(1, 2, 4, 5, 6), S(2, 1, 2, 2, 2), S(2) }, -1, 0, ATTRS(NDIM("stride", s121), NDIM("pad", pad3), GROUPS(2)), -1, 1, 1e-4 },
     { "conv2d", 3, { S(3, 5, 4, 3), S(2, 5, 1, 1), S(2) }, -1, 0, { { 0 } }, 0, -1, 1, 1e-4 },
     { "conv2d", 2, { S(2, 4, 3, 3), S(6, 2, 1, 1) }, -1, 0, ATTRS(GROUPS(2)), -1, 1, 1e-4 },
     { "conv2d", 2, { S(1, 2, 7, 7), S(2, 2, 1, 1) }, -1, 0, ATTRS(STRIDE(two2)), -1, 1, 1e-4 },
