@@ -4,7 +4,7 @@
  *     train_mlp [--hidden 256,128] [--epochs 10] [--batch 128] [--lr 0.002] [--seed 1]
  *               [--lr-schedule cosine|step|none] [--warmup 500] [--weight-decay 0.01] [--clip 1]
  *               [--dropout P] [--val N] [--plot FILE.svg]
- *               [--data DIR] [--save FILE] [--load FILE] [--threads T] [--plan]
+ *               [--data DIR] [--save FILE] [--load FILE] [--threads T] [--plan] [--backend cpu|cuda]
  *     train_mlp --help | --version
  *
  * The whole training step — forward, explicit backward nodes, clipping, AdamW update — is one
@@ -15,6 +15,11 @@
  * by default) are held out to validate each epoch, and --save keeps the best epoch's model.
  * Parameters live in this program's own float arrays, bound zero-copy to the training
  * executor and to the evaluation executors, so evaluation always sees the latest weights.
+ * With --backend cuda every executor runs on the GPU (pebble/exec.h PBL_BACKEND_CUDA): the
+ * arrays only initialise the training executor's device copy (pbl_exec_write: a bound array
+ * would be copied to the device and back at every step), the training step is a CUDA Graph
+ * replayed each batch, and before each evaluation the weights are read back from the
+ * training executor and written into the evaluation executor (one copy per evaluation).
  *
  * Output: one line about the model, one summary line per epoch on stdout (training loss and
  * accuracy, validation loss and accuracy, steps, examples, the epoch's training time and samples/s; plus a
@@ -92,6 +97,9 @@ static void print_usage(FILE *f)
             "  --load FILE     before training, load a checkpoint saved with --save\n"
             "  --threads T     BLAS threads (default 0: the BLAS library's own choice)\n"
             "  --plan          print the training step's memory plan before training\n"
+            "  --backend B     cpu (default) or cuda: train and evaluate on an NVIDIA GPU\n"
+            "                  (pebble's CUDA backend, docs/cuda.md; not with --threads or\n"
+            "                  under mpirun)\n"
             "  -h, --help      this text\n"
             "  --version       pebble's version and commit\n"
             "\n"
@@ -120,6 +128,7 @@ typedef struct options {
     const char *save;
     const char *load;
     long        threads;
+    pbl_backend_kind backend; /* where every executor runs: PBL_BACKEND_CPU or _CUDA */
     pbl_comm   *comm;  /* data parallelism (under mpirun): the ranks; NULL: one process */
     int32_t     rank, ranks;
 } options;
@@ -164,9 +173,9 @@ static const args_flag flags[] = { { "--hidden", 1 }, { "--epochs", 1 }, { "--ba
                                    { "--seed", 1 },   { "--data", 1 },   { "--save", 1 },  { "--load", 1 },
                                    { "--threads", 1 }, { "--plan", 0 },  { "--lr-schedule", 1 },
                                    { "--warmup", 1 }, { "--weight-decay", 1 }, { "--clip", 1 },
-                                   { "--dropout", 1 }, { "--val", 1 }, { "--plot", 1 } };
+                                   { "--dropout", 1 }, { "--val", 1 }, { "--plot", 1 }, { "--backend", 1 } };
 enum { F_HIDDEN, F_EPOCHS, F_BATCH, F_LR, F_SEED, F_DATA, F_SAVE, F_LOAD, F_THREADS, F_PLAN, F_SCHEDULE, F_WARMUP,
-       F_WEIGHT_DECAY, F_CLIP, F_DROPOUT, F_VAL, F_PLOT, N_FLAGS };
+       F_WEIGHT_DECAY, F_CLIP, F_DROPOUT, F_VAL, F_PLOT, F_BACKEND, N_FLAGS };
 
 /* One argument (tools/args calls this for each): 0 to go on, else EXIT_USAGE after a message. */
 static int take_arg(void *ctx, int which, const char *val)
@@ -228,6 +237,16 @@ static int take_arg(void *ctx, int which, const char *val)
     case F_VAL:
         bad = parse_long(flag, val, 0, 1L << 30, &o->val);
         break;
+    case F_BACKEND:
+        if (strcmp(val, "cpu") == 0)
+            o->backend = PBL_BACKEND_CPU;
+        else if (strcmp(val, "cuda") == 0)
+            o->backend = PBL_BACKEND_CUDA;
+        else {
+            complain("--backend: '%s' is not cpu or cuda", val);
+            bad = -1;
+        }
+        break;
     case F_SEED: {
         char *end;
         errno = 0;
@@ -270,7 +289,13 @@ static int parse_args(int argc, char **argv, options *o)
                     .lr = 2e-3, .schedule = PBL_LR_COSINE, .warmup = -1,
                     .weight_decay = 0.01, .clip = 1, .val = -1, .seed = 1, .data = DEFAULT_DATA };
     args_spec spec = { "train_mlp", NULL, pbl_version(), flags, N_FLAGS, take_arg, print_usage };
-    return args_parse(&spec, argc, argv, o);
+    int rc = args_parse(&spec, argc, argv, o);
+    if (rc == ARGS_GO_ON && o->backend == PBL_BACKEND_CUDA && o->threads > 0) {
+        /* the CUDA backend ignores it: refused rather than silently doing nothing */
+        complain("--threads sets CPU threads; with --backend cuda the work runs on the GPU (leave it out)");
+        return EXIT_USAGE;
+    }
+    return rc;
 }
 
 /* ---- random numbers -------------------------------------------------------------------- */
@@ -544,6 +569,8 @@ typedef struct net {
     pbl_exec  *e;
     int64_t    batch;
     pbl_value  x, y, loss, logits;
+    pbl_value  params[2 * MAX_LAYERS]; /* fc1/w, fc1/b, fc2/w, ... */
+    int        n_params;
 } net;
 
 static void net_destroy(net *n)
@@ -551,6 +578,55 @@ static void net_destroy(net *n)
     pbl_exec_destroy(n->e);
     pbl_graph_destroy(n->g);
     memset(n, 0, sizeof *n);
+}
+
+/* Parameter l of the net (fc1/w, fc1/b, fc2/w, ...): the model's array and its bytes. */
+static float *param_data(const model *m, int i, size_t *bytes)
+{
+    const int l = i / 2;
+    *bytes = (size_t)(i % 2 ? m->out[l] : m->in[l] * m->out[l]) * sizeof(float);
+    return i % 2 ? m->b[l] : m->w[l];
+}
+
+static int model_bind(net *n, const model *m)
+{
+    for (int i = 0; i < n->n_params; i++) {
+        size_t bytes;
+        float *p = param_data(m, i, &bytes);
+        if (pbl_exec_bind(n->e, n->params[i], p, bytes) != PBL_OK) {
+            complain("binding layer %d's parameters: %s", i / 2 + 1, pbl_exec_errmsg(n->e));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The model's arrays into n's executor storage (on the device, with --backend cuda). */
+static int model_write(net *n, const model *m)
+{
+    for (int i = 0; i < n->n_params; i++) {
+        size_t bytes;
+        const float *p = param_data(m, i, &bytes);
+        if (pbl_exec_write(n->e, n->params[i], p, bytes) != PBL_OK) {
+            complain("writing layer %d's parameters: %s", i / 2 + 1, pbl_exec_errmsg(n->e));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* n's parameters (the training executor's, after its updates) back into the model's arrays. */
+static int model_read(const net *n, model *m)
+{
+    for (int i = 0; i < n->n_params; i++) {
+        size_t bytes;
+        float *p = param_data(m, i, &bytes);
+        if (pbl_exec_read(n->e, n->params[i], p, bytes) != PBL_OK) {
+            complain("reading layer %d's parameters: %s", i / 2 + 1, pbl_exec_errmsg(n->e));
+            return -1;
+        }
+    }
+    return 0;
 }
 
 static int net_create(net *n, const model *m, const options *o, int64_t batch, int training)
@@ -564,7 +640,8 @@ static int net_create(net *n, const model *m, const options *o, int64_t batch, i
         return -1;
     }
     pbl_graph *g = n->g;
-    pbl_value params[2 * MAX_LAYERS], grads[2 * MAX_LAYERS];
+    pbl_value *params = n->params, grads[2 * MAX_LAYERS];
+    n->n_params = 2 * m->n_layers;
     char name[32];
 
     // x: [batch, 784] -> fc+relu per hidden layer -> logits: [batch, 10]
@@ -624,21 +701,22 @@ static int net_create(net *n, const model *m, const options *o, int64_t batch, i
     pbl_exec_options eo = pbl_exec_options_default();
     eo.threads = (int32_t)o->threads;
     eo.comm = training ? o->comm : NULL;
+    eo.backend = o->backend;
+    /* the training step is captured once and replayed: one launch per step instead of one per
+     * kernel (the learning rate is a scalar in device memory, the batch's rows are written in
+     * place; a partial last batch captures again, pbl_exec_set_batch). Evaluation runs eager. */
+    eo.cuda_graph = training && o->backend == PBL_BACKEND_CUDA;
     char err[512] = "";
     if ((s = pbl_exec_create(&n->e, g, &eo, err, sizeof err)) != PBL_OK) {
         complain("creating the %s executor: %s", training ? "training" : "evaluation",
                  err[0] ? err : pbl_status_str(s));
         goto fail_destroy;
     }
-    for (int l = 0; l < m->n_layers; l++) {
-        if ((s = pbl_exec_bind(n->e, params[2 * l], m->w[l],
-                               (size_t)(m->in[l] * m->out[l]) * sizeof(float))) != PBL_OK ||
-            (s = pbl_exec_bind(n->e, params[2 * l + 1], m->b[l],
-                               (size_t)m->out[l] * sizeof(float))) != PBL_OK) {
-            complain("binding layer %d's parameters: %s", l + 1, pbl_exec_errmsg(n->e));
-            goto fail_destroy;
-        }
-    }
+    /* CPU: the model's arrays themselves, shared by every executor. CUDA: a copy in device
+     * storage (a bound array would be uploaded before and downloaded after every run), given
+     * the arrays' values here; evaluate() refreshes an evaluation executor's copy. */
+    if (o->backend == PBL_BACKEND_CPU ? model_bind(n, m) != 0 : model_write(n, m) != 0)
+        goto fail_destroy;
     return 0;
 
 fail_destroy:
@@ -811,8 +889,9 @@ static int train_epoch(trainer *tr, long epoch, epoch_stats *st)
  * validation and test sets when both are smaller) and made when first needed; smaller
  * chunks run in it after pbl_exec_set_batch. */
 typedef struct evaluator {
-    const model   *m;
+    model         *m;
     const options *o;
+    const net     *trained; /* --backend cuda: the training net, whose weights evaluate() copies */
     int64_t        batch;
     net            net;
     int            made;
@@ -843,6 +922,10 @@ static int evaluate(evaluator *ev, const dataset *d, int64_t first, int64_t coun
         ev->made = 1;
     }
     net *n = &ev->net;
+    /* on the GPU the latest weights are in the training executor's device storage: through
+     * the model's arrays into this executor's (on the CPU both bind the arrays themselves) */
+    if (ev->o->backend != PBL_BACKEND_CPU && (model_read(ev->trained, ev->m) != 0 || model_write(n, ev->m) != 0))
+        return -1;
     double loss_sum = 0;
     int64_t correct = 0;
     for (int64_t done = 0; done < count;) {
@@ -940,6 +1023,14 @@ static int join_ranks(options *o)
     }
     o->rank = pbl_comm_rank(o->comm);
     o->ranks = pbl_comm_size(o->comm);
+    if (o->backend == PBL_BACKEND_CUDA) { /* pbl_exec_create would refuse it after the data is loaded */
+        if (o->rank == 0)
+            complain("--backend cuda: data-parallel training under an MPI launcher runs on the CPU only (MPI "
+                     "sums host memory; the CUDA backend needs an NCCL communicator, docs/data_parallel.md)");
+        pbl_comm_destroy(o->comm);
+        o->comm = NULL;
+        return EXIT_USAGE;
+    }
     if (o->batch % o->ranks != 0) {
         if (o->rank == 0)
             complain("--batch: %ld samples cannot be shared evenly by %d ranks (make it a multiple of %d)", o->batch,
@@ -1002,10 +1093,10 @@ static int main_ranked(const options *opt)
     model m;
     /* one evaluation net for the validation split and the test set, the last chunk of each partial */
     const int64_t eval_n = n_val > test_set.n ? n_val : test_set.n;
-    evaluator ev = { .m = &m, .o = &o, .batch = eval_n < EVAL_BATCH ? eval_n : EVAL_BATCH };
     trainer tr = { 0 };
     epoch_stats *hist = NULL;
     net train_net = { 0 };
+    evaluator ev = { .m = &m, .o = &o, .trained = &train_net, .batch = eval_n < EVAL_BATCH ? eval_n : EVAL_BATCH };
     if (model_init(&m, &o) != 0)
         goto free_model;
     if (net_create(&train_net, &m, &o, o.batch / o.ranks, 1) != 0)
