@@ -114,6 +114,10 @@ typedef struct pbl__backend {
      * line and the runtime's error string), for the executor's message; NULL or "" when it has
      * nothing to say. A kernel's own failure is in its kargs->err instead (see sync). */
     const char *(*errmsg)(void *ctx);
+    /* Optional: the device the instance runs on, for people (CUDA: the GPU's name, ordinal,
+     * compute capability and memory); a string the instance holds. NULL: the executor names
+     * the CPU (pbl_exec_device). */
+    const char *(*device)(void *ctx);
 } pbl__backend;
 
 extern const pbl__backend pbl__backend_cpu;

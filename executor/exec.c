@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "pebble/version.h"
 #include "executor/backend.h"
 #include "executor/comm/comm.h"
 #include "executor/dynamic/dtr.h"
@@ -117,6 +118,14 @@ void pbl__exec_free(pbl_exec *e, void *p, size_t bytes) { pbl__mem_free(&e->mem,
 const pbl_allocator *pbl__exec_allocator(const pbl_exec *e) { return e->mem.hook.alloc ? &e->mem.hook : NULL; }
 
 PBL__API const char *pbl_exec_errmsg(const pbl_exec *e) { return e ? e->errmsg : "no executor"; }
+
+PBL__API const char *pbl_exec_device(const pbl_exec *e)
+{
+    if (!e)
+        return "no executor";
+    const char *d = e->be->device && e->bctx ? e->be->device(e->bctx) : NULL;
+    return d && *d ? d : pbl_cpu_describe();
+}
 
 #define NV(e) ((size_t)((e)->g->n_values ? (e)->g->n_values : 1))
 

@@ -938,6 +938,9 @@ int main(int argc, char **argv)
         pbl_exec_options o = pbl_exec_options_default();
         o.backend = PBL_BACKEND_CUDA;
         pbl_status s = pbl_exec_create(&e, g, &o, err, sizeof err);
+        char device[512] = ""; /* pbl_exec_device: the GPU cudaGetDeviceProperties names */
+        if (s == PBL_OK)
+            snprintf(device, sizeof device, "%s", pbl_exec_device(e));
         pbl_exec_destroy(e);
         pbl_graph_destroy(g);
         if (s == PBL_ERR_UNSUPPORTED) {
@@ -951,6 +954,11 @@ int main(int argc, char **argv)
         const char *module = getenv("PEBBLE_CUDA_MODULE");
         if (module && *module) /* test_cuda_emu: the host emulator (it names its device on stderr) */
             printf("CUDA backend module: %s\n", module);
+        printf("CUDA device: %s\n", device);
+        CHECK(strstr(device, "(device 0, compute capability ") && strcmp(device, pbl_cpu_describe()) != 0,
+              "pbl_exec_device names no GPU: '%s'", device);
+        if (module && strstr(module, "cuda_emu")) /* the emulator's cudaDeviceProp.name */
+            CHECK(strstr(device, "emulator") != NULL, "the emulator's device is '%s'", device);
     }
     run_cases();
     bad_label();

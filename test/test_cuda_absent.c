@@ -84,6 +84,25 @@ int main(void)
             fails++;
         }
     }
+    /* pbl_exec_device: a CPU executor names the CPU, as pbl_cpu_describe does */
+    pbl_exec *cpu = NULL;
+    pbl_exec_options o = pbl_exec_options_default();
+    if (pbl_exec_create(&cpu, g, &o, NULL, 0) != PBL_OK) {
+        fprintf(stderr, "FAIL: creating a CPU executor\n");
+        fails++;
+    } else {
+        printf("cpu executor's device: %s\n", pbl_exec_device(cpu));
+        if (strcmp(pbl_exec_device(cpu), pbl_cpu_describe()) != 0) {
+            fprintf(stderr, "FAIL: pbl_exec_device '%s' is not pbl_cpu_describe '%s'\n", pbl_exec_device(cpu),
+                    pbl_cpu_describe());
+            fails++;
+        }
+    }
+    pbl_exec_destroy(cpu);
+    if (strcmp(pbl_exec_device(NULL), "no executor") != 0) {
+        fprintf(stderr, "FAIL: pbl_exec_device(NULL) is '%s'\n", pbl_exec_device(NULL));
+        fails++;
+    }
     pbl_graph_destroy(g);
     return fails ? 1 : 0;
 }

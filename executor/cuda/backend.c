@@ -63,6 +63,7 @@ typedef struct cuda_ctx {
     cudaGraph_t        graph;
     cudaGraphExec_t    graph_exec;
     char               msg[256];   /* the last backend-level failure (open, sync) */
+    char               device[320]; /* "NAME (device N, compute capability X.Y, M GiB)" */
 } cuda_ctx;
 
 #define CU(call)                                                                               \
@@ -376,6 +377,12 @@ static const char *cuda_errmsg(void *ctx)
     return c ? c->msg : NULL;
 }
 
+static const char *cuda_device(void *ctx)
+{
+    const cuda_ctx *c = ctx;
+    return c ? c->device : NULL;
+}
+
 static void cuda_close(void *ctx)
 {
     cuda_ctx *c = ctx;
@@ -428,6 +435,13 @@ static pbl_status cuda_open(pbl__mem *host, const pbl__backend_config *cfg, void
         return PBL_ERR_NOMEM;
     }
     c->host = host;
+    /* the device current in this thread is the one every later call uses (docs/cuda.md) */
+    int dev = 0;
+    struct cudaDeviceProp prop;
+    CU(cudaGetDevice(&dev));
+    CU(cudaGetDeviceProperties(&prop, dev));
+    snprintf(c->device, sizeof c->device, "%.256s (device %d, compute capability %d.%d, %.1f GiB)", prop.name, dev,
+             prop.major, prop.minor, (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
     c->n_streams = cfg->n_streams;
     c->n_events = cfg->n_events;
     c->st = pbl__mem_calloc(host, (size_t)c->n_streams * sizeof *c->st);
@@ -488,4 +502,5 @@ const pbl__backend pbl_cuda_backend_module = {
     .graph_end = cuda_graph_end,
     .graph_launch = cuda_graph_launch,
     .errmsg = cuda_errmsg,
+    .device = cuda_device,
 };

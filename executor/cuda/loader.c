@@ -152,6 +152,7 @@ static pbl_status fwd_graph_launch(void *ctx, uint64_t run)
 }
 
 static const char *fwd_errmsg(void *ctx) { return module->errmsg ? module->errmsg(ctx) : NULL; }
+static const char *fwd_device(void *ctx) { return module->device ? module->device(ctx) : NULL; }
 
 const pbl__backend pbl__backend_cuda = {
     .name = "cuda",
@@ -175,4 +176,5 @@ const pbl__backend pbl__backend_cuda = {
     .graph_end = fwd_graph_end,
     .graph_launch = fwd_graph_launch,
     .errmsg = fwd_errmsg,
+    .device = fwd_device,
 };

@@ -260,6 +260,11 @@ pbl_status pbl_exec_create(pbl_exec **out, const pbl_graph *g, const pbl_exec_op
                            char *errmsg, size_t errlen);
 void       pbl_exec_destroy(pbl_exec *e); /* accepts NULL */
 const char *pbl_exec_errmsg(const pbl_exec *e);
+/* The device the executor runs on, one line for people (a log, a benchmark's header):
+ * PBL_BACKEND_CPU: pbl_cpu_describe() (pebble/version.h); PBL_BACKEND_CUDA: the GPU as
+ * cudaGetDeviceProperties names it, "NVIDIA H200 (device 0, compute capability 9.0, 139.8
+ * GiB)". Valid until the executor is destroyed; "no executor" for NULL. Thread-safe. */
+const char *pbl_exec_device(const pbl_exec *e);
 
 /* Makes variable v read and write `data` (bytes must equal the value's size) instead of
  * executor storage. PBL_ERR_INVALID_ARG for a node output or a size mismatch. */
