@@ -1123,6 +1123,12 @@ static int main_ranked(const options *opt)
     printf("model %s  %" PRId64 " parameters  batch %ld  train %" PRId64 "  validation %" PRId64 "  test %" PRId64
            "\n",
            shape, graph_param_count(train_net.g), o.batch, n_train, n_val, test_set.n);
+    /* where it runs: the CPU's kernels, or the GPU (and which module, when PEBBLE_CUDA_MODULE
+     * picks one: the host emulator of the tests, or a build other than the one beside libpebble) */
+    const char *module = getenv("PEBBLE_CUDA_MODULE");
+    printf("backend: %s on %s%s%s\n", o.backend == PBL_BACKEND_CUDA ? "cuda" : "cpu", pbl_exec_device(train_net.e),
+           o.backend == PBL_BACKEND_CUDA && module && *module ? "; module " : "",
+           o.backend == PBL_BACKEND_CUDA && module && *module ? module : "");
     if (o.ranks > 1)
         printf("data-parallel: %d ranks, %ld samples each per step, gradients all-reduced over MPI\n", (int)o.ranks,
                o.batch / o.ranks);

@@ -12,3 +12,14 @@ if(TARGET train_mlp)
   set_tests_properties(train_mlp_cli PROPERTIES
                        ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 300)
 endif()
+
+# train_mlp --backend cuda on the host CUDA emulator against the CPU, within a tolerance
+# (train_mlp_cuda.sh): a Fashion-MNIST subset where installed, else synthetic images; about
+# 10 s plain. Skipped (77) where the emulator module is not built.
+if(TARGET train_mlp)
+  add_test(NAME train_mlp_cuda
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/train_mlp_cuda.sh $<TARGET_FILE:train_mlp>
+                   $<$<TARGET_EXISTS:pebble_cuda_emu>:$<TARGET_FILE:pebble_cuda_emu>>)
+  set_tests_properties(train_mlp_cuda PROPERTIES SKIP_RETURN_CODE 77 LABELS numerics
+                       ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 300)
+endif()
