@@ -21,7 +21,8 @@
  * replayed each batch, and before each evaluation the weights are read back from the
  * training executor and written into the evaluation executor (one copy per evaluation).
  *
- * Output: one line about the model, one summary line per epoch on stdout (training loss and
+ * Output: one line about the model, one naming the backend and its device (pbl_exec_device),
+ * one about the memory plan, one summary line per epoch on stdout (training loss and
  * accuracy, validation loss and accuracy, steps, examples, the epoch's training time and samples/s; plus a
  * progress bar on stderr when it is a terminal), and last `test accuracy: 0.8919`. Errors are one line
  * `train_mlp: <message>` on stderr; exit status 2 for a bad command line, 1 for anything

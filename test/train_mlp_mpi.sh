@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # train_mlp under mpirun (docs/data_parallel.md): 2 ranks train one small epoch, rank 0 alone
 # prints (one model line, one test accuracy, above 0.7); 3 ranks refuse a batch of 128 (exit 2
-# from the rank, a message saying why). Skipped (77) without mpirun or the data set.
+# from the rank, a message saying why); --backend cuda is refused likewise. Skipped (77) without mpirun or the data set.
 #
 # usage: train_mlp_mpi.sh MPIEXEC TRAIN_MLP
 set -u
@@ -36,5 +36,14 @@ if run 3 --epochs 1 --batch 128; then
 else
     grep -q 'cannot be shared evenly by 3 ranks' "$tmp/err" || fail "3 ranks, batch 128: no message saying why"
     echo "ok - 3 ranks refuse a batch of 128: $(head -1 "$tmp/err")"
+fi
+
+# MPI sums host memory: --backend cuda under mpirun is refused, by rank 0 alone, before the data
+if run 2 --epochs 1 --backend cuda; then
+    fail "2 ranks, --backend cuda: exit status 0"
+else
+    [ "$(grep -c 'data-parallel training under an MPI launcher runs on the CPU only' "$tmp/err")" = 1 ] ||
+        fail "2 ranks, --backend cuda: not one message saying why"
+    echo "ok - 2 ranks refuse --backend cuda: $(head -1 "$tmp/err")"
 fi
 exit $failed
