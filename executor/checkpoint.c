@@ -1,12 +1,13 @@
-/* Checkpoints: every parameter and state variable of an executor's graph, saved to and
- * loaded from one file.
+/* Checkpoints: every parameter and state variable of an executor's graph, its runtime
+ * scalars and its run counter, saved to and loaded from one file.
  *
- * File format, version 1. Every integer is little-endian; so is tensor data (each element
- * is stored in the byte order of a little-endian host, whatever the host's own order is).
+ * File format, version 2 (version 1 is the same without the part marked "version 2"; both
+ * load). Every integer is little-endian; so is tensor data (each element is stored in the
+ * byte order of a little-endian host, whatever the host's own order is).
  *
  *     offset  bytes          field
  *     0       8              magic "PBLCKPT\0"
- *     8       4              u32 version (1)
+ *     8       4              u32 version (2)
  *     12      4              u32 count: number of tensors that follow
  *     then `count` records, in the graph's value order:
  *             4              u32 name_len
@@ -16,7 +17,22 @@
  *             8 * ndim       i64 dims
  *             8              u64 nbytes (= numel * dtype size)
  *             nbytes         data
+ *     version 2:
+ *             8              u64 runs: pbl_exec_run_count (dropout masks draw from it)
+ *             4              u32 n_scalars: number of runtime scalars that follow
+ *     then `n_scalars` records, in the graph's value order:
+ *             4              u32 name_len
+ *             name_len       name (no NUL)
+ *             4              f32 value (its bits, little-endian; finite)
  *     end-4   4              u32 CRC-32 (zlib's crc32) of every byte before it
+ *
+ * Scalars hold what the loop set (the learning rate of the schedule's step, Adam's step, the
+ * training switch): without them a resumed run would restart Adam's bias correction and the
+ * schedule. On load, a scalar of the file that the graph has as a scalar is restored; one the
+ * graph does not have is skipped (the graph keeps that hyper-parameter as a constant, or not
+ * at all); a name the graph gives a non-scalar value is PBL_ERR_NOT_FOUND. A scalar of the
+ * graph the file lacks (every scalar, for a version-1 file) keeps its current value. The run
+ * counter is restored from a version-2 file and kept with a version-1 file.
  *
  * Saving goes through graph/base/file_out.h: a regular file (or the file a symbolic link
  * names) is written under a temporary name beside it, flushed, fsynced and renamed over it,
@@ -29,6 +45,7 @@
  * executor half-loaded.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -41,7 +58,8 @@
 #include "graph/base/file_in.h"
 #include "graph/base/file_out.h"
 
-#define CKPT_VERSION      1u
+#define CKPT_VERSION      2u /* written; 1 and 2 are read */
+#define CKPT_VERSION_MIN  1u
 #define CKPT_MAGIC_LEN    8
 #define CKPT_HEADER_LEN   (CKPT_MAGIC_LEN + 4 + 4)
 #define CKPT_CRC_LEN      4
@@ -168,6 +186,39 @@ PBL__API pbl_status pbl_exec_save_check(pbl_exec *e, const char *path)
     return s == PBL_OK ? s : pbl__exec_fail(e, s, "saving %s", why);
 }
 
+/* Version 2's tail of the records: the run counter, then every runtime scalar's current
+ * value (its f32 bits, so a resumed run continues from exactly what was set). */
+static pbl_status write_scalars(pbl_exec *e, const char *path, const pbl_graph *g, ckpt_writer *w)
+{
+    const int32_t n_values = pbl_graph_value_count(g);
+    uint32_t n_scalars = 0;
+    for (pbl_value v = 0; v < n_values; v++) {
+        pbl_value_info vi;
+        n_scalars += pbl_graph_value_info(g, v, &vi) == PBL_OK && vi.kind == PBL_VALUE_SCALAR;
+    }
+    writer_u64(w, pbl_exec_run_count(e));
+    writer_u32(w, n_scalars);
+    for (pbl_value v = 0; v < n_values && !w->err; v++) {
+        pbl_value_info vi;
+        if (pbl_graph_value_info(g, v, &vi) != PBL_OK || vi.kind != PBL_VALUE_SCALAR)
+            continue;
+        float x;
+        pbl_status s = pbl_exec_read(e, v, &x, sizeof x);
+        if (s != PBL_OK) {
+            char why[256];
+            snprintf(why, sizeof why, "%s", pbl_exec_errmsg(e));
+            return pbl__exec_fail(e, s, "saving '%s': reading scalar '%s': %s", path, vi.name, why);
+        }
+        uint32_t bits;
+        memcpy(&bits, &x, sizeof bits);
+        size_t name_len = strlen(vi.name);
+        writer_u32(w, (uint32_t)name_len);
+        writer_put(w, vi.name, name_len);
+        writer_u32(w, bits);
+    }
+    return PBL_OK;
+}
+
 PBL__API pbl_status pbl_exec_save(pbl_exec *e, const char *path)
 {
     if (!e)
@@ -235,6 +286,11 @@ PBL__API pbl_status pbl_exec_save(pbl_exec *e, const char *path)
             writer_u64(&w, (uint64_t)vi.shape.dim[d]);
         writer_u64(&w, (uint64_t)bytes);
         writer_put(&w, buf, bytes);
+    }
+    if (!w.err) {
+        s = write_scalars(e, path, g, &w);
+        if (s != PBL_OK)
+            goto fail_discard;
     }
     unsigned char crc[CKPT_CRC_LEN];
     put_u32(crc, (uint32_t)w.crc);
@@ -311,6 +367,45 @@ static int walk_records(unsigned char *p, uint64_t end, uint32_t count, ckpt_rec
     return 0;
 }
 
+/* One runtime scalar as found in a version-2 file. */
+typedef struct ckpt_scalar {
+    const unsigned char *name;
+    uint32_t             name_len;
+    uint32_t             bits; /* the f32's bits, host order */
+} ckpt_scalar;
+
+/* Version 2's tail in p[at..end): the run counter, the scalar count, the scalars. Same
+ * contract as walk_records; *bad_record counts scalars (0: the counts themselves). */
+static int walk_scalars(const unsigned char *p, uint64_t at, uint64_t end, uint64_t *runs,
+                        uint32_t *n_scalars, ckpt_scalar *sc, uint32_t *bad_record,
+                        uint64_t *bad_offset, uint64_t *tail)
+{
+    *bad_record = 0;
+    *bad_offset = at;
+    if (end - at < 12)
+        return -1;
+    *runs = get_u64(p + at);
+    *n_scalars = get_u32(p + at + 8);
+    at += 12;
+    for (uint32_t i = 0; i < *n_scalars; i++) {
+        *bad_record = i + 1;
+        *bad_offset = at;
+        if (end - at < 4)
+            return -1;
+        ckpt_scalar r = { .name_len = get_u32(p + at) };
+        at += 4;
+        if (end - at < (uint64_t)r.name_len + 4)
+            return -1;
+        r.name = p + at;
+        r.bits = get_u32(p + at + r.name_len);
+        at += (uint64_t)r.name_len + 4;
+        if (sc)
+            sc[i] = r;
+    }
+    *tail = at;
+    return 0;
+}
+
 /* Reads all of `path` into memory through e's allocator. */
 static pbl_status read_whole_file(pbl_exec *e, const char *path, unsigned char **out,
                                   size_t *out_len)
@@ -351,11 +446,44 @@ fail_close:
     return s;
 }
 
-/* Checks the file's length, magic, CRC, version and that its records exactly fill it; on
- * success *count is the number of records. */
-static pbl_status check_file(pbl_exec *e, const char *path, unsigned char *p, size_t len,
-                             uint32_t *count)
+/* What check_file found: the version and the counts of a file whose records exactly fill it. */
+typedef struct ckpt_layout {
+    uint32_t version;
+    uint32_t count;     /* tensors */
+    uint32_t n_scalars; /* 0 in version 1 */
+    uint64_t runs;      /* version 2: the saved run counter */
+    uint64_t scalars_at; /* version 2: offset of the run counter (the end of the tensors) */
+} ckpt_layout;
+
+/* Walks every record of the file (both sections of a version-2 file). 0, or -1 with the
+ * part that runs past `end` named in where[] ("tensor 2 of 3", "scalar 1 of 2", ...) and
+ * its offset in *bad_offset, for the message. */
+static int walk_file(unsigned char *p, uint64_t end, ckpt_layout *l, char *where, size_t where_len,
+                     uint64_t *bad_offset, uint64_t *tail)
 {
+    uint32_t bad = 0;
+    if (walk_records(p, end, l->count, NULL, &bad, bad_offset, tail) != 0) {
+        snprintf(where, where_len, "tensor %u of %u", bad + 1, l->count);
+        return -1;
+    }
+    if (l->version < 2)
+        return 0;
+    l->scalars_at = *tail;
+    if (walk_scalars(p, *tail, end, &l->runs, &l->n_scalars, NULL, &bad, bad_offset, tail) != 0) {
+        if (bad == 0)
+            snprintf(where, where_len, "the scalar section");
+        else
+            snprintf(where, where_len, "scalar %u of %u", bad, l->n_scalars);
+        return -1;
+    }
+    return 0;
+}
+
+/* Checks the file's length, magic, CRC, version and that its records exactly fill it. */
+static pbl_status check_file(pbl_exec *e, const char *path, unsigned char *p, size_t len,
+                             ckpt_layout *l)
+{
+    memset(l, 0, sizeof *l);
     if (len < CKPT_HEADER_LEN + CKPT_CRC_LEN)
         return pbl__exec_fail(e, PBL_ERR_FORMAT,
                               "loading '%s': %zu bytes is too short for a checkpoint "
@@ -367,39 +495,39 @@ static pbl_status check_file(pbl_exec *e, const char *path, unsigned char *p, si
     const uint64_t end = len - CKPT_CRC_LEN;
     const uint32_t stored = get_u32(p + end);
     const uint32_t computed = (uint32_t)crc_update(crc32(0L, Z_NULL, 0), p, end);
-    const uint32_t version = get_u32(p + CKPT_MAGIC_LEN);
-    *count = get_u32(p + CKPT_MAGIC_LEN + 4);
+    l->version = get_u32(p + CKPT_MAGIC_LEN);
+    l->count = get_u32(p + CKPT_MAGIC_LEN + 4);
+    const int known = l->version >= CKPT_VERSION_MIN && l->version <= CKPT_VERSION;
 
-    uint32_t bad_record = 0;
+    char where[64] = "";
     uint64_t bad_offset = 0, tail = 0;
-    int walked = version == CKPT_VERSION
-                 ? walk_records(p, end, *count, NULL, &bad_record, &bad_offset, &tail)
-                 : -1;
+    int walked = known ? walk_file(p, end, l, where, sizeof where, &bad_offset, &tail) : -1;
     if (stored != computed) {
         /* A CRC mismatch is corruption, unless the records run off the end: then the likelier
          * story is a file cut short, and saying so helps more. */
-        if (version == CKPT_VERSION && walked != 0)
+        if (known && walked != 0)
             return pbl__exec_fail(e, PBL_ERR_FORMAT,
-                                  "loading '%s': truncated: tensor %u of %u (at byte %llu) "
-                                  "runs past the end of the %zu-byte file", path,
-                                  bad_record + 1, *count, (unsigned long long)bad_offset, len);
+                                  "loading '%s': truncated: %s (at byte %llu) runs past the end "
+                                  "of the %zu-byte file", path, where,
+                                  (unsigned long long)bad_offset, len);
         return pbl__exec_fail(e, PBL_ERR_CHECKSUM,
                               "loading '%s': CRC-32 mismatch (file says %08x, contents give "
                               "%08x): the file is corrupt", path, stored, computed);
     }
-    if (version != CKPT_VERSION)
+    if (!known)
         return pbl__exec_fail(e, PBL_ERR_FORMAT,
                               "loading '%s': checkpoint version %u, this library reads "
-                              "version %u", path, version, CKPT_VERSION);
+                              "versions %u to %u", path, l->version, CKPT_VERSION_MIN,
+                              CKPT_VERSION);
     if (walked != 0)
         return pbl__exec_fail(e, PBL_ERR_FORMAT,
-                              "loading '%s': tensor %u of %u (at byte %llu) runs past the end "
-                              "of the file", path, bad_record + 1, *count,
-                              (unsigned long long)bad_offset);
+                              "loading '%s': %s (at byte %llu) runs past the end of the file",
+                              path, where, (unsigned long long)bad_offset);
     if (tail != end)
         return pbl__exec_fail(e, PBL_ERR_FORMAT,
-                              "loading '%s': %llu unexpected bytes after the last tensor", path,
-                              (unsigned long long)(end - tail));
+                              "loading '%s': %llu unexpected bytes after the last %s", path,
+                              (unsigned long long)(end - tail),
+                              l->version < 2 ? "tensor" : "record");
     return PBL_OK;
 }
 
@@ -463,6 +591,42 @@ static pbl_status match_record(pbl_exec *e, const char *path, const ckpt_record 
     return PBL_OK;
 }
 
+/* Checks one scalar of the file: a name without NUL, a finite value, and a graph value of
+ * that name that is a scalar, not already given. *v is that scalar, or PBL_NONE when the
+ * graph has no value of that name (the file's scalar is then skipped). */
+static pbl_status match_scalar(pbl_exec *e, const char *path, const ckpt_scalar *r, uint32_t index,
+                               char *name, unsigned char *seen, pbl_value *v)
+{
+    const pbl_graph *g = pbl__exec_graph(e);
+    memcpy(name, r->name, r->name_len);
+    name[r->name_len] = '\0';
+    *v = PBL_NONE;
+    if (memchr(r->name, '\0', r->name_len))
+        return pbl__exec_fail(e, PBL_ERR_FORMAT, "loading '%s': scalar %u has a NUL in its name",
+                              path, index + 1);
+    float x;
+    memcpy(&x, &r->bits, sizeof x);
+    /* pbl_exec_set_scalar refuses these: a NaN rate would turn every weight into NaN */
+    if (!isfinite(x))
+        return pbl__exec_fail(e, PBL_ERR_FORMAT,
+                              "loading '%s': scalar '%s' is %s (bits %08x); a scalar must be finite",
+                              path, name, isnan(x) ? "NaN" : "infinite", r->bits);
+    pbl_value found = pbl_graph_find_value(g, name);
+    if (found == PBL_NONE)
+        return PBL_OK;
+    pbl_value_info vi;
+    if (pbl_graph_value_info(g, found, &vi) != PBL_OK || vi.kind != PBL_VALUE_SCALAR)
+        return pbl__exec_fail(e, PBL_ERR_NOT_FOUND,
+                              "loading '%s': scalar '%s' is a %s in the graph, not a scalar", path,
+                              name, pbl_value_kind_name(vi.kind));
+    if (seen[found])
+        return pbl__exec_fail(e, PBL_ERR_FORMAT, "loading '%s': scalar '%s' appears twice", path,
+                              name);
+    seen[found] = 1;
+    *v = found;
+    return PBL_OK;
+}
+
 PBL__API pbl_status pbl_exec_load(pbl_exec *e, const char *path)
 {
     if (!e)
@@ -479,32 +643,44 @@ PBL__API pbl_status pbl_exec_load(pbl_exec *e, const char *path)
         return s;
     const size_t p_bytes = len ? len : 1;
 
-    uint32_t count = 0;
-    s = check_file(e, path, p, len, &count);
+    ckpt_layout l;
+    s = check_file(e, path, p, len, &l);
     if (s != PBL_OK)
         goto free_file;
+    const uint32_t count = l.count, n_scalars = l.n_scalars;
 
-    /* check_file walked every record inside the file, so count is bounded by its length
-     * (each record takes at least 20 bytes) and these allocations are too. */
+    /* check_file walked every record inside the file, so count and n_scalars are bounded by
+     * its length (a tensor takes at least 20 bytes, a scalar 8) and these allocations are too. */
     size_t rec_bytes = (size_t)(count ? count : 1) * sizeof(ckpt_record);
+    size_t sc_bytes = (size_t)(n_scalars ? n_scalars : 1) * sizeof(ckpt_scalar);
+    size_t target_bytes = (size_t)((uint64_t)count + n_scalars + 1) * sizeof(pbl_value);
     ckpt_record *rec = pbl__exec_malloc(e, rec_bytes);
-    pbl_value *target = pbl__exec_malloc(e, (size_t)(count ? count : 1) * sizeof *target);
+    ckpt_scalar *sc = pbl__exec_malloc(e, sc_bytes);
+    pbl_value *target = pbl__exec_malloc(e, target_bytes); /* tensors', then scalars' */
     size_t seen_bytes = (size_t)(n_values ? n_values : 1);
     unsigned char *seen = pbl__exec_malloc(e, seen_bytes);
     size_t name_bytes = 1;
-    if (!rec || !target || !seen) {
+    char *name = NULL;
+    if (!rec || !sc || !target || !seen) {
         s = pbl__exec_fail(e, PBL_ERR_NOMEM, "loading '%s': out of memory", path);
         goto free_tables;
     }
     memset(seen, 0, seen_bytes);
     uint32_t bad_record;
-    uint64_t bad_offset, tail;
+    uint64_t bad_offset, tail, runs = 0;
     walk_records(p, len - CKPT_CRC_LEN, count, rec, &bad_record, &bad_offset, &tail);
+    uint32_t n_walked = 0;
+    if (l.version >= 2)
+        walk_scalars(p, l.scalars_at, len - CKPT_CRC_LEN, &runs, &n_walked, sc, &bad_record,
+                     &bad_offset, &tail);
 
     for (uint32_t i = 0; i < count; i++)
         if ((size_t)rec[i].name_len + 1 > name_bytes)
             name_bytes = (size_t)rec[i].name_len + 1;
-    char *name = pbl__exec_malloc(e, name_bytes);
+    for (uint32_t i = 0; i < n_scalars; i++)
+        if ((size_t)sc[i].name_len + 1 > name_bytes)
+            name_bytes = (size_t)sc[i].name_len + 1;
+    name = pbl__exec_malloc(e, name_bytes);
     if (!name) {
         s = pbl__exec_fail(e, PBL_ERR_NOMEM, "loading '%s': out of memory", path);
         goto free_tables;
@@ -512,7 +688,12 @@ PBL__API pbl_status pbl_exec_load(pbl_exec *e, const char *path)
     for (uint32_t i = 0; i < count; i++) {
         s = match_record(e, path, &rec[i], i, name, seen, &target[i]);
         if (s != PBL_OK)
-            goto free_name;
+            goto free_tables;
+    }
+    for (uint32_t i = 0; i < n_scalars; i++) {
+        s = match_scalar(e, path, &sc[i], i, name, seen, &target[count + i]);
+        if (s != PBL_OK)
+            goto free_tables;
     }
     for (pbl_value v = 0; v < n_values; v++) {
         pbl_value_info vi;
@@ -521,7 +702,7 @@ PBL__API pbl_status pbl_exec_load(pbl_exec *e, const char *path)
                                "loading '%s': the graph's %s '%s' is not in the file", path,
                                vi.kind == PBL_VALUE_PARAM ? "parameter" : "state variable",
                                vi.name);
-            goto free_name;
+            goto free_tables;
         }
     }
 
@@ -531,20 +712,37 @@ PBL__API pbl_status pbl_exec_load(pbl_exec *e, const char *path)
         swap_to_little(rec[i].data, (size_t)rec[i].nbytes, elem);
         s = pbl_exec_write(e, target[i], rec[i].data, (size_t)rec[i].nbytes);
         if (s != PBL_OK) {
-            char why[256];
-            snprintf(why, sizeof why, "%s", pbl_exec_errmsg(e));
             memcpy(name, rec[i].name, rec[i].name_len);
             name[rec[i].name_len] = '\0';
-            s = pbl__exec_fail(e, s, "loading '%s': writing '%s': %s", path, name, why);
-            goto free_name;
+            goto fail_write;
         }
     }
+    for (uint32_t i = 0; i < n_scalars; i++) {
+        if (target[count + i] == PBL_NONE)
+            continue; /* a scalar the graph does not have */
+        float x;
+        memcpy(&x, &sc[i].bits, sizeof x);
+        s = pbl_exec_write(e, target[count + i], &x, sizeof x);
+        if (s != PBL_OK) {
+            memcpy(name, sc[i].name, sc[i].name_len);
+            name[sc[i].name_len] = '\0';
+            goto fail_write;
+        }
+    }
+    if (l.version >= 2)
+        pbl__exec_set_run_count(e, runs);
+    goto free_tables;
 
-free_name:
-    pbl__exec_free(e, name, name_bytes);
+fail_write: {
+        char why[256];
+        snprintf(why, sizeof why, "%s", pbl_exec_errmsg(e));
+        s = pbl__exec_fail(e, s, "loading '%s': writing '%s': %s", path, name, why);
+    }
 free_tables:
+    pbl__exec_free(e, name, name_bytes);
     pbl__exec_free(e, seen, seen_bytes);
-    pbl__exec_free(e, target, (size_t)(count ? count : 1) * sizeof *target);
+    pbl__exec_free(e, target, target_bytes);
+    pbl__exec_free(e, sc, sc_bytes);
     pbl__exec_free(e, rec, rec_bytes);
 free_file:
     pbl__exec_free(e, p, p_bytes);

@@ -992,6 +992,8 @@ PBL__API pbl_status pbl_exec_run(pbl_exec *e)
 
 PBL__API uint64_t pbl_exec_run_count(const pbl_exec *e) { return e ? e->runs : 0; }
 
+void pbl__exec_set_run_count(pbl_exec *e, uint64_t runs) { e->runs = runs; }
+
 PBL__API pbl_status pbl_exec_stats_get(const pbl_exec *e, pbl_exec_stats *out)
 {
     if (!e || !out)

@@ -17,6 +17,10 @@ void  pbl__exec_free(pbl_exec *e, void *p, size_t bytes);
 /* e's allocator hook, for helpers that keep their own accounting (NULL: malloc). */
 const pbl_allocator *pbl__exec_allocator(const pbl_exec *e);
 
+/* Sets the run counter pbl_exec_run_count reports and the next run's dropout masks draw from:
+ * a loaded checkpoint continues the counter of the run that saved it (executor/checkpoint.c). */
+void pbl__exec_set_run_count(pbl_exec *e, uint64_t runs);
+
 /* pbl_exec_create with each node's stream given: stream_of_node[node] in [0, n_streams) for
  * every node the schedule runs. The cross-stream waits come from the graph's dependencies.
  * Several streams need PBL_STORAGE_UNSHARED (the serial plan would share bytes between steps

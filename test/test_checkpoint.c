@@ -1,6 +1,8 @@
-/* pbl_exec_save / pbl_exec_load: exact round trips, the documented file layout, and that
- * every kind of bad file (flipped byte, truncation, other shapes, missing or extra tensors,
- * unreadable path) is refused with its status while the executor keeps its values. Saving
+/* pbl_exec_save / pbl_exec_load: exact round trips (tensors, runtime scalars, the run
+ * counter), the documented file layout, that a version-1 file of the old library still loads,
+ * and that every kind of bad file (flipped byte, truncation, other shapes, missing or extra
+ * tensors, a NaN or infinite scalar, unreadable path) is refused with its status while the
+ * executor keeps its values. Saving
  * goes where the path leads: through a symbolic link to its target, into a FIFO or a device
  * in place, keeping a file's mode. */
 #define _XOPEN_SOURCE 700 /* mkdtemp, mkfifo, mknod, symlink, readlink */
@@ -36,7 +38,7 @@
 typedef struct fixture {
     pbl_graph *g;
     pbl_exec  *e;
-    pbl_value  x, w, b, s, extra;
+    pbl_value  x, w, b, s, extra, lr, step;
     float      w_data[6];
 } fixture;
 
@@ -44,9 +46,10 @@ typedef struct variant {
     int64_t w_rows, w_cols; /* w's shape; the file in the tests is [2, 3] */
     int     with_state;     /* graph has s */
     int     with_extra;     /* graph has one more parameter, "extra" */
+    int     with_scalars;   /* graph has runtime scalars "lr" (0.5) and "step" (1), with readers */
 } variant;
 
-static const variant standard = { 2, 3, 1, 0 };
+static const variant standard = { 2, 3, 1, 0, 0 };
 
 static char tmpdir[256];
 
@@ -70,6 +73,12 @@ static void fixture_make(fixture *f, variant v)
     if (v.with_extra) {
         f->extra = pbl_param(g, "extra", PBL_SHAPE(2));
         assert_int_equal(pbl_graph_set_output(g, "e", pbl_relu(g, f->extra)), PBL_OK);
+    }
+    f->lr = f->step = PBL_NONE;
+    if (v.with_scalars) {
+        assert_int_equal(pbl_graph_add_scalar(g, "lr", 0.5, &f->lr), PBL_OK);
+        assert_int_equal(pbl_graph_add_scalar(g, "step", 1.0, &f->step), PBL_OK);
+        assert_int_equal(pbl_graph_set_output(g, "r", pbl_add(g, f->lr, f->step)), PBL_OK);
     }
     if (pbl_graph_build_status(g) != PBL_OK)
         fail_msg("building the test graph: %s", pbl_graph_errmsg(g));
@@ -207,6 +216,10 @@ static void fill_variant(fixture *f, variant var, int seed, float *b, float *s, 
     extra[1] = -(float)seed;
     if (var.with_extra)
         assert_int_equal(pbl_exec_write(f->e, f->extra, extra, 2 * sizeof *extra), PBL_OK);
+    if (var.with_scalars) {
+        assert_int_equal(pbl_exec_set_scalar(f->e, "lr", seed * 0.25), PBL_OK);
+        assert_int_equal(pbl_exec_set_scalar(f->e, "step", seed + 10), PBL_OK);
+    }
 }
 
 /* Loads `path` into a fixture of variant `var` and expects status `want`, a message naming
@@ -221,6 +234,7 @@ static void expect_load_fails(const char *path, variant var, pbl_status want, ..
     float w_before[6], got[6];
     memcpy(w_before, f.w_data, sizeof w_before);
     const size_t w_bytes = (size_t)(var.w_rows * var.w_cols) * sizeof(float);
+    const uint64_t runs_before = pbl_exec_run_count(f.e);
 
     pbl_status st = pbl_exec_load(f.e, path);
     const char *msg = pbl_exec_errmsg(f.e);
@@ -248,6 +262,13 @@ static void expect_load_fails(const char *path, variant var, pbl_status want, ..
         assert_int_equal(pbl_exec_read(f.e, f.extra, got, 2 * sizeof *got), PBL_OK);
         assert_memory_equal(got, extra, 2 * sizeof *got);
     }
+    if (var.with_scalars) {
+        double lr = 0, step = 0;
+        assert_int_equal(pbl_exec_get_scalar(f.e, "lr", &lr), PBL_OK);
+        assert_int_equal(pbl_exec_get_scalar(f.e, "step", &step), PBL_OK);
+        assert_true(lr == 0.5 && step == 12.0);
+    }
+    assert_int_equal(pbl_exec_run_count(f.e), runs_before);
     fixture_free(&f);
 }
 
@@ -292,11 +313,12 @@ static void file_layout_is_as_documented(void **state)
     want += 4 + 1 + 4 + 4 + 2 * 8 + 8 + 6 * 4;
     want += 4 + 1 + 4 + 4 + 1 * 8 + 8 + 3 * 4;
     want += 4 + 1 + 4 + 4 + 1 * 8 + 8 + 4 * 4;
+    want += 8 + 4; /* version 2: run counter, no scalars */
     want += 4;
     print_message("    file is %zu bytes, layout predicts %zu\n", len, want);
     assert_int_equal(len, want);
     assert_memory_equal(p, "PBLCKPT\0", 8);
-    assert_int_equal(le32(p + 8), 1);  /* version */
+    assert_int_equal(le32(p + 8), 2);  /* version */
     assert_int_equal(le32(p + 12), 3); /* tensors */
     assert_int_equal(le32(p + 16), 1); /* first name's length */
     assert_int_equal(p[20], 'w');
@@ -307,6 +329,9 @@ static void file_layout_is_as_documented(void **state)
     assert_int_equal(le32(p + 45), 24); /* nbytes */
     values v = values_from(1);
     assert_memory_equal(p + 53, v.w, sizeof v.w); /* little-endian host: raw floats */
+    assert_int_equal(le32(p + len - 16), 0); /* runs, low and high halves: never run */
+    assert_int_equal(le32(p + len - 12), 0);
+    assert_int_equal(le32(p + len - 8), 0);  /* scalars */
 
     uLong crc = crc32(crc32(0L, Z_NULL, 0), p, (uInt)(len - 4));
     print_message("    trailing CRC %08x, zlib crc32 of the rest %08lx\n", le32(p + len - 4), crc);
@@ -320,8 +345,8 @@ static void flipped_byte_is_a_checksum_error(void **state)
     save_standard("flip.ckpt", path, sizeof path);
     size_t len;
     unsigned char *p = slurp(path, &len);
-    /* one byte in a name, one in tensor data, one in the CRC itself */
-    const size_t where[] = { 20, 60, len - 6, len - 1 };
+    /* one byte in a name, two in tensor data, one in the CRC itself */
+    const size_t where[] = { 20, 60, len - 18, len - 1 };
     for (size_t i = 0; i < sizeof where / sizeof *where; i++) {
         p[where[i]] ^= 0x40;
         snprintf(bad, sizeof bad, "%s/flip%zu.ckpt", tmpdir, where[i]);
@@ -360,14 +385,21 @@ static void bad_magic_and_version_are_format_errors(void **state)
     expect_load_fails(bad, standard, PBL_ERR_FORMAT, "magic", NULL);
     p[0] = 'P';
 
-    /* version 2 with a CRC that matches: a well-formed file of a version we cannot read */
-    p[8] = 2;
+    /* version 3 with a CRC that matches: a well-formed file of a version we cannot read */
+    p[8] = 3;
     uint32_t crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), p, (uInt)(len - 4));
     for (int i = 0; i < 4; i++)
         p[len - 4 + i] = (unsigned char)(crc >> (8 * i));
-    path_in_tmp(bad, sizeof bad, "version2.ckpt");
+    path_in_tmp(bad, sizeof bad, "version3.ckpt");
     spill(bad, p, len);
-    expect_load_fails(bad, standard, PBL_ERR_FORMAT, "version 2", NULL);
+    expect_load_fails(bad, standard, PBL_ERR_FORMAT, "version 3", NULL);
+    p[8] = 0; /* there never was a version 0 */
+    crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), p, (uInt)(len - 4));
+    for (int i = 0; i < 4; i++)
+        p[len - 4 + i] = (unsigned char)(crc >> (8 * i));
+    path_in_tmp(bad, sizeof bad, "version0.ckpt");
+    spill(bad, p, len);
+    expect_load_fails(bad, standard, PBL_ERR_FORMAT, "version 0", NULL);
     free(p);
 }
 
@@ -375,7 +407,7 @@ static void other_shape_is_a_shape_error(void **state)
 {
     char path[512];
     save_standard("shape.ckpt", path, sizeof path);
-    const variant transposed = { 3, 2, 1, 0 };
+    const variant transposed = { 3, 2, 1, 0, 0 };
     expect_load_fails(path, transposed, PBL_ERR_SHAPE, "'w'", "[2, 3]", "[3, 2]", NULL);
 }
 
@@ -383,9 +415,9 @@ static void missing_or_extra_tensor_is_not_found(void **state)
 {
     char path[512];
     save_standard("names.ckpt", path, sizeof path);
-    const variant more_params = { 2, 3, 1, 1 };
+    const variant more_params = { 2, 3, 1, 1, 0 };
     expect_load_fails(path, more_params, PBL_ERR_NOT_FOUND, "'extra'", NULL);
-    const variant no_state = { 2, 3, 0, 0 };
+    const variant no_state = { 2, 3, 0, 0, 0 };
     expect_load_fails(path, no_state, PBL_ERR_NOT_FOUND, "'s'", NULL);
 }
 
@@ -760,6 +792,217 @@ static void allocation_failures_are_clean(void **state)
     assert_int_equal(fa.live, 0);
 }
 
+/* ---- runtime scalars and the run counter (version 2) ------------------------------------ */
+
+static const variant with_scalars = { 2, 3, 1, 0, 1 };
+
+static uint32_t scalar_bits(fixture *f, pbl_value v)
+{
+    float x;
+    uint32_t bits;
+    assert_int_equal(pbl_exec_read(f->e, v, &x, sizeof x), PBL_OK);
+    memcpy(&bits, &x, sizeof bits);
+    return bits;
+}
+
+static void run_times(fixture *f, int n)
+{
+    float x[6] = { 0 };
+    assert_int_equal(pbl_exec_write(f->e, f->x, x, sizeof x), PBL_OK);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(pbl_exec_run(f->e), PBL_OK);
+}
+
+static void put_le32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* What the loop set is what a fresh executor gets back: each scalar's f32 bits and the run
+ * counter (dropout's masks draw from it), beside the tensors; the file ends as documented. */
+static void scalars_and_run_count_round_trip(void **state)
+{
+    char path[512];
+    fixture f, g;
+    fixture_make(&f, with_scalars);
+    values v = values_from(1);
+    put_values(&f, &v);
+    run_times(&f, 3);
+    assert_int_equal(pbl_exec_set_scalar(f.e, "lr", 0.1), PBL_OK); /* not exact in f32 */
+    assert_int_equal(pbl_exec_set_scalar(f.e, "step", 7), PBL_OK);
+    const uint32_t lr_bits = scalar_bits(&f, f.lr), step_bits = scalar_bits(&f, f.step);
+    path_in_tmp(path, sizeof path, "scalars.ckpt");
+    if (pbl_exec_save(f.e, path) != PBL_OK)
+        fail_msg("pbl_exec_save: %s", pbl_exec_errmsg(f.e));
+
+    fixture_make(&g, with_scalars);
+    assert_int_not_equal(scalar_bits(&g, g.lr), lr_bits); /* 0.5 and 1 before the load */
+    if (pbl_exec_load(g.e, path) != PBL_OK)
+        fail_msg("pbl_exec_load: %s", pbl_exec_errmsg(g.e));
+    expect_values(&g, &v);
+    assert_int_equal(scalar_bits(&g, g.lr), lr_bits);
+    assert_int_equal(scalar_bits(&g, g.step), step_bits);
+    assert_int_equal(pbl_exec_run_count(g.e), 3);
+    print_message("    lr %08x and step %08x, 3 runs: restored into a fresh executor bit for bit\n", lr_bits,
+                  step_bits);
+
+    /* the tail: runs (u64) 3, 2 scalars, "lr" then "step" in the graph's order, then the CRC */
+    size_t len;
+    unsigned char *p = slurp(path, &len);
+    const size_t tail = len - 4 - (4 + 2 + 4) - (4 + 4 + 4) - 12;
+    assert_int_equal(le32(p + tail), 3);
+    assert_int_equal(le32(p + tail + 4), 0);
+    assert_int_equal(le32(p + tail + 8), 2);
+    assert_int_equal(le32(p + tail + 12), 2);
+    assert_memory_equal(p + tail + 16, "lr", 2);
+    assert_int_equal(le32(p + tail + 18), lr_bits);
+    assert_int_equal(le32(p + tail + 22), 4);
+    assert_memory_equal(p + tail + 26, "step", 4);
+    assert_int_equal(le32(p + tail + 30), step_bits);
+    free(p);
+
+    /* a graph without those scalars skips them and loads the rest */
+    fixture h;
+    fixture_make(&h, standard);
+    assert_int_equal(pbl_exec_load(h.e, path), PBL_OK);
+    expect_values(&h, &v);
+    fixture_free(&h);
+    fixture_free(&g);
+    fixture_free(&f);
+}
+
+/* A file of the old library (version 1: test/data/fuzz_checkpoint_seeds/w_b_s.ckpt, w 1..6,
+ * b 1..3, s 1..4) loads; the graph's scalars and run counter keep what they had. So do they
+ * for a version-2 file without scalars, except the run counter, which it holds. */
+static void old_files_load_and_keep_the_scalars(void **state)
+{
+    fixture f;
+    fixture_make(&f, with_scalars);
+    values v2 = values_from(2);
+    put_values(&f, &v2); /* a run needs every parameter */
+    assert_int_equal(pbl_exec_set_scalar(f.e, "lr", 0.25), PBL_OK);
+    run_times(&f, 2);
+    const char *old = PBL_TEST_DATA "/fuzz_checkpoint_seeds/w_b_s.ckpt";
+    size_t len;
+    unsigned char *p = slurp(old, &len);
+    assert_int_equal(le32(p + 8), 1);
+    free(p);
+    if (pbl_exec_load(f.e, old) != PBL_OK)
+        fail_msg("pbl_exec_load: %s", pbl_exec_errmsg(f.e));
+    float w[6], b[3], s[4];
+    assert_int_equal(pbl_exec_read(f.e, f.w, w, sizeof w), PBL_OK);
+    assert_int_equal(pbl_exec_read(f.e, f.b, b, sizeof b), PBL_OK);
+    assert_int_equal(pbl_exec_read(f.e, f.s, s, sizeof s), PBL_OK);
+    assert_true(w[0] == 1 && w[5] == 6 && b[2] == 3 && s[3] == 4);
+    double lr = 0, step = 0;
+    assert_int_equal(pbl_exec_get_scalar(f.e, "lr", &lr), PBL_OK);
+    assert_int_equal(pbl_exec_get_scalar(f.e, "step", &step), PBL_OK);
+    assert_true(lr == 0.25 && step == 1.0);
+    assert_int_equal(pbl_exec_run_count(f.e), 2);
+    print_message("    version-1 file loaded: w, b, s as saved; lr 0.25 and step 1 kept, run count 2 kept\n");
+
+    char path[512];
+    save_standard("noscalars.ckpt", path, sizeof path);
+    assert_int_equal(pbl_exec_load(f.e, path), PBL_OK);
+    assert_int_equal(pbl_exec_get_scalar(f.e, "lr", &lr), PBL_OK);
+    assert_true(lr == 0.25);
+    assert_int_equal(pbl_exec_run_count(f.e), 0);
+    fixture_free(&f);
+}
+
+/* Writes `name` in tmpdir: the standard file with its (empty) scalar section replaced by
+ * `n` scalars (names[i], bits[i]) and a CRC that matches. */
+static void craft_scalars(const char *name, char *path, size_t path_len, int n, const char *const *names,
+                          const uint32_t *bits)
+{
+    char base[512];
+    save_standard("craft-base.ckpt", base, sizeof base);
+    size_t len;
+    unsigned char *p = slurp(base, &len);
+    unsigned char *q = malloc(len + 256);
+    assert_non_null(q);
+    size_t at = len - 8; /* after the run counter: the scalar count, then the CRC */
+    memcpy(q, p, at);
+    put_le32(q + at, (uint32_t)n);
+    at += 4;
+    for (int i = 0; i < n; i++) {
+        size_t nl = strlen(names[i]) + (names[i][0] == '\0'); /* "" stands for one NUL */
+        put_le32(q + at, (uint32_t)nl);
+        memcpy(q + at + 4, names[i], nl);
+        put_le32(q + at + 4 + nl, bits[i]);
+        at += 8 + nl;
+    }
+    put_le32(q + at, (uint32_t)crc32(crc32(0L, Z_NULL, 0), q, (uInt)at));
+    path_in_tmp(path, path_len, name);
+    spill(path, q, at + 4);
+    free(q);
+    free(p);
+}
+
+/* A scalar that is NaN or infinite, named twice, named with a NUL, or named after a value
+ * that is not a scalar, and a file cut short in its scalars: each a clean error naming the
+ * file, the executor unchanged. A scalar the graph lacks is skipped. */
+static void bad_scalars_are_refused(void **state)
+{
+    char path[512];
+    const uint32_t nan_bits = 0x7fc00000u, inf_bits = 0x7f800000u, ninf_bits = 0xff800000u, one = 0x3f800000u;
+    const char *lr[] = { "lr" }, *twice[] = { "lr", "lr" }, *b[] = { "b" }, *nul[] = { "" },
+               *other[] = { "momentum" };
+    craft_scalars("nan.ckpt", path, sizeof path, 1, lr, &nan_bits);
+    expect_load_fails(path, with_scalars, PBL_ERR_FORMAT, "'lr' is NaN", NULL);
+    craft_scalars("inf.ckpt", path, sizeof path, 1, lr, &inf_bits);
+    expect_load_fails(path, with_scalars, PBL_ERR_FORMAT, "'lr' is infinite", NULL);
+    craft_scalars("ninf.ckpt", path, sizeof path, 1, lr, &ninf_bits);
+    expect_load_fails(path, with_scalars, PBL_ERR_FORMAT, "infinite", NULL);
+    const uint32_t two[] = { one, one };
+    craft_scalars("twice.ckpt", path, sizeof path, 2, twice, two);
+    expect_load_fails(path, with_scalars, PBL_ERR_FORMAT, "'lr' appears twice", NULL);
+    craft_scalars("param.ckpt", path, sizeof path, 1, b, &one);
+    expect_load_fails(path, with_scalars, PBL_ERR_NOT_FOUND, "'b' is a param", NULL);
+    craft_scalars("nul.ckpt", path, sizeof path, 1, nul, &one);
+    expect_load_fails(path, with_scalars, PBL_ERR_FORMAT, "NUL", NULL);
+    /* a NaN is refused even where the graph has no such scalar: the file is bad */
+    craft_scalars("nan-other.ckpt", path, sizeof path, 1, other, &nan_bits);
+    expect_load_fails(path, standard, PBL_ERR_FORMAT, "'momentum' is NaN", NULL);
+
+    craft_scalars("other.ckpt", path, sizeof path, 1, other, &one);
+    fixture f;
+    fixture_make(&f, with_scalars);
+    assert_int_equal(pbl_exec_load(f.e, path), PBL_OK);
+    double v = 0;
+    assert_int_equal(pbl_exec_get_scalar(f.e, "lr", &v), PBL_OK);
+    assert_true(v == 0.5);
+    fixture_free(&f);
+
+    /* cut anywhere in the run counter, the count or a scalar (CRC left as saved, or fixed) */
+    fixture g;
+    fixture_make(&g, with_scalars);
+    char whole[512], bad[512];
+    path_in_tmp(whole, sizeof whole, "cut-scalars.ckpt");
+    assert_int_equal(pbl_exec_save(g.e, whole), PBL_OK);
+    fixture_free(&g);
+    size_t len;
+    unsigned char *p = slurp(whole, &len);
+    const size_t section = len - 4 - 12 - (4 + 2 + 4) - (4 + 4 + 4);
+    for (size_t cut = section; cut < len - 4; cut += 3) {
+        for (int fix = 0; fix < 2; fix++) {
+            unsigned char *q = malloc(cut + 4);
+            assert_non_null(q);
+            memcpy(q, p, cut);
+            if (fix)
+                put_le32(q + cut, (uint32_t)crc32(crc32(0L, Z_NULL, 0), q, (uInt)cut));
+            else
+                memcpy(q + cut, p + len - 4, 4);
+            snprintf(bad, sizeof bad, "%s/cut%zu-%d.ckpt", tmpdir, cut, fix);
+            spill(bad, q, cut + 4);
+            free(q);
+            expect_load_fails(bad, with_scalars, PBL_ERR_FORMAT, NULL);
+        }
+    }
+    free(p);
+}
+
 /* ---- setup ----------------------------------------------------------------------------- */
 
 static int make_tmpdir(void **state)
@@ -865,6 +1108,9 @@ int main(void)
         cmocka_unit_test(save_check_finds_bad_destinations_without_writing),
         cmocka_unit_test(cleanup_removes_a_pending_temporary),
         cmocka_unit_test(allocation_failures_are_clean),
+        cmocka_unit_test(scalars_and_run_count_round_trip),
+        cmocka_unit_test(old_files_load_and_keep_the_scalars),
+        cmocka_unit_test(bad_scalars_are_refused),
     };
     return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);
 }

@@ -2,6 +2,8 @@
 # Included from test/CMakeLists.txt.
 
 pebble_test(test_checkpoint test_checkpoint.c)
+# a version-1 checkpoint of the old library, which must still load
+target_compile_definitions(test_checkpoint PRIVATE PBL_TEST_DATA="${CMAKE_CURRENT_SOURCE_DIR}/data")
 
 # The script makes its own tiny IDX data sets, so it needs no installed data set.
 if(TARGET train_mlp)
