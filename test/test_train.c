@@ -1,6 +1,7 @@
 /* Whole training steps: 200 Adam steps on a fixed seed lower the loss by a stated factor and
  * are bit-identical across two independent runs; updates run after every reader of the old
  * weights; targets select the forward pass; run-time errors are statuses. */
+#define _XOPEN_SOURCE 700 /* mkdtemp */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -700,6 +702,79 @@ static void test_scalars_json_round_trip(void **state)
     mlp_free(&a);
 }
 
+/* One scheduled step as a resumable loop runs it: the runtime scalar "step" holds the step
+ * about to run (1, 2, ...; it starts at 1), so a loop that reads it back after a load knows
+ * where it is. The rate is the schedule's at step - 1; the step advances after the run. */
+static void scheduled_step(mlp *m, const pbl_lr_schedule *s)
+{
+    double next = 0;
+    assert_int_equal(pbl_exec_get_scalar(m->e, "step", &next), PBL_OK);
+    const int64_t k = (int64_t)next - 1; /* steps done */
+    assert_int_equal(pbl_exec_set_scalar(m->e, "lr", pbl_lr_schedule_at(s, k)), PBL_OK);
+    steps_from(m, (int)k, 1);
+    assert_int_equal(pbl_exec_set_scalar(m->e, "step", (double)(k + 2)), PBL_OK);
+}
+
+/* Resuming: K scheduled AdamW steps with dropout, a checkpoint, a fresh graph and executor
+ * that load it, K more steps: the parameters are bit for bit those of 2K steps straight
+ * through. The schedule's position and Adam's bias correction come back through the scalar
+ * "step", a weight decay changed at run time through "wd", dropout's masks through the run
+ * counter. Without scalars in the checkpoint the fresh executor would restart at step 1. */
+static void test_resume_from_checkpoint_is_exact(void **state)
+{
+    (void)state;
+    enum { K = 12 };
+    pbl_optimizer_options o = pbl_optimizer_options_default(PBL_OPTIM_ADAMW);
+    o.lr_scalar = "lr";
+    o.weight_decay_scalar = "wd";
+    o.step_scalar = "step";
+    pbl_lr_schedule sch = pbl_lr_schedule_default(PBL_LR_COSINE, 4e-3);
+    sch.warmup_steps = 5;
+    sch.total_steps = 2 * K;
+    assert_int_equal(pbl_lr_schedule_check(&sch, NULL, 0), PBL_OK);
+
+    mlp straight, first, resumed;
+    mlp_build_opt(&straight, 0.25, NULL, &o);
+    mlp_build_opt(&first, 0.25, NULL, &o);
+    for (int i = 0; i < 2 * K; i++) {
+        if (i == K / 2)
+            assert_int_equal(pbl_exec_set_scalar(straight.e, "wd", 0.03), PBL_OK);
+        scheduled_step(&straight, &sch);
+    }
+    for (int i = 0; i < K; i++) {
+        if (i == K / 2)
+            assert_int_equal(pbl_exec_set_scalar(first.e, "wd", 0.03), PBL_OK);
+        scheduled_step(&first, &sch);
+    }
+    char dir[] = "/tmp/test_train_resume.XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/k.ckpt", dir);
+    if (pbl_exec_save(first.e, path) != PBL_OK)
+        fail_msg("save: %s", pbl_exec_errmsg(first.e));
+
+    mlp_build_opt(&resumed, 0.25, NULL, &o); /* its own graph, scalars at their initial values */
+    double step = 0, wd = 0;
+    assert_int_equal(pbl_exec_get_scalar(resumed.e, "step", &step), PBL_OK);
+    assert_true(step == 1.0);
+    if (pbl_exec_load(resumed.e, path) != PBL_OK)
+        fail_msg("load: %s", pbl_exec_errmsg(resumed.e));
+    assert_int_equal(pbl_exec_get_scalar(resumed.e, "step", &step), PBL_OK);
+    assert_int_equal(pbl_exec_get_scalar(resumed.e, "wd", &wd), PBL_OK);
+    assert_true(step == K + 1 && wd == (double)(float)0.03);
+    assert_int_equal(pbl_exec_run_count(resumed.e), K);
+    for (int i = 0; i < K; i++)
+        scheduled_step(&resumed, &sch);
+    printf("  %d steps, save, load into a fresh executor, %d more: parameters bit-identical to %d straight\n", K,
+           K, 2 * K);
+    same_params(&straight, &resumed);
+    assert_memory_not_equal(first.w1, resumed.w1, sizeof first.w1); /* the K more steps moved them */
+    unlink(path);
+    rmdir(dir);
+    mlp_free(&straight);
+    mlp_free(&first);
+    mlp_free(&resumed);
+}
+
 /* Schedules against their formulas at chosen steps; parameters that make no sense are errors
  * and evaluate to NaN (which pbl_exec_set_scalar refuses). */
 static void test_lr_schedules(void **state)
@@ -1054,6 +1129,7 @@ int main(void)
         cmocka_unit_test(test_fused_clip_matches_explicit),
         cmocka_unit_test(test_scalars_json_round_trip),
         cmocka_unit_test(test_lr_schedules),
+        cmocka_unit_test(test_resume_from_checkpoint_is_exact),
         cmocka_unit_test(test_partial_batch_matches_planned),
         cmocka_unit_test(test_partial_batch_errors),
     };
