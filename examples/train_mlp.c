@@ -13,6 +13,8 @@
  * step (pebble/autodiff.h pbl_lr_schedule_at, pbl_exec_set_scalar); with `--lr-schedule none
  * --warmup 0` it is a constant of the update nodes. The last --val training images (a twelfth
  * by default) are held out to validate each epoch, and --save keeps the best epoch's model.
+ * Adam's step is the runtime scalar "step" (the step about to run), so a checkpoint holds it:
+ * --load resumes a run where its checkpoint left it, the schedule and the shuffling included.
  * Parameters live in this program's own float arrays, bound zero-copy to the training
  * executor and to the evaluation executors, so evaluation always sees the latest weights.
  * With --backend cuda every executor runs on the GPU (pebble/exec.h PBL_BACKEND_CUDA): the
@@ -95,7 +97,9 @@ static void print_usage(FILE *f)
             "  --data DIR      Fashion-MNIST IDX .gz files (default " DEFAULT_DATA ")\n"
             "  --save FILE     save parameters and optimizer state: at each epoch that improves\n"
             "                  the validation accuracy (without validation, after training)\n"
-            "  --load FILE     before training, load a checkpoint saved with --save\n"
+            "  --load FILE     before training, load a checkpoint saved with --save and resume\n"
+            "                  the run it came from: the epochs it had trained are skipped\n"
+            "                  (same --epochs, --batch, --val and --seed: the same steps follow)\n"
             "  --threads T     BLAS threads (default 0: the BLAS library's own choice)\n"
             "  --plan          print the training step's memory plan before training\n"
             "  --backend B     cpu (default) or cuda: train and evaluate on an NVIDIA GPU\n"
@@ -686,6 +690,9 @@ static int net_create(net *n, const model *m, const options *o, int64_t batch, i
         opt.clip_norm = o->clip;
         if (uses_schedule(o))
             opt.lr_scalar = "lr"; /* set before every step from the schedule */
+        /* the step about to run, advanced after each: checkpoints hold it, so --load knows
+         * where the run it resumes stopped (the same bits as each parameter's own count) */
+        opt.step_scalar = "step";
         if (o->comm) { /* the gradients averaged over the ranks, bucket by bucket, before the update */
             pbl_data_parallel_options dp = pbl_data_parallel_options_default();
             if ((s = pbl_graph_data_parallel(g, &dp, grads, n_params, grads)) != PBL_OK) {
@@ -828,6 +835,17 @@ static int64_t count_correct(const float *logits, const int32_t *y, int64_t n)
     return correct;
 }
 
+/* The order of an epoch's samples: the last epoch's, shuffled (Fisher-Yates). */
+static void shuffle_epoch(trainer *tr)
+{
+    for (int64_t i = tr->n_train - 1; i > 0; i--) {
+        int64_t j = (int64_t)rng_below(&tr->r, (uint64_t)i + 1);
+        int64_t tmp = tr->order[i];
+        tr->order[i] = tr->order[j];
+        tr->order[j] = tmp;
+    }
+}
+
 /* One pass over the training samples: their mean batch loss and the share of them the
  * training step classified right (with the weights of the moment, as they change). */
 static int train_epoch(trainer *tr, long epoch, epoch_stats *st)
@@ -835,12 +853,7 @@ static int train_epoch(trainer *tr, long epoch, epoch_stats *st)
     net *t = tr->t;
     const options *o = tr->o;
     const int64_t batch = t->batch;
-    for (int64_t i = tr->n_train - 1; i > 0; i--) { /* Fisher-Yates */
-        int64_t j = (int64_t)rng_below(&tr->r, (uint64_t)i + 1);
-        int64_t tmp = tr->order[i];
-        tr->order[i] = tr->order[j];
-        tr->order[j] = tmp;
-    }
+    shuffle_epoch(tr);
     const double start = now_seconds();
     double loss_sum = 0;
     int64_t correct = 0;
@@ -851,12 +864,13 @@ static int train_epoch(trainer *tr, long epoch, epoch_stats *st)
         else
             gather(tr->d, tr->order + b * batch, rows, tr->x, tr->y);
         float loss;
-        if ((uses_schedule(o) && pbl_exec_set_scalar(t->e, "lr", pbl_lr_schedule_at(&tr->sched, tr->step++)) != PBL_OK) ||
+        if ((uses_schedule(o) && pbl_exec_set_scalar(t->e, "lr", pbl_lr_schedule_at(&tr->sched, tr->step)) != PBL_OK) ||
             pbl_exec_set_batch(t->e, rows) != PBL_OK ||
             pbl_exec_write(t->e, t->x, tr->x, (size_t)rows * N_PIXELS * sizeof *tr->x) != PBL_OK ||
             pbl_exec_write(t->e, t->y, tr->y, (size_t)rows * sizeof *tr->y) != PBL_OK ||
             pbl_exec_run(t->e) != PBL_OK || pbl_exec_read(t->e, t->loss, &loss, sizeof loss) != PBL_OK ||
-            pbl_exec_read(t->e, t->logits, tr->logits, (size_t)rows * N_CLASSES * sizeof(float)) != PBL_OK) {
+            pbl_exec_read(t->e, t->logits, tr->logits, (size_t)rows * N_CLASSES * sizeof(float)) != PBL_OK ||
+            pbl_exec_set_scalar(t->e, "step", (double)(++tr->step + 1)) != PBL_OK) {
             if (tr->progress)
                 progress_clear();
             complain("epoch %ld, batch %" PRId64 ": %s", epoch, b + 1, pbl_exec_errmsg(t->e));
@@ -1047,6 +1061,37 @@ static int join_ranks(options *o)
     return -1;
 }
 
+/* After --load: the checkpoint's "step" (the step about to run; 1 for a checkpoint without
+ * it, one of an older pebble) says how many steps the run it came from had done. The run goes
+ * on from there: tr's step (the schedule's position) is that count and the epochs before it
+ * are skipped, their shuffles replayed, so the rest is what the interrupted run would have
+ * done. *first_epoch is the first epoch to train. -1 after a message when the count does not
+ * end an epoch of this run (another --batch or --val). */
+static int resume_at(const options *o, trainer *tr, long *first_epoch)
+{
+    double next = 1;
+    if (pbl_exec_get_scalar(tr->t->e, "step", &next) != PBL_OK) {
+        complain("--load %s: %s", o->load, pbl_exec_errmsg(tr->t->e));
+        return -1;
+    }
+    const int64_t done = (int64_t)next - 1;
+    if (done <= 0)
+        return 0;
+    if (done % tr->n_batches != 0) {
+        complain("--load %s: its run stopped after step %" PRId64 ", inside an epoch of %" PRId64
+                 " steps (was it trained with another --batch or --val?)", o->load, done, tr->n_batches);
+        return -1;
+    }
+    const int64_t epochs_done = done / tr->n_batches;
+    for (int64_t e = 0; e < epochs_done && e < o->epochs; e++)
+        shuffle_epoch(tr);
+    tr->step = done;
+    *first_epoch = epochs_done + 1 > o->epochs ? o->epochs + 1 : (long)(epochs_done + 1);
+    printf("resuming after epoch %" PRId64 " (step %" PRId64 ")%s\n", epochs_done, done,
+           epochs_done >= o->epochs ? ": every epoch of --epochs is done" : "");
+    return 0;
+}
+
 /* The run, on one rank or each of several. */
 static int main_ranked(const options *opt)
 {
@@ -1158,10 +1203,16 @@ static int main_ranked(const options *opt)
             goto free_nets;
         }
     }
+    /* a resumed run skips the epochs its checkpoint had trained, shuffling as they did */
+    long first_epoch = 1;
+    if (o.load && o.epochs > 0 && resume_at(&o, &tr, &first_epoch) != 0) {
+        rc = EXIT_USAGE;
+        goto free_nets;
+    }
     /* with validation, --save keeps the best epoch's model; without, the last one */
     long best_epoch = 0;
     double best_acc = -1;
-    for (long epoch = 1; epoch <= o.epochs; epoch++) {
+    for (long epoch = first_epoch; epoch <= o.epochs; epoch++) {
         epoch_stats *es = &hist[epoch - 1];
         if (train_epoch(&tr, epoch, es) != 0)
             goto free_nets;
@@ -1203,7 +1254,8 @@ static int main_ranked(const options *opt)
         printf("best validation accuracy %.4f at epoch %ld%s%s\n", best_acc, best_epoch,
                o.save ? ": its model is saved in " : "", o.save ? o.save : "");
     }
-    if (o.plot && write_plot(&o, &train_net, shape, hist, o.epochs, n_val) != 0)
+    /* the plot shows the epochs this run trained */
+    if (o.plot && write_plot(&o, &train_net, shape, hist + (first_epoch - 1), o.epochs - first_epoch + 1, n_val) != 0)
         goto free_nets;
 
     double test_loss, test_acc;

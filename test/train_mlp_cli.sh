@@ -370,6 +370,28 @@ expect_error 1 "No such file" "missing checkpoint" "${small[@]}" --epochs 0 --lo
 expect_error 1 "not a regular file" "a directory as checkpoint" \
     "${small[@]}" --epochs 0 --load "$tmp"
 
+# --load resumes the run its checkpoint came from: 2 epochs saved, then --epochs 4 --load trains
+# epochs 3 and 4 only, the schedule and the shuffling going on where they stopped (Adam's step
+# is the runtime scalar "step" the checkpoint holds), and ends with the bytes of 4 epochs
+# straight. A step schedule with a set warm-up, so the first run's rates are the straight run's.
+resume=(--data "$good" --hidden 16 --batch 16 --lr 0.01 --lr-schedule step --warmup 5 --val 0 --dropout 0.1
+        --threads 1)
+expect_ok "2 epochs, saved" "${resume[@]}" --epochs 2 --save "$tmp/r2.bin"
+expect_ok "--epochs 4 --load the 2-epoch checkpoint" "${resume[@]}" --epochs 4 --load "$tmp/r2.bin" --save "$tmp/r4.bin"
+cp "$tmp/out" "$tmp/resumed.out"
+grep -q '^resuming after epoch 2 (step 32)$' "$tmp/resumed.out" && ! grep -q '^epoch [12]/4' "$tmp/resumed.out" &&
+    [ "$(grep -c '^epoch [34]/4 ' "$tmp/resumed.out")" -eq 2 ] ||
+    fail "--load: the resumed run does not say it resumes after epoch 2, or does not train epochs 3 and 4 only"
+expect_ok "4 epochs straight" "${resume[@]}" --epochs 4 --save "$tmp/s4.bin"
+cmp -s "$tmp/r4.bin" "$tmp/s4.bin" || fail "--load: 2 epochs + 2 resumed do not save the bytes of 4 straight"
+[ "$(tail -n 1 "$tmp/resumed.out")" = "$(tail -n 1 "$tmp/out")" ] || fail "--load: the resumed run's test accuracy differs"
+pass "--load resumes: 2 epochs + --epochs 4 --load trains epochs 3-4, the checkpoint byte-identical to 4 straight ($(tail -n 1 "$tmp/out"))"
+expect_ok "--load a finished run" "${resume[@]}" --epochs 2 --load "$tmp/r2.bin"
+grep -q '^resuming after epoch 2 (step 32): every epoch of --epochs is done$' "$tmp/out" && ! grep -q '^epoch ' "$tmp/out" ||
+    fail "--load of a run that did every epoch: it trained again"
+expect_error 2 "after step 32, inside an epoch of 6 steps" "--load with another --batch" \
+    "${resume[@]}" --batch 48 --epochs 4 --load "$tmp/r2.bin"
+
 # ---- saves that fail leave what was there ---------------------------------------------------
 
 leftovers() { find "$tmp" -name '*.tmp.*' | wc -l; }
