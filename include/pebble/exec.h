@@ -359,8 +359,9 @@ pbl_status pbl_exec_dump_plan(const pbl_exec *e, FILE *f);
 
 pbl_status pbl_exec_stats_get(const pbl_exec *e, pbl_exec_stats *out);
 
-/* Saves every parameter and state variable (name, dtype, shape, data) to `path`, written to
- * a temporary file and renamed, so an existing file is never left half-written and keeps its
+/* Saves every parameter and state variable (name, dtype, shape, data), every runtime scalar
+ * (name, its f32 value) and the run counter to `path` (format version 2, docs/training.md
+ * "Checkpoints and resuming"), written to a temporary file and renamed, so an existing file is never left half-written and keeps its
  * mode. A symbolic link is followed (its target is replaced, the link stays); a FIFO or a
  * device is written in place. The file ends with a CRC-32 of everything before it.
  * PBL_ERR_IO names the path and errno text. */
@@ -373,7 +374,12 @@ pbl_status pbl_exec_save_check(pbl_exec *e, const char *path);
 /* Loads a file written by pbl_exec_save into the matching variables. The whole file is read
  * and checked (magic, version, CRC-32, every name present with the same dtype and shape)
  * before any variable is written: PBL_ERR_IO, PBL_ERR_FORMAT, PBL_ERR_CHECKSUM,
- * PBL_ERR_NOT_FOUND or PBL_ERR_SHAPE leave the executor unchanged. path must be a regular file
+ * PBL_ERR_NOT_FOUND or PBL_ERR_SHAPE leave the executor unchanged. Runtime scalars: each of
+ * the file's that the graph has as a scalar is restored, one the graph lacks is skipped, one
+ * whose name the graph gives a non-scalar is PBL_ERR_NOT_FOUND, a NaN or infinite value
+ * PBL_ERR_FORMAT; the graph's scalars the file lacks keep their values. The run counter
+ * (pbl_exec_run_count) becomes the file's. Files of version 1 (no scalars, no run counter)
+ * load, leaving both as they are. path must be a regular file
  * of at most 4 GiB: a FIFO or a device is PBL_ERR_IO at once (the open never blocks), a larger
  * file PBL_ERR_FORMAT, before anything is read. */
 pbl_status pbl_exec_load(pbl_exec *e, const char *path);
