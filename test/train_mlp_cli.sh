@@ -391,6 +391,13 @@ grep -q '^resuming after epoch 2 (step 32): every epoch of --epochs is done$' "$
     fail "--load of a run that did every epoch: it trained again"
 expect_error 2 "after step 32, inside an epoch of 6 steps" "--load with another --batch" \
     "${resume[@]}" --batch 48 --epochs 4 --load "$tmp/r2.bin"
+# a checkpoint whose last scalar (the 4 bytes before the CRC) is NaN, with a CRC that matches
+# (gzip's trailer holds the CRC-32 of its input, little-endian, as the checkpoint stores it)
+size=$(stat -c %s "$tmp/r2.bin")
+{ head -c $((size - 8)) "$tmp/r2.bin"; printf '\x00\x00\xc0\x7f'; } >"$tmp/nan.body"
+{ cat "$tmp/nan.body"; gzip -c "$tmp/nan.body" | tail -c 8 | head -c 4; } >"$tmp/nan.bin"
+expect_error 1 "nan.bin': scalar '[a-z]*' is NaN" "a checkpoint with a NaN scalar" \
+    "${resume[@]}" --epochs 4 --load "$tmp/nan.bin"
 
 # ---- saves that fail leave what was there ---------------------------------------------------
 
