@@ -2,7 +2,9 @@
  * must load into the executor's matching variables or be refused with a negative status and a
  * message, never a crash, a leak or an allocation the file cannot back. The executor is the
  * one test/data/fuzz_checkpoint_seeds/ was saved from (fuzz_checkpoint --write-seed FILE):
- * x [2, 3] input, w [2, 3] and b [3] parameters, s [4] state. */
+ * x [2, 3] input, w [2, 3] and b [3] parameters, s [4] state, and the runtime scalar lr
+ * (w_b_s.ckpt is a version-1 file of the library before scalars; w_b_s_lr.ckpt a version-2
+ * file with lr and the run counter). */
 #define _XOPEN_SOURCE 700 /* mkdtemp */
 #include <stdint.h>
 #include <stdio.h>
@@ -22,14 +24,15 @@ static pbl_exec *e;
 
 static void make_exec(void)
 {
-    pbl_value s;
+    pbl_value s, lr;
     if (pbl_graph_create(&g, NULL) != PBL_OK)
         abort();
     pbl_value x = pbl_input(g, "x", PBL_SHAPE(2, 3)), w = pbl_param(g, "w", PBL_SHAPE(2, 3)),
               b = pbl_param(g, "b", PBL_SHAPE(3));
     if (pbl_graph_set_output(g, "y", pbl_add(g, pbl_add(g, x, w), b)) != PBL_OK ||
         pbl_graph_add_variable(g, "s", PBL_VALUE_STATE, PBL_F32, PBL_SHAPE(4), &s) != PBL_OK ||
-        pbl_graph_set_output(g, "z", pbl_relu(g, s)) != PBL_OK || pbl_graph_build_status(g) != PBL_OK)
+        pbl_graph_set_output(g, "z", pbl_relu(g, s)) != PBL_OK || pbl_graph_add_scalar(g, "lr", 0.5, &lr) != PBL_OK ||
+        pbl_graph_set_output(g, "r", pbl_relu(g, lr)) != PBL_OK || pbl_graph_build_status(g) != PBL_OK)
         abort();
     char err[256];
     if (pbl_exec_create(&e, g, NULL, err, sizeof err) != PBL_OK) {
@@ -49,6 +52,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
             pbl_exec_write(e, pbl_graph_find_value(g, "w"), v, 6 * sizeof *v);
             pbl_exec_write(e, pbl_graph_find_value(g, "b"), v, 3 * sizeof *v);
             pbl_exec_write(e, pbl_graph_find_value(g, "s"), v, 4 * sizeof *v);
+            pbl_exec_set_scalar(e, "lr", 0.125);
             if (pbl_exec_save(e, (*argv)[i + 1]) != PBL_OK) {
                 fprintf(stderr, "%s\n", pbl_exec_errmsg(e));
                 exit(1);
