@@ -667,9 +667,10 @@ PBL__API pbl_status pbl_exec_load(pbl_exec *e, const char *path)
     }
     memset(seen, 0, seen_bytes);
     uint32_t bad_record;
-    uint64_t bad_offset, tail, runs = 0;
+    uint64_t bad_offset, tail, runs;
+    uint32_t n_walked;
+    /* check_file walked both already: these walks fill the tables and cannot fail */
     walk_records(p, len - CKPT_CRC_LEN, count, rec, &bad_record, &bad_offset, &tail);
-    uint32_t n_walked = 0;
     if (l.version >= 2)
         walk_scalars(p, l.scalars_at, len - CKPT_CRC_LEN, &runs, &n_walked, sc, &bad_record,
                      &bad_offset, &tail);
@@ -730,7 +731,7 @@ PBL__API pbl_status pbl_exec_load(pbl_exec *e, const char *path)
         }
     }
     if (l.version >= 2)
-        pbl__exec_set_run_count(e, runs);
+        pbl__exec_set_run_count(e, l.runs);
     goto free_tables;
 
 fail_write: {
