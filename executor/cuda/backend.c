@@ -52,6 +52,7 @@ typedef struct cuda_ctx {
     cuda_stream       *st;
     cudaEvent_t       *ev;
     cudaEvent_t        fork;       /* graph capture: stream 0's start, forked to the others */
+    cudaEvent_t        uploaded;   /* the last asynchronous upload, which every stream waits for */
     int               *flag;       /* device int[3]: {tag + 1, row, value} */
     uint64_t          *run_dev;    /* device: the run counter captured kernels read */
     uint64_t           run_host;   /* its source for the copy in graph_launch */
@@ -156,9 +157,32 @@ fail:
     return s;
 }
 
+/* Host to device without waiting: from pageable memory cudaMemcpyAsync returns once the
+ * driver has staged the bytes (the caller may reuse its buffer at once), and the copy is
+ * queued on stream 0; an event makes every other stream's later work wait for it, so a run,
+ * a read (downloads queue on stream 0) and a zeroing all come after it. A training step's
+ * writes (the batch, its labels, the learning rate) then cost no round trip each. Pinned
+ * (page-locked) host memory is copied by DMA after the call returns, so a caller could change
+ * it first: from such a buffer the upload waits, as before. */
 static pbl_status cuda_upload(void *ctx, void *dst, const void *src, size_t n)
 {
-    return copy(ctx, dst, src, n, cudaMemcpyHostToDevice);
+    cuda_ctx *c = ctx;
+    pbl_status s = PBL_OK;
+    struct cudaPointerAttributes at;
+    if (!n)
+        return PBL_OK;
+    if (cudaPointerGetAttributes(&at, src) != cudaSuccess || at.type != cudaMemoryTypeUnregistered) {
+        (void)cudaGetLastError(); /* not a pointer the runtime knows: the waiting copy says why */
+        return copy(c, dst, src, n, cudaMemcpyHostToDevice);
+    }
+    CU(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, c->st[0].s));
+    if (c->n_streams > 1) {
+        CU(cudaEventRecord(c->uploaded, c->st[0].s));
+        for (int32_t k = 1; k < c->n_streams; k++)
+            CU(cudaStreamWaitEvent(c->st[k].s, c->uploaded, 0));
+    }
+fail:
+    return s;
 }
 
 static pbl_status cuda_download(void *ctx, void *dst, const void *src, size_t n)
@@ -412,6 +436,8 @@ static void cuda_close(void *ctx)
             (void)cudaEventDestroy(c->ev[i]);
     if (c->fork)
         (void)cudaEventDestroy(c->fork);
+    if (c->uploaded)
+        (void)cudaEventDestroy(c->uploaded);
     if (c->flag)
         (void)cudaFree(c->flag);
     if (c->run_dev)
@@ -466,6 +492,7 @@ static pbl_status cuda_open(pbl__mem *host, const pbl__backend_config *cfg, void
     for (int32_t i = 0; i < c->n_events; i++)
         CU(cudaEventCreateWithFlags(&c->ev[i], cudaEventDisableTiming));
     CU(cudaEventCreateWithFlags(&c->fork, cudaEventDisableTiming));
+    CU(cudaEventCreateWithFlags(&c->uploaded, cudaEventDisableTiming));
     CU(cudaMalloc((void **)&c->flag, 3 * sizeof(int)));
     CU(cudaMalloc((void **)&c->run_dev, sizeof *c->run_dev));
     if ((s = zero(c, c->flag, 3 * sizeof(int))) != PBL_OK || (s = zero(c, c->run_dev, sizeof *c->run_dev)) != PBL_OK)

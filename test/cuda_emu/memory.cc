@@ -109,6 +109,18 @@ cudaError_t cudaMalloc(void **p, size_t size)
     return cudaSuccess;
 }
 
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *at, const void *p)
+{
+    STICKY_CHECK();
+    if (!at)
+        return fail(cudaErrorInvalidValue);
+    std::lock_guard<std::mutex> lk(api);
+    bool dev = is_device_locked(p, 1);
+    *at = cudaPointerAttributes{ dev ? cudaMemoryTypeDevice : cudaMemoryTypeUnregistered, 0,
+                                 dev ? const_cast<void *>(p) : nullptr, nullptr };
+    return cudaSuccess;
+}
+
 cudaError_t cudaFree(void *p)
 {
     STICKY_CHECK();

@@ -58,6 +58,21 @@ enum cudaMemcpyKind {
     cudaMemcpyDefault = 4
 };
 
+/* cudaPointerGetAttributes (the emulator has no pinned host memory: host pointers are
+ * cudaMemoryTypeUnregistered, its allocations cudaMemoryTypeDevice) */
+enum cudaMemoryType {
+    cudaMemoryTypeUnregistered = 0,
+    cudaMemoryTypeHost = 1,
+    cudaMemoryTypeDevice = 2,
+    cudaMemoryTypeManaged = 3
+};
+struct cudaPointerAttributes {
+    enum cudaMemoryType type;
+    int                 device;
+    void               *devicePointer;
+    void               *hostPointer;
+};
+
 enum cudaStreamCaptureStatus {
     cudaStreamCaptureStatusNone = 0,
     cudaStreamCaptureStatusActive = 1,
@@ -126,6 +141,7 @@ const char *cudaGetErrorName(cudaError_t error);
 
 cudaError_t cudaMalloc(void **devPtr, size_t size);
 cudaError_t cudaFree(void *devPtr);
+cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attributes, const void *ptr);
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind);
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream);
 cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
