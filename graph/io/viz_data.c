@@ -93,13 +93,13 @@ PBL__API pbl_status pbl_viz_plan_records(const pbl_usage_record *r, int32_t n, c
     po.allocator = o.allocator;
     po.align = o.align;
     po.time_limit = o.time_limit;
-    double start = now_ms();
+    double start = pbl__plan_now(); /* the limit counts CPU seconds, as the planner does */
     for (int32_t k = 0; k < count; k++) {
         pbl_viz_strategy *v = &out->strategies[k];
         v->name = strategy_named(o.strategies ? o.strategies[k] : pbl_plan_strategy_name(k));
         pbl_assignment a;
         if (o.time_limit > 0) { /* what is left, shared by the strategies still to run */
-            po.time_limit = (o.time_limit - (now_ms() - start) / 1e3) / (double)(count - k);
+            po.time_limit = (o.time_limit - (pbl__plan_now() - start)) / (double)(count - k);
             if (po.time_limit < 1e-6) /* spent: each still stops at its first clock check */
                 po.time_limit = 1e-6;
         }

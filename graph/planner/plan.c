@@ -234,11 +234,83 @@ PBL__API const char *pbl_plan_outcome_str(int32_t outcome)
     }
 }
 
-double pbl__plan_now(void)
+/*
+ * The budget clock (issue 15). Every deadline (`best`'s budget, --time-limit, exact's safety
+ * net) is counted in the CPU time of the calling thread — the planner runs on that thread
+ * alone — not in wall-clock time: a busy machine then slows the planner down but does not
+ * change how much work the budget buys, so the same input gives the same arena under any
+ * load (as long as the work fits the budget with some room: CPU time itself varies by a few
+ * per cent with cache and frequency effects). Process CPU time would count the caller's other
+ * threads.
+ *
+ * A wall-clock safety cap bounds what a starved thread costs: where a budget is set it ends
+ * WALL_CAP_FACTOR times the budget in wall-clock seconds after the call began; past it the
+ * budget clock jumps PAST_EVERY_DEADLINE ahead (latched until the call returns), so every
+ * deadline check stops its strategy as the budget's end would. Only then does the result
+ * depend on the load; the report says so (pbl_plan_report.wall_capped).
+ *
+ * Tests swap both clocks (pbl__plan_set_clocks) for counters, so that what the budget buys is
+ * a deterministic number of deadline checks.
+ */
+#define PAST_EVERY_DEADLINE 1e9
+
+static _Thread_local pbl__plan_clocks clocks;    /* NULL functions: the real clocks */
+static _Thread_local double           wall_cap;  /* wall-clock seconds, 0: none */
+static _Thread_local int              capped;    /* wall_cap passed during this call */
+
+static double read_clock(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+PBL__API void pbl__plan_set_clocks(const pbl__plan_clocks *c)
+{
+    clocks = c ? *c : (pbl__plan_clocks){ 0 };
+}
+
+double pbl__plan_wall(void)
+{
+    return clocks.wall ? clocks.wall(clocks.ctx) : read_clock(CLOCK_MONOTONIC);
+}
+
+/* The thread's CPU seconds, without the cap's jump. */
+static double cpu_now(void)
+{
+    return clocks.cpu ? clocks.cpu(clocks.ctx) : read_clock(CLOCK_THREAD_CPUTIME_ID);
+}
+
+double pbl__plan_now(void)
+{
+    double t = cpu_now();
+    if (!capped && wall_cap > 0 && pbl__plan_wall() > wall_cap)
+        capped = 1;
+    return capped ? t + PAST_EVERY_DEADLINE : t;
+}
+
+/* Sets the wall-clock cap for a call with this budget (seconds of the budget clock; 0: no
+ * budget, no cap), saving the caller's (a nested call restores it with end_cap). */
+typedef struct cap_state {
+    double wall_cap;
+    int    capped;
+} cap_state;
+
+static cap_state begin_cap(double budget)
+{
+    cap_state was = { wall_cap, capped };
+    wall_cap = budget > 0 ? pbl__plan_wall() + WALL_CAP_FACTOR * budget : 0;
+    capped = 0;
+    return was;
+}
+
+/* Restores the caller's cap; returns whether this call's cap was reached. */
+static int end_cap(cap_state was)
+{
+    int hit = capped;
+    wall_cap = was.wall_cap;
+    capped = was.capped;
+    return hit;
 }
 
 pbl_status pbl__plan_by_name(const pbl__plan_in *in, const char *name, pbl_assignment *out)
@@ -303,7 +375,8 @@ static pbl_status plan_best(const pbl__plan_in *in0, pbl_assignment *out, char *
 {
     pbl__plan_in in = *in0;
     pbl_plan_report local, *rep = in.opt.report ? in.opt.report : &local;
-    double t0 = pbl__plan_now(), budget = in.opt.time_limit > 0 ? in.opt.time_limit : pbl_plan_best_budget(in.n);
+    double budget = in.opt.time_limit > 0 ? in.opt.time_limit : pbl_plan_best_budget(in.n);
+    double t0 = cpu_now(), w0 = pbl__plan_wall();
     memset(rep, 0, sizeof *rep);
     rep->budget = budget;
     rep->lower_bound = pbl__records_lower_bound(in.r, in.n, in.opt.allocator);
@@ -343,7 +416,7 @@ static pbl_status plan_best(const pbl__plan_in *in0, pbl_assignment *out, char *
         sub.n_ran = have ? n_ran : 0;
         if (fallback)
             sub.deadline = 0;
-        double s0 = pbl__plan_now();
+        double s0 = pbl__plan_wall();
         pbl_assignment a = { 0 };
         pbl_status st = pbl__plan_by_name(&sub, order[k], &a);
         step->status = st;
@@ -358,7 +431,7 @@ static pbl_status plan_best(const pbl__plan_in *in0, pbl_assignment *out, char *
             pbl_assignment_free(&best);
             return st;
         }
-        step->seconds = pbl__plan_now() - s0;
+        step->seconds = pbl__plan_wall() - s0;
         if (st != PBL_OK) {
             step->outcome = step->status == PBL_ERR_TIMEOUT ? PBL_PLAN_CUT_OFF
                           : step->status != PBL_OK         ? PBL_PLAN_FAILED
@@ -384,7 +457,8 @@ static pbl_status plan_best(const pbl__plan_in *in0, pbl_assignment *out, char *
         }
         done = best.arena <= rep->lower_bound;
     }
-    rep->seconds = pbl__plan_now() - t0;
+    rep->seconds = pbl__plan_wall() - w0;
+    rep->cpu_seconds = cpu_now() - t0;
     if (!have) {
         /* more bytes live at one step than the capacity: no strategy could have fitted */
         if (in.opt.capacity && rep->lower_bound > in.opt.capacity)
@@ -426,6 +500,10 @@ PBL__API pbl_status pbl_plan_records(const pbl_usage_record *r, int32_t n, const
     pbl_assignment a = { 0 };
     int32_t cut = 0;
     char why[256] = "";
+    double budget = k < N_STRATEGIES                ? in.opt.time_limit
+                  : in.opt.time_limit > 0          ? in.opt.time_limit
+                                                   : pbl_plan_best_budget(n);
+    cap_state was = begin_cap(budget);
     if (!keys) {
         s = PBL_ERR_NOMEM;
     } else if (k == N_STRATEGIES) {
@@ -441,6 +519,9 @@ PBL__API pbl_status pbl_plan_records(const pbl_usage_record *r, int32_t n, const
         sort_orders(&in, keys);
         s = pbl__plan_run(&in, strategies[k].fn, strategies[k].fills, &a);
     }
+    int hit = end_cap(was);
+    if (keys && k == N_STRATEGIES && in.opt.report)
+        in.opt.report->wall_capped = hit;
     pbl__plan_free(in.opt.allocator, keys, key_bytes);
     if (s != PBL_OK && k < N_STRATEGIES) {
         if (s == PBL_ERR_TIMEOUT && in.deadline > 0 && !why[0])

@@ -74,8 +74,22 @@ void       pbl__assignment_finish(pbl_assignment *a, const pbl_usage_record *r);
  * an unknown name. */
 pbl_status pbl__plan_by_name(const pbl__plan_in *in, const char *name, pbl_assignment *out);
 
-/* Seconds on a monotonic clock. */
+/* The budget clock (graph/planner/plan.c): seconds of the calling thread's CPU time, jumped
+ * far ahead once a call's wall-clock safety cap (WALL_CAP_FACTOR times its budget) has passed.
+ * Every deadline is a value of this clock. */
 double     pbl__plan_now(void);
+/* Seconds on a monotonic wall clock (what reports say a step took). */
+double     pbl__plan_wall(void);
+#define WALL_CAP_FACTOR 10.0
+
+/* For tests: the clocks pbl__plan_now and pbl__plan_wall read on this thread (each gets ctx);
+ * NULL (or NULL functions): the real ones. */
+typedef struct pbl__plan_clocks {
+    double (*cpu)(void *ctx);
+    double (*wall)(void *ctx);
+    void   *ctx;
+} pbl__plan_clocks;
+void       pbl__plan_set_clocks(const pbl__plan_clocks *c);
 /* 1 once in's deadline has passed. A strategy calls it every few dozen steps of its main
  * loops (a clock read costs about as much as one step) and then returns PBL_ERR_TIMEOUT,
  * freeing what it built, or what it has with *in->cut_off set. */

@@ -84,7 +84,8 @@ typedef struct pbl_plan_step {
     int32_t     outcome;       /* a pbl_plan_outcome */
     int32_t     status;        /* what the strategy returned (a pbl_status) */
     int64_t     arena;         /* its verified arena, -1 when none */
-    double      seconds;       /* wall-clock time it took, verification included */
+    double      seconds;       /* wall-clock time it took, verification included (the budget
+                                  counts CPU time: see pbl_plan_options.time_limit) */
 } pbl_plan_step;
 
 #define PBL_PLAN_MAX_STEPS 32
@@ -94,8 +95,11 @@ typedef struct pbl_plan_step {
 typedef struct pbl_plan_report {
     const char   *winner;      /* the strategy whose result best returned (NULL: none) */
     int32_t       reached_lower_bound; /* the winner's arena equals the lower bound */
-    double        budget;      /* seconds best allowed itself */
-    double        seconds;     /* seconds it took */
+    double        budget;      /* seconds of CPU time best allowed itself */
+    double        seconds;     /* wall-clock seconds it took */
+    double        cpu_seconds; /* CPU seconds it took (the calling thread's): what the budget counts */
+    int32_t       wall_capped; /* 1 when the wall-clock safety cap (ten times the budget) stopped
+                                  it: only then does the result depend on the machine's load */
     int64_t       lower_bound;
     int32_t       n_steps;
     pbl_plan_step step[PBL_PLAN_MAX_STEPS];
@@ -116,12 +120,18 @@ typedef struct pbl_plan_options {
                                          strategies that can aim for it do, and the verifier
                                          checks arena <= capacity (no arena fits in 0 bytes, so
                                          0 is only ever "none"; the CLI refuses --capacity 0) */
-    double  time_limit;               /* seconds, 0: none. A deadline for every strategy: one
-                                         still working when it passes stops, returning what it
-                                         verifiably has (assignment.cut_off set) or
-                                         PBL_ERR_TIMEOUT when it has nothing yet; searching
-                                         strategies (exact) search until it; `best`'s whole
-                                         time budget (0: pbl_plan_best_budget(n)) */
+    double  time_limit;               /* seconds of CPU time of the calling thread (the planner
+                                         runs on it alone), 0: none. CPU, not wall-clock, time:
+                                         on a busy machine the call takes longer but buys the
+                                         same work, so it gives the same result as on a quiet
+                                         one. A deadline for every strategy: one still working
+                                         when it passes stops, returning what it verifiably has
+                                         (assignment.cut_off set) or PBL_ERR_TIMEOUT when it has
+                                         nothing yet; searching strategies (exact) search until
+                                         it; `best`'s whole time budget (0:
+                                         pbl_plan_best_budget(n)). A safety cap of ten times the
+                                         budget in wall-clock seconds stops a thread starved of
+                                         CPU all the same (pbl_plan_report.wall_capped) */
     double  mxnet_match_range;        /* mxnet: a free block matches a request within this factor
                                          (default 16) */
     int32_t mxnet_sweep;              /* mxnet: also try ranges 1, 2, 4, ... up to the range and keep
@@ -129,7 +139,7 @@ typedef struct pbl_plan_options {
     pbl_plan_report *report;          /* NULL, or filled by `best` (see pbl_plan_report) */
 } pbl_plan_options;
 
-/* `best`'s time budget in seconds for n records when time_limit is 0: one second up to 30,000
+/* `best`'s time budget in CPU seconds for n records when time_limit is 0: one second up to 30,000
  * records, then one more per 20,000 (2.6 s at 62,000), as the work of the strategies that come
  * closest grows with n (a fixed second would cut them off on the largest real models), and at
  * most ten seconds (from 210,000 records: a million-record instance stops there). */
@@ -145,8 +155,8 @@ pbl_plan_options pbl_plan_options_default(void);
  * cut off (keeping what it verifiably has), later ones are skipped; while nothing has a result
  * the O(n log n) ones (mxnet, equality, greedy_in_order, then naive) run whatever the budget,
  * so a small budget still gives a verified result. Its
- * result depends on the machine's speed only when something was cut off or skipped
- * (opt.report says). */
+ * result depends on the machine's speed (not its load: the budget counts CPU time) only when
+ * something was cut off or skipped (opt.report says). */
 int32_t     pbl_plan_strategy_count(void);
 const char *pbl_plan_strategy_name(int32_t i);
 

@@ -147,6 +147,13 @@ double cli_now_ms(void)
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
+double cli_cpu_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
 /* path with its directory resolved (links, "." and ".."), so that names of a file that does
  * not exist yet compare too; NULL when the directory cannot be resolved. Caller frees. */
 static char *resolved_path(const char *path)

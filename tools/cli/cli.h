@@ -184,5 +184,7 @@ void cli_csv_field(FILE *f, const char *s);
 
 /* Milliseconds on CLOCK_MONOTONIC. */
 double cli_now_ms(void);
+/* Milliseconds of this thread's CPU time: the clock the planner's --time-limit counts. */
+double cli_cpu_ms(void);
 
 #endif

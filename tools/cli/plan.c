@@ -27,12 +27,16 @@ static void print_usage(FILE *f)
             "                       whose record sizes are rounded up to it)\n"
             "  --capacity C         the arena must fit in C bytes, C >= 1 (default, or none: no\n"
             "                       limit)\n"
-            "  --time-limit S       seconds each strategy may take: one still working then stops\n"
-            "                       with what it verifiably has and is reported cut off; exact\n"
+            "  --time-limit S       seconds of CPU time (the planning thread's, not wall-clock\n"
+            "                       time, so a busy machine gives the same result, only later)\n"
+            "                       each strategy may take: one still working then stops with\n"
+            "                       what it verifiably has and is reported cut off; exact\n"
             "                       searches that long; best's whole budget (default 1 up to\n"
             "                       30,000 records, a second more per 20,000 beyond, at most 10);\n"
             "                       with all, the whole run's: each strategy gets what is left\n"
-            "                       divided by the strategies still to run\n"
+            "                       divided by the strategies still to run. A wall-clock cap of\n"
+            "                       ten times the limit stops a starved run all the same (best's\n"
+            "                       report then says so)\n"
             "  --batch N            zoo graphs: the batch size (default: the model's)\n"
             "  --schedule S         graphs: the node order the records come from: program (the\n"
             "                       default), min_peak (the order with the smallest lower bound\n"
@@ -157,8 +161,12 @@ static void describe_best(plan_row *p)
 {
     const pbl_plan_report *rep = &p->best;
     size_t at = 0, cap = sizeof p->note;
-    at += (size_t)snprintf(p->note, cap, "won by %s%s in %.3f of %.3f s", rep->winner ? rep->winner : "none",
-                           rep->reached_lower_bound ? " (reached the lower bound)" : "", rep->seconds, rep->budget);
+    at += (size_t)snprintf(p->note, cap, "won by %s%s in %.3f of %.3f s of CPU (%.3f s wall)%s",
+                           rep->winner ? rep->winner : "none", rep->reached_lower_bound ? " (reached the lower bound)" : "",
+                           rep->cpu_seconds, rep->budget, rep->seconds,
+                           rep->wall_capped ? "; stopped by the wall-clock cap (ten times the budget): the result "
+                                              "depends on the machine's load"
+                                            : "");
     for (int32_t o = PBL_PLAN_NOT_RUN; o <= PBL_PLAN_REJECTED && at < cap; o++) {
         if (o == PBL_PLAN_FINISHED)
             continue;
@@ -319,8 +327,11 @@ static void print_json(FILE *f, const plan_report *r)
                 cli_json_string(f, p->best.winner);
             else
                 fprintf(f, "null");
-            fprintf(f, ", \"reached_lower_bound\": %s, \"budget_s\": %.3f, \"steps\": [",
-                    p->best.reached_lower_bound ? "true" : "false", p->best.budget);
+            fprintf(f,
+                    ", \"reached_lower_bound\": %s, \"budget_s\": %.3f, \"cpu_s\": %.3f, \"wall_s\": %.3f, "
+                    "\"wall_capped\": %s, \"steps\": [",
+                    p->best.reached_lower_bound ? "true" : "false", p->best.budget, p->best.cpu_seconds,
+                    p->best.seconds, p->best.wall_capped ? "true" : "false");
             for (int32_t k = 0; k < p->best.n_steps; k++) {
                 const pbl_plan_step *st = &p->best.step[k];
                 fprintf(f, "%s{\"name\": ", k ? ", " : "");
@@ -370,7 +381,7 @@ int cli_plan(int argc, char **argv)
     opt.time_limit = o.time_limit;
     pbl_assignment kept = { 0 }; /* the smallest valid assignment, for --out */
     int have_kept = 0, n_valid = 0;
-    double start = cli_now_ms();
+    double start = cli_cpu_ms(); /* the time limit counts CPU time, as the planner does */
     for (int i = 0; i < n_rows; i++) {
         plan_row *p = &rows[i];
         p->name = all ? pbl_plan_strategy_name(i) : o.strategy;
@@ -381,7 +392,7 @@ int cli_plan(int argc, char **argv)
         if (all && o.time_limit > 0) {
             /* one budget for the whole run: what is left, shared by the strategies still to
              * run, so time a quick one leaves goes to those after it */
-            double left = o.time_limit - (cli_now_ms() - start) / 1e3;
+            double left = o.time_limit - (cli_cpu_ms() - start) / 1e3;
             opt.time_limit = left / (double)(n_rows - i);
             if (opt.time_limit < 1e-6) /* spent: each still runs until its first clock check */
                 opt.time_limit = 1e-6;

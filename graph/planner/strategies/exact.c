@@ -33,10 +33,12 @@
  * a fixed budget of DEFAULT_NODES search nodes (DECIDE_NODES with a capacity: a decision
  * ends at its first packing, and `pebble plan --capacity` should answer without a limit being
  * asked for), so the result is the same on every machine,
- * with a wall-clock safety net (DEFAULT_SECONDS) that only a pathological instance on a slow
- * machine reaches — only then does the result depend on the machine. It stops at once when a
+ * with a safety net of DEFAULT_SECONDS of CPU time (the budget clock, pbl__plan_now) that only
+ * a pathological instance on a slow machine reaches — only then does the result depend on the
+ * machine. It stops at once when a
  * greedy packing reaches the lower bound. opt.time_limit > 0 (`pebble plan --time-limit S`)
- * searches for that many seconds instead: results then depend on the machine's speed. The
+ * searches for that many seconds of CPU time instead: results then depend on the machine's
+ * speed, not on its load. The
  * greedy passes and the other strategies run outside the limit. No randomness is used.
  *
  * The other strategies are consulted for up to OTHERS_MAX_N records (see offer_others); above
@@ -54,8 +56,9 @@
 #include "graph/planner/strategies/exact.h"
 
 #define DEFAULT_NODES   20000 /* search nodes when no time limit is given */
-#define DEFAULT_SECONDS 10.0  /* the safety net for that case: far above what DEFAULT_NODES take, even
-                                 under a sanitizer on a loaded machine (1 s was reached there) */
+#define DEFAULT_SECONDS 10.0  /* the safety net for that case (CPU seconds): far above what DEFAULT_NODES
+                                 take, even under a sanitizer (1 s of wall time was reached there on
+                                 a loaded machine, when this was wall-clock time) */
 #define DECIDE_NODES    5000000 /* the same with a capacity: a decision stops at its first packing */
 #define DECIDE_SECONDS  60.0
 #define LB_SHARE        0.1   /* of the budget, for trying the lower bound when minimising */
@@ -161,7 +164,7 @@ static pbl__exact_result decide(pbl__exact *e, int64_t cap, pbl__exact_budget *b
         if (b->nodes_left >= 0)
             sub.nodes_left = b->nodes + (int64_t)((double)(b->nodes_left - b->nodes) * share);
         if (b->deadline > 0)
-            sub.deadline = pbl__exact_now() + (b->deadline - pbl__exact_now()) * share;
+            sub.deadline = pbl__plan_now() + (b->deadline - pbl__plan_now()) * share;
     }
     if (max_nodes >= 0 && (sub.nodes_left < 0 || sub.nodes_left > b->nodes + max_nodes))
         sub.nodes_left = b->nodes + max_nodes;
@@ -180,12 +183,12 @@ pbl_status pbl__plan_exact(const pbl__plan_in *in, pbl_assignment *out)
     pbl_status s;
     int deciding = in->opt.capacity > 0;
     pbl__exact_budget budget = { .nodes_left = deciding ? DECIDE_NODES : DEFAULT_NODES,
-                                 .deadline = pbl__exact_now() + (deciding ? DECIDE_SECONDS : DEFAULT_SECONDS) };
+                                 .deadline = pbl__plan_now() + (deciding ? DECIDE_SECONDS : DEFAULT_SECONDS) };
     if (in->opt.time_limit > 0) {
         budget.nodes_left = -1;
-        budget.deadline = pbl__exact_now() + in->opt.time_limit;
+        budget.deadline = pbl__plan_now() + in->opt.time_limit;
     }
-    /* `best`'s deadline (pbl__plan_now and pbl__exact_now read the same clock) */
+    /* `best`'s deadline (the same budget clock, pbl__plan_now) */
     int bound_by_best = in->deadline > 0 && in->deadline < budget.deadline;
     if (bound_by_best)
         budget.deadline = in->deadline;
@@ -333,7 +336,7 @@ pbl_status pbl__plan_exact(const pbl__plan_in *in, pbl_assignment *out)
             goto done;
         }
         offer(in, &best, trial);
-        if (budget.deadline > 0 && pbl__exact_now() > budget.deadline)
+        if (budget.deadline > 0 && pbl__plan_now() > budget.deadline)
             budget.timed_out = 1;
     }
     while (e && best.arena - g >= proven) {

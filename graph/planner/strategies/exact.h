@@ -20,7 +20,7 @@ typedef enum pbl__exact_result {
 
 typedef struct pbl__exact_budget {
     int64_t nodes_left; /* search nodes (buffer placements) still allowed; < 0: no limit */
-    double  deadline;   /* pbl__exact_now() value to stop at; 0: none */
+    double  deadline;   /* pbl__plan_now() value to stop at; 0: none */
     int64_t nodes;      /* placements made so far (a counter the search adds to) */
     int32_t timed_out;  /* set when the deadline, not the node budget, stopped a search */
 } pbl__exact_budget;
@@ -52,9 +52,6 @@ int64_t pbl__exact_lower_bound(const pbl__exact *e);
 /* A greedy packing: buffers in preorder h (0..3, see set_preorder), each at the lowest aligned
  * offset where it fits. Returns the arena, or -1 when out of memory. */
 int64_t pbl__exact_lowest_fit(pbl__exact *e, int h, int64_t *offset);
-
-/* Seconds on a monotonic clock. */
-double pbl__exact_now(void);
 
 /* Local improvement (graph/planner/strategies/exact_local.c): re-packs the records around the
  * arena's top against the fixed rest while that lowers the arena, until a whole round of moves

@@ -204,7 +204,7 @@ int64_t pbl__exact_local(const pbl_usage_record *r, int32_t n, int64_t align, do
         for (int32_t w = 0; w < N_WIDTHS && !kept; w++)
             for (int32_t mi = 0, m = M_FIRST; mi < N_M && !kept; mi++, m *= 2)
                 for (int32_t o = 0; o < N_ORDERS && !kept; o++) {
-                    if ((deadline > 0 && pbl__exact_now() > deadline) || l.work > work_budget)
+                    if ((deadline > 0 && pbl__plan_now() > deadline) || l.work > work_budget)
                         goto done;
                     int32_t t = 0;
                     while (top_of(&l, t) != arena)

@@ -52,7 +52,6 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "graph/planner/strategies/exact.h"
 
@@ -137,13 +136,6 @@ struct pbl__exact {
     void    *block;
     size_t   block_bytes;
 };
-
-double pbl__exact_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- growable pools ---------------------------------------------------------------------- */
 
@@ -883,7 +875,7 @@ static int run(pbl__exact *e, int64_t cap, int64_t limit, pbl__exact_budget *b)
             int32_t bi = e->cand[f->cand_at + f->ci++];
             if (used >= limit || (b->nodes_left >= 0 && b->nodes >= b->nodes_left))
                 return R_ABORT;
-            if ((b->nodes & 255) == 0 && b->deadline > 0 && pbl__exact_now() > b->deadline) {
+            if ((b->nodes & 255) == 0 && b->deadline > 0 && pbl__plan_now() > b->deadline) {
                 b->timed_out = 1;
                 return R_ABORT;
             }

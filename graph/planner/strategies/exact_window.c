@@ -128,7 +128,7 @@ static int64_t complete(window *w, int64_t target, int64_t above, double deadlin
     }
     qsort(w->by_size, (size_t)nb, sizeof *w->by_size, pbl__key2_cmp);
     for (int32_t s = 0; s < nb; s++) {
-        if ((s & 255) == 0 && deadline > 0 && pbl__exact_now() > deadline) {
+        if ((s & 255) == 0 && deadline > 0 && pbl__plan_now() > deadline) {
             arena = 0;
             goto done;
         }
@@ -332,7 +332,7 @@ int64_t pbl__exact_window(const pbl_usage_record *r, int32_t n, int64_t align, i
     for (int64_t h = 1; nc > 0 && arena > stop; h *= 2) {
         int whole = 0, over = 0;
         for (;;) {
-            if (deadline > 0 && pbl__exact_now() > deadline) {
+            if (deadline > 0 && pbl__plan_now() > deadline) {
                 over = 1;
                 break;
             }
