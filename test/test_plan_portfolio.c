@@ -6,7 +6,9 @@
  * verified result and says which strategies were cut off or skipped; with a capacity, exact
  * (the strategy that aims at it) goes first; the default budget grows with n past 30,000
  * records. No assertion depends on how long anything took
- * except through what the report says happened. */
+ * except through what the report says happened. The budget counts CPU time, not wall time:
+ * with both clocks swapped for counters, the same budget gives the same result and report
+ * however fast the wall clock runs beside it (a loaded machine), until the wall-clock cap. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +19,7 @@
 
 #include <cmocka.h>
 
+#include "graph/planner/plan_internal.h" /* pbl__plan_set_clocks */
 #include "pebble/plan.h"
 
 typedef struct rng {
@@ -347,6 +350,105 @@ static void test_exact_before_best_fit_heap(void **state)
     pbl_assignment_free(&a);
 }
 
+/* Fake clocks (pbl__plan_set_clocks): every read of the budget (CPU) clock advances it one
+ * tick, so a budget is a number of deadline checks, the same on every run; the wall clock
+ * advances `load` ticks per CPU tick, as on a machine where the planning thread gets one core
+ * in `load`. */
+typedef struct fake_clocks {
+    double  cpu, wall, load;
+} fake_clocks;
+
+#define TICK 1e-9 /* seconds: the default 1 s budget is then a billion checks, never spent here */
+
+static double fake_cpu(void *ctx)
+{
+    fake_clocks *c = ctx;
+    c->cpu += TICK;
+    c->wall += c->load * TICK;
+    return c->cpu;
+}
+
+static double fake_wall(void *ctx)
+{
+    return ((fake_clocks *)ctx)->wall;
+}
+
+/* best on r[0, n) with time_limit seconds of the fake CPU clock (0: the default budget) at
+ * this load. */
+static void plan_fake(const pbl_usage_record *r, int32_t n, double time_limit, double load, pbl_assignment *a,
+                      pbl_plan_report *rep)
+{
+    fake_clocks c = { 0, 0, load };
+    pbl__plan_clocks pc = { fake_cpu, fake_wall, &c };
+    pbl__plan_set_clocks(&pc);
+    pbl_plan_options o = pbl_plan_options_default();
+    o.report = rep;
+    o.time_limit = time_limit;
+    char err[256];
+    pbl_status s = pbl_plan_records(r, n, "best", &o, a, err, sizeof err);
+    pbl__plan_set_clocks(NULL);
+    assert_int_equal(s, PBL_OK);
+    assert_int_equal(pbl_plan_verify(r, n, a, 1, 0, err, sizeof err), PBL_OK);
+}
+
+static int n_stopped(const pbl_plan_report *rep)
+{
+    int stopped = 0;
+    for (int32_t k = 0; k < rep->n_steps; k++)
+        stopped += rep->step[k].outcome == PBL_PLAN_CUT_OFF || rep->step[k].outcome == PBL_PLAN_SKIPPED_BUDGET;
+    return stopped;
+}
+
+/* issue 15: a budget that cuts strategies off gives the same arena, the same offsets and the
+ * same outcomes at load 1 and at load 6 (the wall clock six times faster than the CPU clock:
+ * under the cap of ten times the budget); at load 30 the wall-clock cap stops it earlier and
+ * the report says so. Fails when the budget reads the wall clock. */
+static void test_budget_counts_cpu_not_wall_time(void **state)
+{
+    (void)state;
+    enum { N = 3000 };
+    static pbl_usage_record r[N];
+    rng g = { 15 };
+    gen_records(&g, N, r);
+    int64_t lower = pbl_records_lower_bound(r, N);
+    /* how many checks the whole portfolio makes under a budget that does not bite */
+    pbl_plan_report rep_all, rep1, rep6, rep30;
+    pbl_assignment all, a1, a6, a30;
+    plan_fake(r, N, 0, 1, &all, &rep_all);
+    assert_int_equal(n_stopped(&rep_all), 0);
+    assert_int_equal(rep_all.wall_capped, 0);
+    /* nine tenths of that: the last strategies are cut off or skipped (with the budget on the
+     * wall clock, load 6 would cut exact off, which makes most of the checks, at a sixth) */
+    double limit = rep_all.cpu_seconds * 0.9;
+    plan_fake(r, N, limit, 1, &a1, &rep1);
+    plan_fake(r, N, limit, 6, &a6, &rep6);
+    check_report(&rep1, &a1, lower);
+    check_report(&rep6, &a6, lower);
+    assert_true(n_stopped(&rep1) > 0);
+    assert_int_equal(rep1.wall_capped, 0);
+    assert_int_equal(rep6.wall_capped, 0);
+    assert_int_equal(a1.arena, a6.arena);
+    assert_memory_equal(a1.offset, a6.offset, N * sizeof *a1.offset);
+    assert_int_equal(rep1.n_steps, rep6.n_steps);
+    for (int32_t k = 0; k < rep1.n_steps; k++) {
+        assert_string_equal(rep1.step[k].strategy, rep6.step[k].strategy);
+        assert_int_equal(rep1.step[k].outcome, rep6.step[k].outcome);
+        assert_int_equal(rep1.step[k].arena, rep6.step[k].arena);
+    }
+    assert_true(rep1.cpu_seconds == rep6.cpu_seconds); /* the same number of checks */
+    assert_true(rep6.seconds > 5 * rep1.seconds);     /* the fake wall clock did run faster */
+    /* load 30: the cap (10 x the budget of wall time) comes at a third of the budget */
+    plan_fake(r, N, limit, 30, &a30, &rep30);
+    check_report(&rep30, &a30, lower);
+    assert_int_equal(rep30.wall_capped, 1);
+    assert_true(n_stopped(&rep30) >= n_stopped(&rep1));
+    assert_true(rep30.cpu_seconds < rep1.cpu_seconds);
+    pbl_assignment_free(&all);
+    pbl_assignment_free(&a1);
+    pbl_assignment_free(&a6);
+    pbl_assignment_free(&a30);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -358,6 +460,7 @@ int main(void)
         cmocka_unit_test(test_capacity_below_bound_is_infeasible),
         cmocka_unit_test(test_time_limit_bounds_every_strategy),
         cmocka_unit_test(test_coloring_says_why_it_declines),
+        cmocka_unit_test(test_budget_counts_cpu_not_wall_time),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
