@@ -436,6 +436,9 @@ static void test_budget_counts_cpu_not_wall_time(void **state)
         assert_int_equal(rep1.step[k].arena, rep6.step[k].arena);
     }
     assert_true(rep1.cpu_seconds == rep6.cpu_seconds); /* the same number of checks */
+    /* past the budget's end: the check that stops the strategy in flight, the verifier's and
+     * the ones that skip the rest, no more (a strategy ignoring the deadline reads on) */
+    assert_true(rep1.cpu_seconds <= limit + 2 * rep1.n_steps * TICK);
     assert_true(rep6.seconds > 5 * rep1.seconds);     /* the fake wall clock did run faster */
     /* load 30: the cap (10 x the budget of wall time) comes at a third of the budget */
     plan_fake(r, N, limit, 30, &a30, &rep30);

@@ -32,16 +32,69 @@ void pbl__spacetime_clear(pbl__spacetime *t)
         t->cover[v].n = t->sub[v].n = 0;
 }
 
+/* A pooled chunk: the link to the previous one, then spans. */
+#define CHUNK_BYTES  ((size_t)256 * 1024)
+#define CHUNK_HEADER sizeof(pbl__span) /* keeps the spans aligned */
+
+/* A set's array: pooled ones (cap <= PBL__SPACETIME_POOLED) live in the chunks. */
+static void set_free(pbl__spacetime *t, pbl__ivset *s)
+{
+    if (s->cap > PBL__SPACETIME_POOLED)
+        pbl__plan_free(t->allocator, s->v, (size_t)s->cap * sizeof(pbl__span));
+}
+
 void pbl__spacetime_free(pbl__spacetime *t)
 {
     size_t bytes = 2 * (size_t)t->leaves * sizeof(pbl__ivset);
     for (int32_t v = 0; t->cover && v < 2 * t->leaves; v++)
-        pbl__plan_free(t->allocator, t->cover[v].v, (size_t)t->cover[v].cap * sizeof(pbl__span));
+        set_free(t, &t->cover[v]);
     for (int32_t v = 0; t->sub && v < 2 * t->leaves; v++)
-        pbl__plan_free(t->allocator, t->sub[v].v, (size_t)t->sub[v].cap * sizeof(pbl__span));
+        set_free(t, &t->sub[v]);
+    while (t->chunks) {
+        void *prev;
+        memcpy(&prev, t->chunks, sizeof prev);
+        pbl__plan_free(t->allocator, t->chunks, CHUNK_BYTES);
+        t->chunks = prev;
+    }
     pbl__plan_free(t->allocator, t->cover, bytes);
     pbl__plan_free(t->allocator, t->sub, bytes);
     memset(t, 0, sizeof *t);
+}
+
+/* c spans (c <= PBL__SPACETIME_POOLED) from the pool; NULL when out of memory. */
+static pbl__span *pool_take(pbl__spacetime *t, int32_t c)
+{
+    size_t need = (size_t)c * sizeof(pbl__span);
+    if (!t->chunks || t->chunk_used + need > CHUNK_BYTES) {
+        char *k = pbl__plan_alloc(t->allocator, CHUNK_BYTES);
+        if (!k)
+            return NULL;
+        memcpy(k, &t->chunks, sizeof t->chunks);
+        t->chunks = k;
+        t->chunk_used = CHUNK_HEADER;
+    }
+    pbl__span *v = (pbl__span *)((char *)t->chunks + t->chunk_used);
+    t->chunk_used += need;
+    return v;
+}
+
+/* Room for need spans in a set's array (doubling; pooled while small). */
+static int set_grow(pbl__spacetime *t, pbl__ivset *s, int32_t need)
+{
+    if (need <= s->cap)
+        return 1;
+    int32_t c = s->cap ? s->cap : 4;
+    while (c < need)
+        c *= 2;
+    pbl__span *w = c <= PBL__SPACETIME_POOLED ? pool_take(t, c) : pbl__plan_alloc(t->allocator, (size_t)c * sizeof *w);
+    if (!w)
+        return 0;
+    if (s->n)
+        memcpy(w, s->v, (size_t)s->n * sizeof *w);
+    set_free(t, s);
+    s->v = w;
+    s->cap = c;
+    return 1;
 }
 
 static int grow(const pbl_allocator *al, pbl__span **v, int32_t *cap, int32_t need)
@@ -63,7 +116,7 @@ static int grow(const pbl_allocator *al, pbl__span **v, int32_t *cap, int32_t ne
 }
 
 /* Adds [lo, hi) to a merged set: the intervals it meets or touches become one. */
-static int ivset_add(const pbl_allocator *al, pbl__ivset *s, int64_t lo, int64_t hi)
+static int ivset_add(pbl__spacetime *t, pbl__ivset *s, int64_t lo, int64_t hi)
 {
     /* i: the first interval ending at or after lo; j: the first starting after hi */
     int32_t i = 0, j, a = 0, b = s->n;
@@ -94,7 +147,7 @@ static int ivset_add(const pbl_allocator *al, pbl__ivset *s, int64_t lo, int64_t
         s->n -= j - i - 1;
         return 1;
     }
-    if (!grow(al, &s->v, &s->cap, s->n + 1))
+    if (!set_grow(t, s, s->n + 1))
         return 0;
     memmove(&s->v[i + 1], &s->v[i], (size_t)(s->n - i) * sizeof *s->v);
     s->v[i] = (pbl__span){ lo, hi };
@@ -107,10 +160,10 @@ static int add_rec(pbl__spacetime *t, int32_t v, int32_t lo, int32_t hi, int32_t
 {
     if (b <= lo || hi <= a)
         return 1;
-    if (!ivset_add(t->allocator, &t->sub[v], off, end))
+    if (!ivset_add(t, &t->sub[v], off, end))
         return 0;
     if (a <= lo && hi <= b)
-        return ivset_add(t->allocator, &t->cover[v], off, end);
+        return ivset_add(t, &t->cover[v], off, end);
     int32_t mid = lo + (hi - lo) / 2;
     return add_rec(t, 2 * v, lo, mid, a, b, off, end) && add_rec(t, 2 * v + 1, mid, hi, a, b, off, end);
 }
