@@ -98,7 +98,7 @@ typedef struct pbl_explain_options {
     const pbl_allocator *allocator;  /* NULL: malloc/free */
     int64_t              align;      /* graphs: record sizes rounded up, offsets aligned (default 64) */
     const char          *strategy;   /* the planner strategy whose arena is explained (default "best") */
-    double               time_limit; /* seconds for searching strategies (0: their default) */
+    double               time_limit; /* CPU seconds for searching strategies (0: their default) */
     int32_t              suggest;    /* pbl_explain_graph: estimate fusion, recomputation and the schedule (default 1) */
     int32_t              max_recompute; /* at most this many activations tried (default 8, largest first) */
     pbl_schedule_kind    schedule;   /* pbl_explain_graph: the node order explained, and the one
@@ -211,7 +211,8 @@ void pbl_explain_free(pbl_explain *e); /* accepts a zeroed or freed explanation 
 typedef struct pbl_viz_options {
     const pbl_allocator *allocator;     /* NULL: malloc/free */
     int64_t              align;         /* offsets are multiples of this (default 1) */
-    double               time_limit;    /* seconds for all the strategies together (0: none): each
+    double               time_limit;    /* CPU seconds (the calling thread's, as pbl_plan_options
+                                           counts them) for all the strategies together (0: none): each
                                            gets what is left divided by those still to run, as
                                            its pbl_plan_options.time_limit, and one still working
                                            then stops (cut_off) */

@@ -29,7 +29,7 @@ static void print_usage(FILE *f)
             "options:\n"
             "  --strategy NAME   the strategy whose arena is explained (default: best)\n"
             "  --align N         offsets are multiples of N (default 1 for CSV, 64 for graphs)\n"
-            "  --time-limit S    seconds for searching strategies (default: their own)\n"
+            "  --time-limit S    CPU seconds for searching strategies (default: their own)\n"
             "  --batch N         zoo graphs: the batch size (default: the model's)\n"
             "  --schedule S      graphs: the node order explained, program (default) or min_peak\n"
             "                    (the order of least lower bound pebble's scheduler finds)\n"
