@@ -1065,22 +1065,29 @@ static int join_ranks(options *o)
  * it, one of an older pebble) says how many steps the run it came from had done. The run goes
  * on from there: tr's step (the schedule's position) is that count and the epochs before it
  * are skipped, their shuffles replayed, so the rest is what the interrupted run would have
- * done. *first_epoch is the first epoch to train. -1 after a message when the count does not
- * end an epoch of this run (another --batch or --val). */
+ * done. *first_epoch is the first epoch to train. 0, or the exit status after a message: 1
+ * when the checkpoint's step is no step count (the file is bad), EXIT_USAGE when the count
+ * does not end an epoch of this run (another --batch or --val). */
 static int resume_at(const options *o, trainer *tr, long *first_epoch)
 {
     double next = 1;
     if (pbl_exec_get_scalar(tr->t->e, "step", &next) != PBL_OK) {
         complain("--load %s: %s", o->load, pbl_exec_errmsg(tr->t->e));
-        return -1;
+        return 1;
+    }
+    /* pbl_exec_load takes any finite scalar: a step that is fractional, below 1 or past what
+     * int64_t holds (its conversion is undefined) did not come from a run of this program */
+    if (!(next >= 1 && next <= 0x1p53) || next != floor(next)) {
+        complain("--load %s: its 'step' scalar is %g, not a step count (a whole number from 1)", o->load, next);
+        return 1;
     }
     const int64_t done = (int64_t)next - 1;
-    if (done <= 0)
+    if (done == 0)
         return 0;
     if (done % tr->n_batches != 0) {
         complain("--load %s: its run stopped after step %" PRId64 ", inside an epoch of %" PRId64
                  " steps (was it trained with another --batch or --val?)", o->load, done, tr->n_batches);
-        return -1;
+        return EXIT_USAGE;
     }
     const int64_t epochs_done = done / tr->n_batches;
     for (int64_t e = 0; e < epochs_done && e < o->epochs; e++)
@@ -1205,8 +1212,9 @@ static int main_ranked(const options *opt)
     }
     /* a resumed run skips the epochs its checkpoint had trained, shuffling as they did */
     long first_epoch = 1;
-    if (o.load && o.epochs > 0 && resume_at(&o, &tr, &first_epoch) != 0) {
-        rc = EXIT_USAGE;
+    int resumed = o.load && o.epochs > 0 ? resume_at(&o, &tr, &first_epoch) : 0;
+    if (resumed != 0) {
+        rc = resumed;
         goto free_nets;
     }
     /* with validation, --save keeps the best epoch's model; without, the last one */

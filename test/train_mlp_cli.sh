@@ -398,6 +398,16 @@ size=$(stat -c %s "$tmp/r2.bin")
 { cat "$tmp/nan.body"; gzip -c "$tmp/nan.body" | tail -c 8 | head -c 4; } >"$tmp/nan.bin"
 expect_error 1 "nan.bin': scalar '[a-z]*' is NaN" "a checkpoint with a NaN scalar" \
     "${resume[@]}" --epochs 4 --load "$tmp/nan.bin"
+# the same place holding a finite "step" that is no step count: 1e30 (its conversion to an
+# integer overflowed), 16.5 (was truncated to step 16, a resume at the wrong step) and -3 (was
+# taken for a fresh run); each is refused as a bad checkpoint, exit 1
+for bits in 'ca f2 49 71:1e\+30' '00 00 84 41:16.5' '00 00 40 c0:-3'; do
+    hex=${bits%%:*} shown=${bits#*:}
+    { head -c $((size - 8)) "$tmp/r2.bin"; printf "\\x${hex// /\\x}"; } >"$tmp/step.body"
+    { cat "$tmp/step.body"; gzip -c "$tmp/step.body" | tail -c 8 | head -c 4; } >"$tmp/step.bin"
+    expect_error 1 "step.bin: its 'step' scalar is $shown, not a step count" "a checkpoint whose step is $shown" \
+        "${resume[@]}" --epochs 4 --load "$tmp/step.bin"
+done
 
 # ---- saves that fail leave what was there ---------------------------------------------------
 
