@@ -126,6 +126,12 @@ run run "$gemm/model.onnx" "${abc[@]}" --backend gpu
 run run "$gemm/model.onnx" "${abc[@]}" --cuda-graph
 [ $rc -eq 2 ] && grep -q "^pebble: --cuda-graph: only with --backend cuda$" "$tmp/err" || fail "pebble run --cuda-graph alone: exit $rc"
 pass "pebble run refuses --backend gpu and --cuda-graph without --backend cuda (exit 2, one line)"
+# no loadable CUDA module is the machine's failure, not a bad command line: exit 1, as
+# train_mlp --backend cuda, with the loader's reason on one line, and no output file written
+PEBBLE_CUDA_MODULE=$tmp/no_such_module.so run run "$gemm/model.onnx" "${abc[@]}" --backend cuda --output-dir "$tmp/nocuda"
+[ $rc -eq 1 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "^pebble: .*: the CUDA backend is not available: " "$tmp/err" &&
+    [ -z "$(ls -A "$tmp/nocuda" 2>/dev/null)" ] || fail "pebble run --backend cuda without a loadable module: exit $rc: $(head -c 300 "$tmp/err")"
+pass "pebble run --backend cuda without a loadable module: exit 1, the loader's reason on one line"
 conv=/usr/share/libonnx-testdata/data/pytorch-converted/test_Conv2d
 emu=${PEBBLE_TEST_CUDA_EMU:-}
 if [ -n "$emu" ] && [ -f "$emu" ] && [ -d "$conv" ]; then

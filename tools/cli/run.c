@@ -381,7 +381,10 @@ int cli_run(int argc, char **argv)
     pbl_status s = pbl_exec_create(&e, g, &eo, err, sizeof err);
     if (s != PBL_OK) {
         cli_error("%s: %s", model_name, err);
-        rc = s == PBL_ERR_UNSUPPORTED ? CLI_USAGE : CLI_FAIL;
+        /* on the CPU an unsupported model is bad input; on the GPU the same status says the
+         * machine cannot run it (no device, no loadable module, an op without a CUDA kernel),
+         * a failure as for train_mlp --backend cuda */
+        rc = s == PBL_ERR_UNSUPPORTED && !o.cuda ? CLI_USAGE : CLI_FAIL;
         goto done;
     }
     /* on the CPU the weights are bound where they lie; a bound variable on the device would be
