@@ -126,6 +126,12 @@ run run "$gemm/model.onnx" "${abc[@]}" --backend gpu
 run run "$gemm/model.onnx" "${abc[@]}" --cuda-graph
 [ $rc -eq 2 ] && grep -q "^pebble: --cuda-graph: only with --backend cuda$" "$tmp/err" || fail "pebble run --cuda-graph alone: exit $rc"
 pass "pebble run refuses --backend gpu and --cuda-graph without --backend cuda (exit 2, one line)"
+# --threads sets BLAS threads, which a run on the GPU does not use: refused, as train_mlp does,
+# rather than reported in the JSON as if it applied
+run run "$gemm/model.onnx" "${abc[@]}" --backend cuda --threads 2
+[ $rc -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "^pebble: --threads: .*--backend cuda" "$tmp/err" ||
+    fail "pebble run --backend cuda --threads 2: exit $rc: $(head -c 300 "$tmp/err")"
+pass "pebble run refuses --threads with --backend cuda (exit 2, one line)"
 # no loadable CUDA module is the machine's failure, not a bad command line: exit 1, as
 # train_mlp --backend cuda, with the loader's reason on one line, and no output file written
 PEBBLE_CUDA_MODULE=$tmp/no_such_module.so run run "$gemm/model.onnx" "${abc[@]}" --backend cuda --output-dir "$tmp/nocuda"

@@ -67,7 +67,8 @@ static void print_usage(FILE *f)
                "  --zero-unbound      zero-fill inputs and parameters that have no data\n"
                "  --backend B         cpu (default) or cuda: an NVIDIA GPU (docs/cuda.md); the weights are\n"
                "                      copied to the device once, the latency is the device's run with\n"
-               "                      its final synchronisation; --cuda-graph replays the run as a CUDA Graph\n"
+               "                      its final synchronisation; --cuda-graph replays the run as a CUDA Graph;\n"
+               "                      not with --threads\n"
                "  --expect NAME=FILE  compare output NAME with FILE (--rtol 1e-3, --atol 1e-7); exit 1 if outside\n");
 }
 
@@ -313,6 +314,10 @@ int cli_run(int argc, char **argv)
     }
     if (o.cuda_graph && !o.cuda) {
         cli_error("--cuda-graph: only with --backend cuda");
+        return CLI_USAGE;
+    }
+    if (o.cuda && threads > 0) { /* the CUDA backend takes no BLAS threads: not silently ignored */
+        cli_error("--threads: BLAS threads on the CPU; with --backend cuda the run is on the GPU (leave it out)");
         return CLI_USAGE;
     }
     /* the output directory before the model runs, not after its outputs are printed */
