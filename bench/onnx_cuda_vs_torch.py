@@ -42,7 +42,10 @@ def pebble_row(pebble, model, x, want, repeat, graph, np):
         cmd.append("--cuda-graph")
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
-        return {"ms": None, "agree": "no" if p.returncode == 1 else "-", "error": first_line(p.stderr) or f"exit {p.returncode}"}
+        # "no" only for --expect's verdict ("differ from --expect"); a run that could not start
+        # (no GPU, no module: also exit 1) or was refused agrees with nothing
+        differs = p.returncode == 1 and "differ from --expect" in p.stderr
+        return {"ms": None, "agree": "no" if differs else "-", "error": first_line(p.stderr) or f"exit {p.returncode}"}
     j = json.loads(p.stdout.strip().splitlines()[-1])
     return {"ms": j["latency_ms"]["median"], "agree": "yes", "error": "", "arena_bytes": j["arena_bytes"]}
 
