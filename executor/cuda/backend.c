@@ -53,6 +53,7 @@ typedef struct cuda_ctx {
     cudaEvent_t       *ev;
     cudaEvent_t        fork;       /* graph capture: stream 0's start, forked to the others */
     cudaEvent_t        uploaded;   /* the last asynchronous upload, which every stream waits for */
+    int                wait_uploads; /* the device reads pageable memory itself: uploads wait */
     int               *flag;       /* device int[3]: {tag + 1, row, value} */
     uint64_t          *run_dev;    /* device: the run counter captured kernels read */
     uint64_t           run_host;   /* its source for the copy in graph_launch */
@@ -163,7 +164,9 @@ fail:
  * a read (downloads queue on stream 0) and a zeroing all come after it. A training step's
  * writes (the batch, its labels, the learning rate) then cost no round trip each. Pinned
  * (page-locked) host memory is copied by DMA after the call returns, so a caller could change
- * it first: from such a buffer the upload waits, as before. */
+ * it first: from such a buffer the upload waits, as before; so does every upload on a device
+ * that reads pageable memory in place (cudaDeviceProp.pageableMemoryAccess), where NVIDIA
+ * promises no staging either. */
 static pbl_status cuda_upload(void *ctx, void *dst, const void *src, size_t n)
 {
     cuda_ctx *c = ctx;
@@ -171,7 +174,8 @@ static pbl_status cuda_upload(void *ctx, void *dst, const void *src, size_t n)
     struct cudaPointerAttributes at;
     if (!n)
         return PBL_OK;
-    if (cudaPointerGetAttributes(&at, src) != cudaSuccess || at.type != cudaMemoryTypeUnregistered) {
+    if (c->wait_uploads || cudaPointerGetAttributes(&at, src) != cudaSuccess ||
+        at.type != cudaMemoryTypeUnregistered) {
         (void)cudaGetLastError(); /* not a pointer the runtime knows: the waiting copy says why */
         return copy(c, dst, src, n, cudaMemcpyHostToDevice);
     }
@@ -294,6 +298,7 @@ static pbl_status cuda_sync(void *ctx, const pbl__kargs **failed)
     if (e != cudaSuccess) {
         snprintf(c->msg, sizeof c->msg, "synchronising the run's %d stream(s) failed: %s", (int)c->n_streams,
                  cudaGetErrorString(e));
+        (void)cudaGetLastError(); /* reported here: not again by the next run's first launch */
         for (int32_t k = 0; k < c->n_streams; k++) /* leave nothing running on any stream */
             (void)cudaStreamSynchronize(c->st[k].s);
     }
@@ -468,6 +473,9 @@ static pbl_status cuda_open(pbl__mem *host, const pbl__backend_config *cfg, void
     CU(cudaGetDeviceProperties(&prop, dev));
     snprintf(c->device, sizeof c->device, "%.256s (device %d, compute capability %d.%d, %.1f GiB)", prop.name, dev,
              prop.major, prop.minor, (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
+    /* where the GPU can read pageable memory in place (HMM, or a coherent CPU-GPU link),
+     * cudaMemcpyAsync need not stage it before returning: uploads then wait */
+    c->wait_uploads = prop.pageableMemoryAccess != 0;
     c->n_streams = cfg->n_streams;
     c->n_events = cfg->n_events;
     c->st = pbl__mem_calloc(host, (size_t)c->n_streams * sizeof *c->st);

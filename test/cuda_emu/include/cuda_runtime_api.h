@@ -126,6 +126,7 @@ struct cudaDeviceProp {
     int    multiProcessorCount;
     int    major;
     int    minor;
+    int    pageableMemoryAccess; /* 0: the emulator stages every host copy */
 };
 
 cudaError_t cudaGetDeviceCount(int *count);
