@@ -406,8 +406,8 @@ int cli_run(int argc, char **argv)
         size_t wb;
         pbl_onnx_weights_at(w, k, &wv, &wd, &wb);
         if (pbl_exec_write(e, wv, wd, wb) != PBL_OK) {
-            pbl_graph_value_info(g, wv, &wi);
-            cli_error("%s: writing weight '%s' to the device: %s", model_name, wi.name, pbl_exec_errmsg(e));
+            const char *wname = pbl_graph_value_info(g, wv, &wi) == PBL_OK && wi.name ? wi.name : "?";
+            cli_error("%s: writing weight '%s' to the device: %s", model_name, wname, pbl_exec_errmsg(e));
             rc = CLI_FAIL;
             goto done;
         }
