@@ -209,7 +209,7 @@ int main(int argc, char **argv)
         long *dst = !strcmp(argv[i], "--batch") ? &batch : !strcmp(argv[i], "--bucket") ? &bucket
                   : !strcmp(argv[i], "--iters") ? &iters : !strcmp(argv[i], "--reps") ? &reps
                   : !strcmp(argv[i], "--warmup") ? &warmup : !strcmp(argv[i], "--threads") ? &threads : NULL;
-        if (!dst || (*dst = strtol(argv[i + 1], NULL, 10)) < 1) {
+        if (!dst || (*dst = strtol(argv[i + 1], NULL, 10)) < 1 || *dst > (1L << 30)) {
             fprintf(stderr, "usage: dp_step [--batch B] [--bucket BYTES] [--iters N] [--reps R] [--warmup W] [--threads T] [--nccl]\n");
             return 2;
         }
