@@ -1,14 +1,15 @@
 # cli_harness.sh: what the pebble command-line tests share. Source it after setting $bin (the
 # pebble program) and $tmp (a scratch directory):
 #   pass DESC   counts a passed check and prints it;
-#   fail DESC   prints the failure with the last command's stdout/stderr and exits 1;
+#   fail DESC   prints the failure with the last command's stdout/stderr (or the files of $tmp
+#               that $harness_logs names) and exits 1;
 #   run ARGS    runs "$bin" ARGS into $tmp/out and $tmp/err, sets $rc, and fails on a
 #               sanitizer report or a crash (exit status 128 and above).
 passed=0
 fail() {
     echo "FAIL: $*"
-    for f in out err; do
-        [ -s "$tmp/$f" ] && { echo "--- std$f:"; head -c 4000 "$tmp/$f"; }
+    for f in ${harness_logs:-out err}; do
+        [ -s "$tmp/$f" ] && { echo "--- $f:"; head -c 4000 "$tmp/$f"; }
     done
     echo "$passed passed, 1 failed"
     exit 1

@@ -18,19 +18,7 @@ pebble=${2:-}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/train_mlp_cli.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-passed=0
-fail() {
-    echo "FAIL: $*"
-    for f in out err; do
-        [ -s "$tmp/$f" ] && { echo "--- std$f:"; cat "$tmp/$f"; }
-    done
-    echo "$passed passed, 1 failed"
-    exit 1
-}
-pass() {
-    passed=$((passed + 1))
-    echo "ok $passed - $*"
-}
+. "$(dirname "$0")/cli_harness.sh" # pass, fail (run is train_mlp's own, below)
 
 # ---- tiny IDX data sets ---------------------------------------------------------------------
 

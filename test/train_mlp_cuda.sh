@@ -31,19 +31,8 @@ fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/train_mlp_cuda.XXXXXX") || exit 1
 [ -n "${KEEP_TMP:-}" ] || trap 'rm -rf "$tmp"' EXIT
 
-passed=0
-fail() {
-    echo "FAIL: $*"
-    for f in cpu.out cuda.out err; do
-        [ -s "$tmp/$f" ] && { echo "--- $f:"; cat "$tmp/$f"; }
-    done
-    echo "$passed passed, 1 failed"
-    exit 1
-}
-pass() {
-    passed=$((passed + 1))
-    echo "ok $passed - $*"
-}
+harness_logs="cpu.out cuda.out err"
+. "$(dirname "$0")/cli_harness.sh" # pass, fail
 
 # ---- data -----------------------------------------------------------------------------------
 
