@@ -80,6 +80,7 @@ typedef struct memo_entry {
     uint64_t key[2];
 } memo_entry;
 
+#define PERTURB_AFTER 256 /* see pbl__exact_decide */
 #define MEMO_MIN    4096
 #define MEMO_MAX    (1u << 20) /* entries: 16 MiB at most */
 #define MEMO_PROBES 16
@@ -120,7 +121,9 @@ struct pbl__exact {
     int32_t *low_hint;  /* n_sec: a member of the section with a low minoff (see section_bound) */
     int32_t *order;     /* n: for building preorders */
     pbl__key4 *keys;    /* n: the same */
-    int      h;         /* the preorder heuristic of the current run */
+    int      h;         /* the preorder heuristic of the current run (>= N_PREORDERS: a
+                           perturbed one, see prepbl__key4) */
+    uint64_t n_perturbed; /* perturbed runs so far: each one's seed (deterministic) */
     frame   *frames;
     int32_t  n_frames, cap_frames;
     trail_entry *trail;
@@ -464,6 +467,18 @@ static pbl__key4 prepbl__key4(const pbl__exact *e, int h, int32_t k, const int64
             total = totals[s];
     int64_t width = e->width[k];
     int64_t area = (int64_t)(e->area[k] > 9e18 ? 9e18 : e->area[k]);
+    if (h >= N_PREORDERS && h < 2 * N_PREORDERS) {
+        /* a perturbed preorder: heuristic h - N_PREORDERS with its first key scaled by a
+         * factor in [1, 1.25) drawn per buffer from the run's seed, so that buffers of similar
+         * priority change places (restarts with the same three orders only resume the same
+         * descent; these reach other parts of the tree) */
+        pbl__key4 key = prepbl__key4(e, h - N_PREORDERS, k, totals);
+        uint64_t z = mix64(e->n_perturbed * UINT64_C(0x9E3779B97F4A7C15) + (uint64_t)k);
+        int64_t a = key.k1 < 0 ? -key.k1 : key.k1;
+        if (a < INT64_MAX / 2)
+            key.k1 -= (int64_t)((double)a * (double)(z >> 11) / 9007199254740992.0 * 0.25);
+        return key;
+    }
     if (h == 0)
         return (pbl__key4){ -width, -area, -total, k };
     if (h == 1)
@@ -1028,8 +1043,13 @@ pbl__exact_result pbl__exact_decide(pbl__exact *e, int64_t cap, pbl__exact_budge
     }
     e->memo_at = cap;
     for (int done = 0; !done; limit *= 2) {
-        for (int h = 0; h < N_PREORDERS && !done; h++) {
+        /* once the limit is past PERTURB_AFTER placements per buffer (the three fixed orders
+         * failed to settle it several times over), each round adds as many perturbed ones */
+        int n_h = limit >= PERTURB_AFTER * (int64_t)e->n ? 2 * N_PREORDERS : N_PREORDERS;
+        for (int h = 0; h < n_h && !done; h++) {
             e->h = h;
+            if (h >= N_PREORDERS)
+                e->n_perturbed++;
             int r = run(e, cap, limit, b);
             if (r == R_OK) {
                 for (int32_t k = 0; k < e->n; k++)
