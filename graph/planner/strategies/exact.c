@@ -39,7 +39,8 @@
  * greedy packing reaches the lower bound. opt.time_limit > 0 (`pebble plan --time-limit S`)
  * searches for that many seconds of CPU time instead: results then depend on the machine's
  * speed, not on its load. The
- * greedy passes and the other strategies run outside the limit. No randomness is used.
+ * greedy passes and the other strategies run outside the limit. No randomness is used
+ * beyond the search's seeded perturbed preorders (the same on every run).
  *
  * The other strategies are consulted for up to OTHERS_MAX_N records (see offer_others); above
  * that only the O(n log n) ones (mxnet, equality, greedy_in_order) are, beside exact's own
