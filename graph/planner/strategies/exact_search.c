@@ -51,8 +51,10 @@
  * placements per buffer), each round adds three perturbed ones (their first key scaled by a
  * factor drawn per buffer from a seeded hash): restarting the same three orders mostly
  * resumes the same descent, while heavy-tailed searches like this one are settled by
- * diversified restarts (MiniMalloc's challenging instance D at --time-limit 30: 1,033,216
- * without them, 1,024,000 with). Nothing depends on the clock but the deadline, so for a
+ * diversified restarts (MiniMalloc's challenging instances at --time-limit 30: D 1,033,216
+ * without them, 1,024,000 with; J 1,041,408 and 1,034,240). PERTURB_AFTER is per buffer, so
+ * it scales with the instance: the limit starts at about 2n and doubles, so at 64n the fixed
+ * orders have failed five rounds; decisions settled sooner never see a perturbed order. Nothing depends on the clock but the deadline, so for a
  * given node budget the result is always the same.
  */
 #include <stdlib.h>
@@ -85,7 +87,7 @@ typedef struct memo_entry {
     uint64_t key[2];
 } memo_entry;
 
-#define PERTURB_AFTER 256 /* see pbl__exact_decide */
+#define PERTURB_AFTER 64 /* see pbl__exact_decide */
 #define MEMO_MIN    4096
 #define MEMO_MAX    (1u << 20) /* entries: 16 MiB at most */
 #define MEMO_PROBES 16
@@ -474,14 +476,14 @@ static pbl__key4 prepbl__key4(const pbl__exact *e, int h, int32_t k, const int64
     int64_t area = (int64_t)(e->area[k] > 9e18 ? 9e18 : e->area[k]);
     if (h >= N_PREORDERS && h < 2 * N_PREORDERS) {
         /* a perturbed preorder: heuristic h - N_PREORDERS with its first key scaled by a
-         * factor in [1, 1.25) drawn per buffer from the run's seed, so that buffers of similar
+         * factor in [1, 1.5) drawn per buffer from the run's seed, so that buffers of similar
          * priority change places (restarts with the same three orders only resume the same
          * descent; these reach other parts of the tree) */
         pbl__key4 key = prepbl__key4(e, h - N_PREORDERS, k, totals);
         uint64_t z = mix64(e->n_perturbed * UINT64_C(0x9E3779B97F4A7C15) + (uint64_t)k);
         int64_t a = key.k1 < 0 ? -key.k1 : key.k1;
         if (a < INT64_MAX / 2)
-            key.k1 -= (int64_t)((double)a * (double)(z >> 11) / 9007199254740992.0 * 0.25);
+            key.k1 -= (int64_t)((double)a * (double)(z >> 11) / 9007199254740992.0 * 0.5);
         return key;
     }
     if (h == 0)
