@@ -272,6 +272,20 @@ static pbl_status flag_status(cuda_ctx *c, const int f[3], const pbl__kargs **fa
     return pbl__cuda_flag_message(c->launched[f[0] - 1].op, *failed, f[1], f[2]);
 }
 
+/* Makes stream 0 wait for everything queued so far on the other streams (an event each); the
+ * first failing call's error, *at the stream it was joining. */
+static cudaError_t join_into_stream0(cuda_ctx *c, int32_t *at)
+{
+    cudaError_t e = cudaSuccess;
+    for (int32_t k = 1; k < c->n_streams && e == cudaSuccess; k++) {
+        *at = k;
+        e = cudaEventRecord(c->st[k].join, c->st[k].s);
+        if (e == cudaSuccess)
+            e = cudaStreamWaitEvent(c->st[0].s, c->st[k].join, 0);
+    }
+    return e;
+}
+
 /* The end of a run in one round trip to the device: the other streams join stream 0 (an
  * event each), stream 0 copies the failure flag back after them, and one synchronisation of
  * stream 0 covers all of it. (A synchronisation per stream and then the flag's copy and its
@@ -285,12 +299,8 @@ static pbl_status cuda_sync(void *ctx, const pbl__kargs **failed)
     if (!failed)
         failed = &dummy;
     *failed = NULL;
-    cudaError_t e = cudaSuccess;
-    for (int32_t k = 1; k < c->n_streams && e == cudaSuccess; k++) {
-        e = cudaEventRecord(c->st[k].join, c->st[k].s);
-        if (e == cudaSuccess)
-            e = cudaStreamWaitEvent(c->st[0].s, c->st[k].join, 0);
-    }
+    int32_t at = 0;
+    cudaError_t e = join_into_stream0(c, &at);
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(f, c->flag, sizeof f, cudaMemcpyDeviceToHost, c->st[0].s);
     if (e == cudaSuccess)
@@ -348,14 +358,11 @@ static pbl_status cuda_graph_end(void *ctx)
         snprintf(c->msg, sizeof c->msg, "graph_end without graph_begin");
         return PBL_ERR_INVALID_ARG;
     }
-    for (int32_t k = 1; k < c->n_streams && s == PBL_OK; k++) {
-        cudaError_t e = cudaEventRecord(c->st[k].join, c->st[k].s);
-        if (e == cudaSuccess)
-            e = cudaStreamWaitEvent(c->st[0].s, c->st[k].join, 0);
-        if (e != cudaSuccess) {
-            snprintf(c->msg, sizeof c->msg, "joining stream %d into the capture failed: %s", (int)k, cudaGetErrorString(e));
-            s = PBL_ERR_DEVICE;
-        }
+    int32_t at = 0;
+    cudaError_t je = join_into_stream0(c, &at);
+    if (je != cudaSuccess) {
+        snprintf(c->msg, sizeof c->msg, "joining stream %d into the capture failed: %s", (int)at, cudaGetErrorString(je));
+        s = PBL_ERR_DEVICE;
     }
     /* end the capture even after a failure, so stream 0 is usable again */
     c->capturing = 0;

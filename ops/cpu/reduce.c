@@ -317,19 +317,10 @@ static void arg_range(void *ctx, int64_t lo, int64_t hi)
 
 pbl_status pbl__cpu_arg_reduce(const pbl__kargs *a)
 {
-    const pbl_shape *xs = &a->in_meta[0].shape;
-    int64_t axis = a->attr[PBL__ARG_A_AXIS].i;
-    if (axis < 0)
-        axis += xs->ndim;
-    int64_t outer = 1, inner = 1, n = xs->dim[axis];
-    for (int32_t i = 0; i < xs->ndim; i++)
-        if (i < axis)
-            outer *= xs->dim[i];
-        else if (i > axis)
-            inner *= xs->dim[i];
-    arg_job j = { .x = PBL__IN(a, 0), .y = (int32_t *)a->out[0], .n = n, .inner = inner,
+    pbl__axis_split sp = pbl__arg_reduce_split(&a->in_meta[0].shape, a->attr);
+    arg_job j = { .x = PBL__IN(a, 0), .y = (int32_t *)a->out[0], .n = sp.n, .inner = sp.inner,
                   .is_min = a->attr[PBL__ARG_A_MODE].i != 0, .last = a->attr[PBL__ARG_A_LAST].i != 0 };
     /* one output per (outer, inner) pair, each a pass of n reads */
-    pbl__cpu_for(a, outer * inner, n, arg_range, &j);
+    pbl__cpu_for(a, sp.outer * sp.inner, sp.n, arg_range, &j);
     return PBL_OK;
 }

@@ -296,18 +296,9 @@ __global__ static void arg_reduce_k(int32_t *y, const float *x, int64_t outer, i
 extern "C" pbl_status pbl__cuda_arg_reduce(const pbl__cuda_launch *l, const pbl__kargs *a)
 {
     pbl_status s = PBL_OK;
-    const pbl_shape *xs = &a->in_meta[0].shape;
-    int64_t axis = a->attr[PBL__ARG_A_AXIS].i;
-    if (axis < 0)
-        axis += xs->ndim;
-    int64_t outer = 1, inner = 1, n = xs->dim[axis];
-    for (int32_t i = 0; i < xs->ndim; i++)
-        if (i < axis)
-            outer *= xs->dim[i];
-        else if (i > axis)
-            inner *= xs->dim[i];
-    PBL__LAUNCH(arg_reduce_k, pbl__blocks(outer * inner), PBL__THREADS, 0, l->stream)(
-        (int32_t *)a->out[0], PBL__IN(a, 0), outer, n, inner, (int)a->attr[PBL__ARG_A_MODE].i,
+    pbl__axis_split sp = pbl__arg_reduce_split(&a->in_meta[0].shape, a->attr);
+    PBL__LAUNCH(arg_reduce_k, pbl__blocks(sp.outer * sp.inner), PBL__THREADS, 0, l->stream)(
+        (int32_t *)a->out[0], PBL__IN(a, 0), sp.outer, sp.n, sp.inner, (int)a->attr[PBL__ARG_A_MODE].i,
         (int)a->attr[PBL__ARG_A_LAST].i);
     PBL__LAUNCHED();
 done:
