@@ -54,7 +54,7 @@
 #define POOL        4    /* distinct input batches cycled through */
 #define TARGET_REP_S 0.5 /* default --iters aims at this much step time per repetition */
 
-/* The train_mlp recipe (examples/train_mlp.c's defaults); bench/mlp_torch.py has the same. */
+/* The train_mlp recipe (examples/train_mlp_args.c's defaults); bench/mlp_torch.py has the same. */
 #define RECIPE_LR           0.002
 #define RECIPE_WEIGHT_DECAY 0.01
 #define RECIPE_CLIP         1.0
