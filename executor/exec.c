@@ -428,9 +428,12 @@ static int64_t planned_batch(const pbl_exec *e, char *why, size_t whylen)
 }
 
 /* Data parallelism: with overlap, communication nodes on a stream of their own (1), every
- * other node on stream 0. *comm_streams is NULL when the graph has none or they stay inline. */
-static pbl_status place_comm(pbl_exec *e, const pbl_exec_options *o, const int32_t *stream_of_node,
-                             int32_t **comm_streams)
+ * other node on stream 0: a worker thread on the CPU, a CUDA stream on the CUDA backend.
+ * asked_streams: pbl_exec_options.streams as the caller gave it (0: the backend's default,
+ * which overlap makes one compute stream). *comm_streams is NULL when the graph has none or
+ * they stay inline. */
+static pbl_status place_comm(pbl_exec *e, const pbl_exec_options *o, int32_t asked_streams,
+                             const int32_t *stream_of_node, int32_t **comm_streams)
 {
     *comm_streams = NULL;
     if (!o->comm_overlap || stream_of_node || o->storage == PBL_STORAGE_DYNAMIC)
@@ -440,13 +443,13 @@ static pbl_status place_comm(pbl_exec *e, const pbl_exec_options *o, const int32
         return pbl__exec_fail(e, PBL_ERR_NOMEM, "out of memory");
     if (n_comm == 0)
         return PBL_OK;
-    if (o->streams > 1 || e->be != &pbl__backend_cpu)
+    if (asked_streams > 1)
         return pbl__exec_fail(e, PBL_ERR_UNSUPPORTED,
                               "comm_overlap puts the communication nodes on a stream of their own beside one "
-                              "compute stream on the CPU backend; %d streams on the %s backend were asked for "
-                              "(set comm_overlap = 0)",
-                              (int)o->streams, e->be->name);
-    if (!pbl__comm_overlap_ok(o->comm))
+                              "compute stream; %d compute streams on the %s backend were asked for "
+                              "(set streams = 1, or comm_overlap = 0)",
+                              (int)asked_streams, e->be->name);
+    if (e->be == &pbl__backend_cpu && !pbl__comm_overlap_ok(o->comm))
         return pbl__exec_fail(e, PBL_ERR_UNSUPPORTED,
                               "comm_overlap calls MPI from the communication thread, which needs MPI initialised "
                               "with MPI_THREAD_SERIALIZED or more (set comm_overlap = 0)");
@@ -454,7 +457,8 @@ static pbl_status place_comm(pbl_exec *e, const pbl_exec_options *o, const int32
 }
 
 /* The CUDA backend's allreduce sums GPU memory: only a communicator with a device sum (NCCL)
- * can, and it waits for its peers on the host, which a captured CUDA graph cannot. */
+ * can, and its sums are waited for on the host with a timeout (the backend's sync), which a
+ * replayed CUDA graph would not give: a graph launch could hang on a missing peer. */
 static pbl_status check_comm_backend(pbl_exec *e, const pbl_exec_options *o)
 {
     if (!o->comm || e->be != &pbl__backend_cuda)
@@ -509,6 +513,7 @@ static pbl_status create(pbl_exec **out, const pbl_graph *g, const pbl_exec_opti
         if (s != PBL_OK)
             pbl__exec_fail(e, s, "%s", why);
     }
+    int32_t asked_streams = o.streams;
     if (o.streams == 0) /* the backend's default: several streams pay off on a GPU */
         o.streams = e->be == &pbl__backend_cuda && o.storage != PBL_STORAGE_DYNAMIC ? 2 : 1;
     e->cuda_graph = o.cuda_graph && e->be->graph_begin && e->be->graph_end && e->be->graph_launch &&
@@ -531,7 +536,7 @@ static pbl_status create(pbl_exec **out, const pbl_graph *g, const pbl_exec_opti
     if (s == PBL_OK)
         s = check_comm_backend(e, &o);
     if (s == PBL_OK)
-        s = place_comm(e, &o, stream_of_node, &comm_streams);
+        s = place_comm(e, &o, asked_streams, stream_of_node, &comm_streams);
     if (s == PBL_OK && comm_streams)
         s = create_steps(e, &o, 2, comm_streams);
     else if (s == PBL_OK)
@@ -993,6 +998,14 @@ PBL__API pbl_status pbl_exec_run(pbl_exec *e)
 PBL__API uint64_t pbl_exec_run_count(const pbl_exec *e) { return e ? e->runs : 0; }
 
 void pbl__exec_set_run_count(pbl_exec *e, uint64_t runs) { e->runs = runs; }
+
+int32_t pbl__exec_node_stream(const pbl_exec *e, pbl_node n)
+{
+    for (int32_t i = 0; i < e->n_steps; i++)
+        if (e->steps[i].node == n)
+            return e->steps[i].stream;
+    return -1;
+}
 
 PBL__API pbl_status pbl_exec_stats_get(const pbl_exec *e, pbl_exec_stats *out)
 {

@@ -30,4 +30,8 @@ pbl_status pbl__exec_create_assigned(pbl_exec **out, const pbl_graph *g, const p
                                      int32_t n_streams, const int32_t *stream_of_node, char *errmsg,
                                      size_t errlen);
 
+/* The stream node n runs on in e's schedule, or -1 when the schedule does not run it (tests:
+ * where the communication nodes went). */
+int32_t pbl__exec_node_stream(const pbl_exec *e, pbl_node n);
+
 #endif

@@ -17,12 +17,16 @@
  * where there is no GPU; bench/gpu_check.sh on a GPU machine).
  */
 #define _POSIX_C_SOURCE 200809L /* mkstemp */
+#define _GNU_SOURCE             /* RTLD_NOLOAD */
+#include <dlfcn.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "executor/exec_internal.h"
 #include "pebble/pebble.h"
 
 #define D     12 /* features */
@@ -46,6 +50,7 @@ typedef struct net {
     pbl_graph *g;
     pbl_exec  *e;
     pbl_value  x, y, loss, params[6], grads[6], reduced[6];
+    pbl_backend_kind kind; /* the executor's backend */
     float      w[6][H * H > H * D ? H * H : H * D];
 } net;
 
@@ -95,7 +100,26 @@ static void build(net *n, int64_t batch, int dp, int64_t bucket_bytes, int hidde
  * parameters are written to the device and read back after training (binds are host memory). */
 static pbl_backend_kind backend = PBL_BACKEND_CPU;
 
-static pbl_status start(net *n, pbl_comm *comm, int overlap, char *err, size_t errlen)
+/* The executor for options o, its parameters set to the same start. */
+static pbl_status start_with(net *n, const pbl_exec_options *o, char *err, size_t errlen)
+{
+    n->kind = o->backend;
+    pbl_status s = pbl_exec_create(&n->e, n->g, o, err, errlen);
+    if (s != PBL_OK)
+        return s;
+    rng = 42;
+    for (int p = 0; p < 6; p++) {
+        for (int64_t i = 0; i < pnumel(p); i++)
+            n->w[p][i] = (2.0f * uniform() - 1.0f) * 0.3f;
+        if (n->kind == PBL_BACKEND_CUDA)
+            pbl_exec_write(n->e, n->params[p], n->w[p], (size_t)pnumel(p) * sizeof(float));
+        else
+            pbl_exec_bind(n->e, n->params[p], n->w[p], (size_t)pnumel(p) * sizeof(float));
+    }
+    return PBL_OK;
+}
+
+static pbl_exec_options options(pbl_comm *comm, int overlap)
 {
     pbl_exec_options o = pbl_exec_options_default();
     if (comm)
@@ -103,19 +127,13 @@ static pbl_status start(net *n, pbl_comm *comm, int overlap, char *err, size_t e
     o.comm = comm;
     o.comm_overlap = overlap;
     o.blas_threads = 1; /* the bits under test are ours, not threaded BLAS's */
-    pbl_status s = pbl_exec_create(&n->e, n->g, &o, err, errlen);
-    if (s != PBL_OK)
-        return s;
-    rng = 42;
-    for (int p = 0; p < 6; p++) {
-        for (int64_t i = 0; i < pnumel(p); i++)
-            n->w[p][i] = (2.0f * uniform() - 1.0f) * 0.3f;
-        if (comm && backend == PBL_BACKEND_CUDA)
-            pbl_exec_write(n->e, n->params[p], n->w[p], (size_t)pnumel(p) * sizeof(float));
-        else
-            pbl_exec_bind(n->e, n->params[p], n->w[p], (size_t)pnumel(p) * sizeof(float));
-    }
-    return PBL_OK;
+    return o;
+}
+
+static pbl_status start(net *n, pbl_comm *comm, int overlap, char *err, size_t errlen)
+{
+    pbl_exec_options o = options(comm, overlap);
+    return start_with(n, &o, err, errlen);
 }
 
 static void finish(net *n)
@@ -160,7 +178,7 @@ static pbl_status train(net *n, int64_t lo, int64_t count)
 /* CUDA: the trained parameters back into n->w (CPU: bound, already there). */
 static void read_back(net *n)
 {
-    for (int p = 0; p < 6 && backend == PBL_BACKEND_CUDA; p++)
+    for (int p = 0; p < 6 && n->kind == PBL_BACKEND_CUDA; p++)
         pbl_exec_read(n->e, n->params[p], n->w[p], (size_t)pnumel(p) * sizeof(float));
 }
 
@@ -491,7 +509,8 @@ static int run_nccl(int need_gpu)
         return 2;
     }
     backend = PBL_BACKEND_CUDA;
-    test_ranks(comm, 0); /* comm_overlap is the CPU backend's: on CUDA the all-reduce is inline */
+    test_ranks(comm, 1); /* the all-reduces on a CUDA stream of their own */
+    test_ranks(comm, 0); /* in order on the compute stream */
     int all = failures;
     float f = (float)failures;
     if (pbl_comm_allreduce_sum(comm, &f, 1) == PBL_OK)
@@ -502,8 +521,228 @@ static int run_nccl(int need_gpu)
     return all ? 1 : 0;
 }
 
+/* ---- --cuda-emu: the communication stream on the CUDA backend, on the host emulator ----------
+ *
+ * Run by CTest as data_parallel_cuda_emu with PEBBLE_CUDA_MODULE (the emulator, which runs each
+ * stream on a thread of its own) and PEBBLE_NCCL_MODULE (test/cuda_emu/fake_nccl.c, a stand-in
+ * NCCL whose device sums are host functions enqueued on the caller's stream). */
+
+/* How many buckets the pass made (dp/bucket<k>/allreduce for k = 0, 1, ...). */
+static int n_buckets(const pbl_graph *g)
+{
+    char name[64];
+    int k = 0;
+    for (;; k++) {
+        snprintf(name, sizeof name, "dp/bucket%d/allreduce", k);
+        if (node_named(g, name) == PBL_NONE)
+            return k;
+    }
+}
+
+/* Every bucket_pack, allreduce and bucket_unpack node of the data-parallel graph on `comm_stream`,
+ * every other scheduled node on stream 0. */
+static void check_placement(const net *n, int32_t comm_stream, const char *what)
+{
+    int comm_nodes = 0, other = 0;
+    for (pbl_node i = 0; i < pbl_graph_node_count(n->g); i++) {
+        int32_t st = pbl__exec_node_stream(n->e, i);
+        pbl_node_info info;
+        pbl_graph_node_info(n->g, i, &info);
+        const char *op = info.op;
+        int is_comm = strcmp(op, "bucket_pack") == 0 || strcmp(op, "allreduce") == 0 || strcmp(op, "bucket_unpack") == 0;
+        if (st < 0)
+            continue;
+        comm_nodes += is_comm;
+        other += !is_comm;
+        CHECK(st == (is_comm ? comm_stream : 0), "%s: node %d (%s) on stream %d", what, (int)i, op, (int)st);
+    }
+    CHECK(comm_nodes >= 3 && other > 0, "%s: %d communication nodes, %d others scheduled", what, comm_nodes, other);
+}
+
+static int same_params(const net *a, const net *b)
+{
+    int same = 1;
+    for (int p = 0; p < 6; p++)
+        same &= memcmp(a->w[p], b->w[p], (size_t)pnumel(p) * sizeof(float)) == 0;
+    return same;
+}
+
+/* Trains the data-parallel graph on the whole batch on the CUDA backend with options o; the
+ * parameters end in n->w. */
+static pbl_status train_cuda(net *n, const pbl_exec_options *o, char *err, size_t errlen)
+{
+    build(n, B, 1, 1100, H);
+    pbl_status s = start_with(n, o, err, errlen);
+    if (s != PBL_OK)
+        return s;
+    s = train(n, 0, B);
+    if (s == PBL_OK)
+        read_back(n);
+    else
+        snprintf(err, errlen, "%s", pbl_exec_errmsg(n->e));
+    return s;
+}
+
+/* No communicator (allreduce copies): overlap puts the communication nodes on CUDA stream 1
+ * beside one compute stream, with the same bits as running them in order, and the step of one
+ * CPU process within the CPU/CUDA tolerance; several compute streams with it are refused. */
+static void test_cuda_overlap_alone(void)
+{
+    char err[512] = "";
+    net cpu, in_order, overlap, captured;
+    build(&cpu, B, 0, 0, H);
+    CHECK(start(&cpu, NULL, 0, err, sizeof err) == PBL_OK, "%s", err);
+    CHECK(train(&cpu, 0, B) == PBL_OK, "%s", pbl_exec_errmsg(cpu.e));
+
+    pbl_exec_options o = options(NULL, 0);
+    o.backend = PBL_BACKEND_CUDA;
+    CHECK(train_cuda(&in_order, &o, err, sizeof err) == PBL_OK, "in order: %s", err);
+    o.comm_overlap = 1;
+    CHECK(train_cuda(&overlap, &o, err, sizeof err) == PBL_OK, "overlap: %s", err);
+    pbl_exec_stats st = { 0 };
+    if (overlap.e)
+        pbl_exec_stats_get(overlap.e, &st);
+    CHECK(st.streams == 2 && st.waits > 0, "overlap: %d streams, %d waits (one compute stream, one communication)",
+          (int)st.streams, (int)st.waits);
+    if (overlap.e)
+        check_placement(&overlap, 1, "overlap");
+    CHECK(same_params(&overlap, &in_order), "overlap bit-identical to in order on CUDA");
+    double worst = 0;
+    for (int p = 0; p < 6; p++)
+        CHECK(close_enough(overlap.w[p], cpu.w[p], pnumel(p), &worst), "param %d: CUDA overlap vs one CPU process", p);
+    /* captured into one CUDA graph: both streams forked from and joined into stream 0 */
+    o.cuda_graph = 1;
+    CHECK(train_cuda(&captured, &o, err, sizeof err) == PBL_OK, "overlap, cuda_graph: %s", err);
+    CHECK(same_params(&captured, &in_order), "overlap captured bit-identical to in order");
+    printf("CUDA emulator, overlap: 2 streams, %d waits a run, bit-identical to in order; largest difference "
+           "from one CPU process %.3g\n", (int)st.waits, worst);
+    finish(&cpu);
+    finish(&in_order);
+    finish(&overlap);
+    finish(&captured);
+
+    net refused;
+    build(&refused, B, 1, 1100, H);
+    o = options(NULL, 1);
+    o.backend = PBL_BACKEND_CUDA;
+    o.streams = 2;
+    pbl_status s = start_with(&refused, &o, err, sizeof err);
+    CHECK(s == PBL_ERR_UNSUPPORTED && strstr(err, "compute streams") != NULL,
+          "2 compute streams + the communication stream refused (%s): %s", pbl_status_str(s), err);
+    finish(&refused);
+}
+
+typedef void (*fake_set_fn)(int delay_ms, int hang);
+typedef void (*fake_counts_fn)(long *enqueued, long *done, long *waits, long *at_wait, int reset);
+
+/* Device sums through the stand-in NCCL (two ranks holding the same data: the mean is the
+ * data): each sum is only enqueued, the run waits for them once at its end, after every sum
+ * was enqueued, and with a 5 ms delay in each sum the parameters are those of no communicator,
+ * with and without overlap. A peer that never comes: the run fails with PBL_ERR_TIMEOUT after
+ * the communicator's timeout, naming the all-reduce, and later runs fail at once. */
+static void test_cuda_device_sums(void)
+{
+    char err[512] = "";
+    pbl_comm_options co = pbl_comm_options_default();
+    co.timeout_s = 30;
+    pbl_comm *comm = NULL;
+    pbl_status s = pbl_comm_create_nccl(&comm, &co, 0, err, sizeof err);
+    CHECK(s == PBL_OK, "the stand-in NCCL module (PEBBLE_NCCL_MODULE): %s", err);
+    const char *path = getenv("PEBBLE_NCCL_MODULE");
+    void *h = s == PBL_OK && path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
+    fake_set_fn set = h ? (fake_set_fn)(uintptr_t)dlsym(h, "pbl_fake_nccl_set") : NULL;
+    fake_counts_fn counts = h ? (fake_counts_fn)(uintptr_t)dlsym(h, "pbl_fake_nccl_counts") : NULL;
+    CHECK(set && counts, "the stand-in's controls in %s", path ? path : "(PEBBLE_NCCL_MODULE unset)");
+    if (!set || !counts) {
+        pbl_comm_destroy(comm);
+        return;
+    }
+
+    net alone, sums[2];
+    pbl_exec_options o = options(NULL, 1);
+    o.backend = PBL_BACKEND_CUDA;
+    CHECK(train_cuda(&alone, &o, err, sizeof err) == PBL_OK, "no communicator: %s", err);
+    int nb = n_buckets(alone.g);
+    set(5, 0);
+    for (int overlap = 0; overlap < 2; overlap++) {
+        counts(&(long){ 0 }, &(long){ 0 }, &(long){ 0 }, NULL, 1);
+        o = options(comm, overlap);
+        o.backend = PBL_BACKEND_CUDA;
+        CHECK(train_cuda(&sums[overlap], &o, err, sizeof err) == PBL_OK, "overlap %d: %s", overlap, err);
+        long enq = 0, dn = 0, waits = 0, at_wait[STEPS] = { 0 };
+        counts(&enq, &dn, &waits, at_wait, 1);
+        CHECK(enq == (long)STEPS * nb && dn == enq, "overlap %d: %ld sums enqueued, %ld done (%d steps x %d buckets)",
+              overlap, enq, dn, STEPS, nb);
+        CHECK(waits == STEPS, "overlap %d: %ld waits for %d runs (one at the end of each)", overlap, waits, STEPS);
+        for (int r = 0; r < STEPS && r < waits; r++)
+            CHECK(at_wait[r] == (long)(r + 1) * nb, "overlap %d: run %d waited with %ld sums enqueued (every one of "
+                  "the run's %d)", overlap, r, at_wait[r], nb);
+        CHECK(same_params(&sums[overlap], &alone), "overlap %d: parameters bit-identical to no communicator", overlap);
+    }
+    if (sums[1].e)
+        check_placement(&sums[1], 1, "device sums, overlap");
+    finish(&alone);
+    finish(&sums[0]);
+    finish(&sums[1]);
+    pbl_comm_destroy(comm);
+
+    /* a peer that never takes part */
+    co.timeout_s = 0.5;
+    comm = NULL;
+    CHECK(pbl_comm_create_nccl(&comm, &co, 0, err, sizeof err) == PBL_OK, "%s", err);
+    set(0, 1);
+    net stuck;
+    build(&stuck, B, 1, 1100, H);
+    o = options(comm, 1);
+    o.backend = PBL_BACKEND_CUDA;
+    CHECK(start_with(&stuck, &o, err, sizeof err) == PBL_OK, "%s", err);
+    if (stuck.e) {
+        float x[B * D];
+        int32_t y[B];
+        batch_of(0, 0, B, x, y);
+        pbl_exec_write(stuck.e, stuck.x, x, sizeof x);
+        pbl_exec_write(stuck.e, stuck.y, y, sizeof y);
+        s = pbl_exec_run(stuck.e);
+        const char *msg = pbl_exec_errmsg(stuck.e);
+        CHECK(s == PBL_ERR_TIMEOUT, "a missing peer: %s: %s", pbl_status_str(s), msg);
+        CHECK(strstr(msg, "allreduce") != NULL && strstr(msg, "did not take part") != NULL, "message: %s", msg);
+        printf("a missing peer, timeout 0.5 s: %s\n", msg);
+        s = pbl_exec_run(stuck.e);
+        CHECK(s == PBL_ERR_DEVICE && strstr(pbl_exec_errmsg(stuck.e), "aborted") != NULL,
+              "the run after: %s: %s", pbl_status_str(s), pbl_exec_errmsg(stuck.e));
+    }
+    finish(&stuck);
+    set(0, 0);
+    counts(&(long){ 0 }, &(long){ 0 }, &(long){ 0 }, NULL, 1);
+    pbl_comm_destroy(comm);
+}
+
+static int run_cuda_emu(void)
+{
+    char err[512] = "";
+    pbl_exec *e = NULL;
+    pbl_graph *g = NULL;
+    pbl_graph_create(&g, NULL);
+    pbl_graph_set_output(g, "y", pbl_relu(g, pbl_input(g, "x", PBL_SHAPE(2))));
+    pbl_exec_options o = pbl_exec_options_default();
+    o.backend = PBL_BACKEND_CUDA;
+    pbl_status s = pbl_exec_create(&e, g, &o, err, sizeof err);
+    pbl_exec_destroy(e);
+    pbl_graph_destroy(g);
+    if (s == PBL_ERR_UNSUPPORTED) {
+        printf("skipped: no CUDA backend (set PEBBLE_CUDA_MODULE to the emulator): %s\n", err);
+        return 77;
+    }
+    test_cuda_overlap_alone();
+    test_cuda_device_sums();
+    printf("%s\n", failures ? "FAILED" : "ok");
+    return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "--cuda-emu") == 0)
+        return run_cuda_emu();
     if (argc > 1 && strcmp(argv[1], "--mpi") == 0)
         return run_mpi();
     if (argc > 1 && strcmp(argv[1], "--nccl") == 0)

@@ -142,6 +142,12 @@ static pbl_status sum_f32_device(void *ctx, float *data, int64_t n, void *stream
     return c->m->sum_f32_device(c->ctx, data, n, stream, err, errlen);
 }
 
+static pbl_status wait_f32_device(void *ctx, char *err, size_t errlen)
+{
+    pbl_comm *c = ctx;
+    return c->m->wait_f32_device(c->ctx, err, errlen);
+}
+
 PBL__API pbl_status pbl_comm_create_nccl(pbl_comm **out, const pbl_comm_options *opt, int32_t device, char *err,
                                          size_t errlen)
 {
@@ -160,8 +166,9 @@ PBL__API pbl_status pbl_comm_create_nccl(pbl_comm **out, const pbl_comm_options 
     const pbl__comm_module *module = nccl_slot.m;
     if (!module)
         return pbl__errf(err, errlen, PBL_ERR_UNSUPPORTED, "NCCL is not available: %s", nccl_slot.error);
-    if (!module->open_device || !module->sum_f32_device)
-        return pbl__errf(err, errlen, PBL_ERR_UNSUPPORTED, "NCCL is not available: the module has no device sum");
+    if (!module->open_device || !module->sum_f32_device || !module->wait_f32_device)
+        return pbl__errf(err, errlen, PBL_ERR_UNSUPPORTED,
+                         "NCCL is not available: the module has no device sum (or no wait for one)");
     pbl_comm *c = calloc(1, sizeof *c);
     if (!c)
         return pbl__errf(err, errlen, PBL_ERR_NOMEM, "comm_create_nccl: out of memory");
@@ -175,6 +182,7 @@ PBL__API pbl_status pbl_comm_create_nccl(pbl_comm **out, const pbl_comm_options 
     c->coll.ctx = c;
     c->coll.sum_f32 = sum_f32;
     c->coll.sum_f32_device = sum_f32_device;
+    c->coll.wait_f32_device = wait_f32_device;
     *out = c;
     return PBL_OK;
 }

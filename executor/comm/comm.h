@@ -29,17 +29,21 @@ typedef struct pbl__comm_module {
     pbl_status (*broadcast)(void *ctx, void *data, size_t bytes, int32_t root, char *err, size_t errlen);
     /* NCCL's module (libpebble_nccl.so, nccl_module.c) only; NULL in MPI's. open_device: as
      * open, then an NCCL communicator on GPU `device` (its unique id broadcast over MPI); every
-     * rank fails when one does. sum_f32_device: pbl__collective.sum_f32_device. */
+     * rank fails when one does. sum_f32_device and wait_f32_device: pbl__collective's (the
+     * sum only enqueued; the wait, by the timeout, at the end of the run). A module must have
+     * all three for pbl_comm_create_nccl to use it. */
     pbl_status (*open_device)(const void *mpi_comm, double timeout_s, int32_t device, void **ctx, int32_t *rank,
                               int32_t *size, int32_t *overlap_ok, char *err, size_t errlen);
     pbl_status (*sum_f32_device)(void *ctx, float *data, int64_t n, void *stream, char *err, size_t errlen);
+    pbl_status (*wait_f32_device)(void *ctx, char *err, size_t errlen);
 } pbl__comm_module;
 
 /* What allreduce kernels call (pbl__kargs.coll); NULL for NULL. */
 const pbl__collective *pbl__comm_collective(const pbl_comm *c);
 /* Whether the communicator sums GPU memory (pbl__collective.sum_f32_device: NCCL). */
 int pbl__comm_device_ok(const pbl_comm *c);
-/* Whether the communication stream may call the engine from its own thread. */
+/* Whether the CPU backend's communication thread may call the engine (MPI's thread level);
+ * the CUDA backend enqueues device sums from the executor's thread and needs no such level. */
 int pbl__comm_overlap_ok(const pbl_comm *c);
 /* PBL_OK when every rank passes the same hash; PBL_ERR_SHAPE (err: how many differ) when not;
  * the collective's own failures. */

@@ -8,10 +8,14 @@
  * summing GPU memory on a CUDA stream (sum_f32_device, the CUDA allreduce kernel's call).
  *
  * Never blocking forever: the NCCL communicator is non-blocking (ncclConfig_t.blocking = 0),
- * its creation and each all-reduce are polled (ncclCommGetAsyncError, cudaStreamQuery) up to
- * the timeout, and one that runs past it is aborted (ncclCommAbort): the rank gets
- * PBL_ERR_TIMEOUT and the communicator refuses every later device sum. A rank that fails
- * before a sum never enqueues it, so its peers time out the same way.
+ * its creation and each all-reduce's enqueue are polled (ncclCommGetAsyncError) up to the
+ * timeout. The all-reduce itself is not waited for where it is enqueued: an event recorded
+ * after it on its stream marks its end, and wait_f32_device, which the CUDA backend calls at
+ * the end of the run, polls those events (cudaEventQuery) up to the timeout, so the host
+ * enqueues the rest of the backward pass while the sums run. A sum that runs past the
+ * timeout is aborted (ncclCommAbort): the rank gets PBL_ERR_TIMEOUT and the communicator
+ * refuses every later device sum. A rank that fails before a sum never enqueues it, so its
+ * peers time out the same way.
  *
  * Written and compiled (gcc -Werror) on a machine without a GPU: it has never run on one
  * (docs/data_parallel.md, bench/gpu_check.sh).
@@ -23,12 +27,22 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+/* The end of the latest device sum enqueued on one stream: sums on a stream complete in
+ * order, so one event per stream marks all of them. */
+typedef struct sum_mark {
+    cudaStream_t stream;
+    cudaEvent_t  done;
+    int          pending; /* recorded since the last wait_f32_device */
+} sum_mark;
+
 typedef struct nccl_ctx {
     void      *mpi;  /* the MPI part's context */
     ncclComm_t comm; /* NULL until created */
     double     timeout_s;
     int32_t    size;
     int        broken; /* aborted after a timeout or an error: no more device sums */
+    sum_mark  *marks;  /* one per stream a sum was ever enqueued on */
+    int32_t    n_marks;
 } nccl_ctx;
 
 static pbl_status nccl_fail(ncclResult_t r, const char *what, char *err, size_t errlen)
@@ -92,6 +106,9 @@ static void n_close(void *ctx)
         return;
     if (c->comm)
         ncclCommDestroy(c->comm);
+    for (int32_t i = 0; i < c->n_marks; i++)
+        (void)cudaEventDestroy(c->marks[i].done);
+    free(c->marks);
     m_close(c->mpi);
     free(c);
 }
@@ -170,9 +187,34 @@ static pbl_status n_broadcast(void *ctx, void *data, size_t bytes, int32_t root,
     return m_broadcast(((nccl_ctx *)ctx)->mpi, data, bytes, root, err, errlen);
 }
 
-/* ncclAllReduce(sum) in place on `stream`, then waits for the stream (the all-reduce and what
- * was enqueued before it) up to the timeout. NCCL's ring and tree give every rank the same
- * bits of the sum, as MPI's reduce-then-broadcast does. */
+/* The mark of `stream`, made (with its event) on the first sum enqueued there; NULL with err
+ * on failure. */
+static sum_mark *mark_of(nccl_ctx *c, cudaStream_t stream, char *err, size_t errlen)
+{
+    for (int32_t i = 0; i < c->n_marks; i++)
+        if (c->marks[i].stream == stream)
+            return &c->marks[i];
+    sum_mark *m = realloc(c->marks, (size_t)(c->n_marks + 1) * sizeof *m);
+    if (!m) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    c->marks = m;
+    m = &c->marks[c->n_marks];
+    *m = (sum_mark){ .stream = stream, .done = NULL, .pending = 0 };
+    cudaError_t ce = cudaEventCreateWithFlags(&m->done, cudaEventDisableTiming);
+    if (ce != cudaSuccess) {
+        snprintf(err, errlen, "CUDA: cudaEventCreateWithFlags failed: %s", cudaGetErrorString(ce));
+        return NULL;
+    }
+    c->n_marks++;
+    return m;
+}
+
+/* ncclAllReduce(sum) in place on `stream`, and an event after it; returns once NCCL has taken
+ * the call (the non-blocking communicator may still be enqueueing it), not when the sum is
+ * done: n_wait_f32_device waits for that at the end of the run. NCCL's ring and tree give
+ * every rank the same bits of the sum, as MPI's reduce-then-broadcast does. */
 static pbl_status n_sum_f32_device(void *ctx, float *data, int64_t n, void *stream, char *err, size_t errlen)
 {
     nccl_ctx *c = ctx;
@@ -181,24 +223,56 @@ static pbl_status n_sum_f32_device(void *ctx, float *data, int64_t n, void *stre
         return PBL_ERR_DEVICE;
     }
     cudaStream_t st = (cudaStream_t)stream;
-    double deadline = now_s() + c->timeout_s;
+    sum_mark *m = mark_of(c, st, err, errlen);
+    if (!m)
+        return PBL_ERR_DEVICE;
     ncclResult_t r = ncclAllReduce(data, data, (size_t)n, ncclFloat32, ncclSum, c->comm, st);
     pbl_status s = PBL_OK;
     if (r != ncclSuccess && r != ncclInProgress)
         s = nccl_fail(r, "ncclAllReduce", err, errlen);
     else
-        s = settle(c, deadline, "ncclAllReduce", err, errlen);
-    for (long spins = 0; s == PBL_OK; spins++) {
-        cudaError_t ce = cudaStreamQuery(st);
-        if (ce == cudaSuccess)
-            break;
-        if (ce != cudaErrorNotReady) {
-            snprintf(err, errlen, "CUDA: all-reduce stream failed: %s", cudaGetErrorString(ce));
+        s = settle(c, now_s() + c->timeout_s, "ncclAllReduce", err, errlen);
+    if (s == PBL_OK) {
+        cudaError_t ce = cudaEventRecord(m->done, st);
+        if (ce != cudaSuccess) {
+            snprintf(err, errlen, "CUDA: recording the all-reduce's end failed: %s", cudaGetErrorString(ce));
             s = PBL_ERR_DEVICE;
-            break;
         }
-        if (spins > 2000) {
-            s = settle(c, deadline, "ncclAllReduce", err, errlen); /* an async error ends the wait */
+    }
+    if (s == PBL_OK)
+        m->pending = 1;
+    else
+        abort_comm(c); /* a half-enqueued sum cannot be taken back: only an abort ends it */
+    return s;
+}
+
+/* Polls the events of the sums enqueued since the last call, and NCCL's asynchronous error,
+ * until every sum is done or the timeout (from this call) has passed; aborts the communicator
+ * on a timeout or an error, which ends the sums still running so the stream drains. */
+static pbl_status n_wait_f32_device(void *ctx, char *err, size_t errlen)
+{
+    nccl_ctx *c = ctx;
+    double deadline = now_s() + c->timeout_s;
+    pbl_status s = PBL_OK;
+    for (long spins = 0; s == PBL_OK; spins++) {
+        int32_t left = 0;
+        for (int32_t i = 0; i < c->n_marks && s == PBL_OK; i++) {
+            if (!c->marks[i].pending)
+                continue;
+            cudaError_t ce = cudaEventQuery(c->marks[i].done);
+            if (ce == cudaSuccess) {
+                c->marks[i].pending = 0;
+            } else if (ce == cudaErrorNotReady) {
+                left++;
+            } else {
+                snprintf(err, errlen, "CUDA: all-reduce stream failed: %s", cudaGetErrorString(ce));
+                s = PBL_ERR_DEVICE;
+            }
+        }
+        if (s != PBL_OK || left == 0)
+            break;
+        if (spins > 2000) { /* a sum this slow may be stuck: check NCCL and the clock */
+            s = c->comm ? settle(c, deadline, "ncclAllReduce", err, errlen) : PBL_OK;
             if (s == PBL_OK && now_s() > deadline) {
                 snprintf(err, errlen, "NCCL: all-reduce: another rank did not take part within %g s (it failed, "
                                       "stopped, or runs another graph)", c->timeout_s);
@@ -207,8 +281,11 @@ static pbl_status n_sum_f32_device(void *ctx, float *data, int64_t n, void *stre
             sched_yield();
         }
     }
-    if (s != PBL_OK)
-        abort_comm(c); /* the sum may still be pending on the stream: only an abort ends it */
+    if (s != PBL_OK) {
+        abort_comm(c); /* the sums may still be pending on their streams: only an abort ends them */
+        for (int32_t i = 0; i < c->n_marks; i++)
+            c->marks[i].pending = 0;
+    }
     return s;
 }
 
@@ -227,4 +304,5 @@ __attribute__((visibility("default"))) const pbl__comm_module pbl_nccl_comm_modu
     .broadcast = n_broadcast,
     .open_device = n_open_device,
     .sum_f32_device = n_sum_f32_device,
+    .wait_f32_device = n_wait_f32_device,
 };

@@ -14,6 +14,13 @@
  * sync reads the flag once the streams are idle and turns it into the kernel's message.
  * A sticky device error (an illegal address) is returned by sync with *failed NULL.
  *
+ * Device collectives. An allreduce kernel hands its bucket to the communicator's device sum
+ * (NCCL), which only enqueues it; the instance remembers the collective, and sync first
+ * calls its bounded wait (pbl__collective.wait_f32_device), before anything blocks on a
+ * stream: a sum whose peer never comes times out there and the communicator is aborted, which
+ * ends the sum, so the synchronisation after it returns. The wait's failure is the run's,
+ * reported for the last allreduce launched, unless an earlier failure was first.
+ *
  * CUDA Graphs. graph_begin starts capturing on stream 0 and forks the other streams from
  * it by an event, so the executor's records and waits between streams become graph edges;
  * graph_end joins them back into stream 0, ends the capture and instantiates the graph;
@@ -61,6 +68,8 @@ typedef struct cuda_ctx {
     int32_t            n_launched, cap_launched;
     pbl_status         failed;     /* first failure of this run at enqueue time */
     const pbl__kargs  *failed_args;
+    const pbl__collective *coll;   /* a device collective this run's kernels reached, or NULL */
+    const pbl__kargs  *coll_args;  /* the last launch that reached it */
     int                capturing;
     cudaGraph_t        graph;
     cudaGraphExec_t    graph_exec;
@@ -230,6 +239,10 @@ static pbl_status cuda_run(void *ctx, int32_t stream, const pbl__op *op, const p
                            .workspace = c->st[stream].workspace, .workspace_bytes = WORKSPACE_BYTES, .flag = c->flag,
                            .tag = c->n_launched, .run_dev = c->capturing ? c->run_dev : NULL };
     c->n_launched++;
+    if (a->coll && a->coll->wait_f32_device) { /* sync waits for its sums, by its timeout */
+        c->coll = a->coll;
+        c->coll_args = a;
+    }
     pbl_status s = fn(&l, a);
     if (s != PBL_OK)
         note_failure(c, s, a);
@@ -286,10 +299,29 @@ static cudaError_t join_into_stream0(cuda_ctx *c, int32_t *at)
     return e;
 }
 
+/* The bounded wait for the device sums the run enqueued (see the top): the first failure of
+ * the run when it fails first. */
+static void wait_collective(cuda_ctx *c)
+{
+    const pbl__collective *coll = c->coll;
+    const pbl__kargs *a = c->coll_args;
+    c->coll = NULL;
+    c->coll_args = NULL;
+    if (!coll)
+        return;
+    char why[256] = "";
+    pbl_status w = coll->wait_f32_device(coll->ctx, why, sizeof why);
+    if (w != PBL_OK && c->failed == PBL_OK) { /* a->err may hold an earlier failure's message */
+        snprintf(a->err, a->errlen, "%s", why);
+        note_failure(c, w, a);
+    }
+}
+
 /* The end of a run in one round trip to the device: the other streams join stream 0 (an
  * event each), stream 0 copies the failure flag back after them, and one synchronisation of
  * stream 0 covers all of it. (A synchronisation per stream and then the flag's copy and its
- * own synchronisation cost a small graph's replay as much as its kernels did.) */
+ * own synchronisation cost a small graph's replay as much as its kernels did.) Device sums
+ * are waited for first, with their timeout. */
 static pbl_status cuda_sync(void *ctx, const pbl__kargs **failed)
 {
     cuda_ctx *c = ctx;
@@ -299,6 +331,7 @@ static pbl_status cuda_sync(void *ctx, const pbl__kargs **failed)
     if (!failed)
         failed = &dummy;
     *failed = NULL;
+    wait_collective(c);
     int32_t at = 0;
     cudaError_t e = join_into_stream0(c, &at);
     if (e == cudaSuccess)

@@ -75,9 +75,20 @@ typedef struct pbl__collective {
     void      *ctx;
     int32_t    rank, size;
     pbl_status (*sum_f32)(void *ctx, float *data, int64_t n, int32_t failed, char *err, size_t errlen);
-    /* The same sum over GPU memory, enqueued on `stream` (a cudaStream_t) and waited for up to
-     * the communicator's timeout; NULL when the communicator reaches host memory only (MPI). */
+    /* The same sum over GPU memory, enqueued on `stream` (a cudaStream_t): it returns once the
+     * engine has accepted the sum, not when the sum is done, so the host goes on enqueueing the
+     * rest of the run (the backward pass overlaps the sum). NULL when the communicator reaches
+     * host memory only (MPI). Fails when the communicator was aborted by an earlier failure. */
     pbl_status (*sum_f32_device)(void *ctx, float *data, int64_t n, void *stream, char *err, size_t errlen);
+    /* The bounded wait of the device sums (NULL exactly when sum_f32_device is): waits until
+     * every sum sum_f32_device enqueued since the previous call has completed on the device,
+     * up to the communicator's timeout counted from this call. Past it, or on an asynchronous
+     * engine error, it aborts the communicator (the pending sums end, every later device sum
+     * fails) and returns PBL_ERR_TIMEOUT or PBL_ERR_DEVICE with err; PBL_OK at once when
+     * nothing is pending. A backend calls it at the end of every run in which a kernel reached
+     * sum_f32_device, before it blocks on its streams: a sum whose peer never comes would
+     * otherwise block that synchronisation forever. */
+    pbl_status (*wait_f32_device)(void *ctx, char *err, size_t errlen);
 } pbl__collective;
 
 /* What a kernel sees. Pointers are to the data of each input and output. */

@@ -121,7 +121,7 @@ pbl_comm_options pbl_comm_options_default(void);
  * PBL_ERR_INVALID_ARG: bad options. */
 pbl_status pbl_comm_create_mpi(pbl_comm **out, const pbl_comm_options *opt, char *err, size_t errlen);
 /* NCCL on GPU `device`, its unique id broadcast over MPI (opt as for MPI), for executors on
- * PBL_BACKEND_CUDA (comm_overlap = 0, cuda_graph = 0). Loaded from libpebble_nccl.so as MPI's
+ * PBL_BACKEND_CUDA (cuda_graph = 0). Loaded from libpebble_nccl.so as MPI's
  * module is. PBL_ERR_UNSUPPORTED when pebble was built without NCCL (err says why);
  * PBL_ERR_DEVICE when CUDA or NCCL fails on any rank (every rank fails); PBL_ERR_INVALID_ARG:
  * device < 0 or bad options. Ran on one GPU with one rank (docs/data_parallel.md). */
@@ -243,11 +243,13 @@ typedef struct pbl_exec_options {
                                        the same graph: PBL_ERR_SHAPE when they differ. */
     int32_t              comm_overlap; /* default 1: bucket_pack, allreduce and bucket_unpack
                                        nodes run on a stream of their own (a worker thread on
-                                       the CPU), every other node on stream 0, so each bucket's
-                                       all-reduce overlaps the rest of the backward pass; the
-                                       storage is planned happens-before-safe and verified
-                                       (pebble/streams.h). Needs `streams` <= 1 and planned or
-                                       unshared storage. 0: everything on one stream, in order. */
+                                       the CPU, a CUDA stream on the CUDA backend), every other
+                                       node on stream 0, so each bucket's all-reduce overlaps
+                                       the rest of the backward pass; the storage is planned
+                                       happens-before-safe and verified (pebble/streams.h).
+                                       Needs `streams` 0 or 1 (0 then means one compute stream
+                                       on CUDA too) and planned or unshared storage.
+                                       0: everything on one stream, in order. */
 } pbl_exec_options;
 
 pbl_exec_options pbl_exec_options_default(void);

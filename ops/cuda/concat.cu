@@ -33,8 +33,10 @@ done:
 /* ---- data parallelism's ops (CPU kernels: ops/comm/collective.c) -------------------------
  *
  * bucket_pack and bucket_unpack are copies, as concat's, so they live here. allreduce hands
- * the bucket to the communicator's device sum (NCCL, on this launch's stream); with no
- * communicator or one rank the sum is the data itself. */
+ * the bucket to the communicator's device sum (NCCL, on this launch's stream: the
+ * communication stream with comm_overlap), which only enqueues it; the backend waits for the
+ * run's sums, with the communicator's timeout, at the end of the run (executor/cuda/backend.c).
+ * With no communicator or one rank the sum is the data itself. */
 
 extern "C" pbl_status pbl__cuda_bucket_pack(const pbl__cuda_launch *l, const pbl__kargs *a)
 {
@@ -82,7 +84,7 @@ extern "C" pbl_status pbl__cuda_allreduce(const pbl__cuda_launch *l, const pbl__
         s = PBL_ERR_UNSUPPORTED;
         goto done;
     }
-    if (l->run_dev) { /* the device sum waits for its peers with a host-side timeout */
+    if (l->run_dev) { /* the device sum's wait for its peers is the host's, at the end of a run */
         snprintf(a->err, a->errlen, "allreduce: an NCCL all-reduce cannot be captured into a CUDA graph yet "
                                     "(set pbl_exec_options.cuda_graph = 0)");
         s = PBL_ERR_UNSUPPORTED;
