@@ -29,7 +29,8 @@
 # not a failure by itself: the build says whether what is installed is enough.
 # The nccl step (docs/data_parallel.md, "NCCL"): under mpirun -np 1 (one rank per GPU; the
 # test's -np 2 needs two), test_data_parallel --nccl --need-gpu trains on the CUDA backend with
-# NCCL's all-reduce against the one-process result, then bench/dp_step --nccl times the step;
+# NCCL's all-reduce against the one-process result (with the all-reduces on a communication
+# stream and in order), then bench/dp_step --nccl times the step both ways;
 # skipped when mpirun or libpebble_nccl.so is missing.
 set -u
 
@@ -758,7 +759,7 @@ step_nccl() {
         i=${idx[nccl]}
         if [ "${st_status[$i]}" = passed ]; then
             row=$(grep -m 1 '^| 1 |' "$logs/nccl.log")
-            st_note[$i]="$(grep -m 1 '^ok:' "$logs/nccl.log")${row:+; step ms (compute, NCCL) at batch 128: }$(echo "$row" | cut -d'|' -f3,4 | tr -d ' ')"
+            st_note[$i]="$(grep -m 1 '^ok:' "$logs/nccl.log")${row:+; step ms at batch 128 (in order: compute, NCCL; overlap: compute, NCCL): }$(echo "$row" | cut -d'|' -f3-6 | tr -d ' ')"
         else
             st_note[$i]="${st_note[$i]}$(device_notes "$logs/nccl.log")"
         fi
