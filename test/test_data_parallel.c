@@ -14,7 +14,9 @@
  * the others fail at once at the same all-reduce (PBL_ERR_DEVICE), the communicator still
  * usable; a rank that stops makes the others fail with PBL_ERR_TIMEOUT, not hang.
  * Without MPI built, --mpi exits 77 (skipped). --nccl: run_nccl below (CTest nccl_np1/np2 here,
- * where there is no GPU; bench/gpu_check.sh on a GPU machine).
+ * where there is no GPU; bench/gpu_check.sh on a GPU machine). --cuda-emu: the communication
+ * stream on the CUDA backend, on the host emulator, with a stand-in NCCL module (run_cuda_emu
+ * below; CTest data_parallel_cuda_emu; 77 without a CUDA backend to open).
  */
 #define _POSIX_C_SOURCE 200809L /* mkstemp */
 #define _GNU_SOURCE             /* RTLD_NOLOAD */
