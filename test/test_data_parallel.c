@@ -634,6 +634,35 @@ static void test_cuda_overlap_alone(void)
     finish(&refused);
 }
 
+/* With the stand-in's peer never coming (its hang set) and a timeout of 0.5 s: the run fails
+ * with PBL_ERR_TIMEOUT naming an all-reduce, and the next run at once (the communicator was
+ * aborted). */
+static void check_missing_peer(pbl_comm *comm)
+{
+    char err[512] = "";
+    net stuck;
+    build(&stuck, B, 1, 1100, H);
+    pbl_exec_options o = options(comm, 1);
+    o.backend = PBL_BACKEND_CUDA;
+    CHECK(start_with(&stuck, &o, err, sizeof err) == PBL_OK, "%s", err);
+    if (stuck.e) {
+        float x[B * D];
+        int32_t y[B];
+        batch_of(0, 0, B, x, y);
+        pbl_exec_write(stuck.e, stuck.x, x, sizeof x);
+        pbl_exec_write(stuck.e, stuck.y, y, sizeof y);
+        pbl_status s = pbl_exec_run(stuck.e);
+        const char *msg = pbl_exec_errmsg(stuck.e);
+        CHECK(s == PBL_ERR_TIMEOUT, "a missing peer: %s: %s", pbl_status_str(s), msg);
+        CHECK(strstr(msg, "allreduce") != NULL && strstr(msg, "did not take part") != NULL, "message: %s", msg);
+        printf("a missing peer, timeout 0.5 s: %s\n", msg);
+        s = pbl_exec_run(stuck.e);
+        CHECK(s == PBL_ERR_DEVICE && strstr(pbl_exec_errmsg(stuck.e), "aborted") != NULL,
+              "the run after: %s: %s", pbl_status_str(s), pbl_exec_errmsg(stuck.e));
+    }
+    finish(&stuck);
+}
+
 typedef void (*fake_set_fn)(int delay_ms, int hang);
 typedef void (*fake_counts_fn)(long *enqueued, long *done, long *waits, long *at_wait, int reset);
 
@@ -693,33 +722,14 @@ static void test_cuda_device_sums(void)
     comm = NULL;
     CHECK(pbl_comm_create_nccl(&comm, &co, 0, err, sizeof err) == PBL_OK, "%s", err);
     set(0, 1);
-    net stuck;
-    build(&stuck, B, 1, 1100, H);
-    o = options(comm, 1);
-    o.backend = PBL_BACKEND_CUDA;
-    CHECK(start_with(&stuck, &o, err, sizeof err) == PBL_OK, "%s", err);
-    if (stuck.e) {
-        float x[B * D];
-        int32_t y[B];
-        batch_of(0, 0, B, x, y);
-        pbl_exec_write(stuck.e, stuck.x, x, sizeof x);
-        pbl_exec_write(stuck.e, stuck.y, y, sizeof y);
-        s = pbl_exec_run(stuck.e);
-        const char *msg = pbl_exec_errmsg(stuck.e);
-        CHECK(s == PBL_ERR_TIMEOUT, "a missing peer: %s: %s", pbl_status_str(s), msg);
-        CHECK(strstr(msg, "allreduce") != NULL && strstr(msg, "did not take part") != NULL, "message: %s", msg);
-        printf("a missing peer, timeout 0.5 s: %s\n", msg);
-        s = pbl_exec_run(stuck.e);
-        CHECK(s == PBL_ERR_DEVICE && strstr(pbl_exec_errmsg(stuck.e), "aborted") != NULL,
-              "the run after: %s: %s", pbl_status_str(s), pbl_exec_errmsg(stuck.e));
-    }
-    finish(&stuck);
+    check_missing_peer(comm);
     set(0, 0);
     counts(&(long){ 0 }, &(long){ 0 }, &(long){ 0 }, NULL, 1);
     pbl_comm_destroy(comm);
 }
 
-static int run_cuda_emu(void)
+/* Whether a CUDA backend opens here (says why not). */
+static int cuda_opens(void)
 {
     char err[512] = "";
     pbl_exec *e = NULL;
@@ -731,10 +741,71 @@ static int run_cuda_emu(void)
     pbl_status s = pbl_exec_create(&e, g, &o, err, sizeof err);
     pbl_exec_destroy(e);
     pbl_graph_destroy(g);
-    if (s == PBL_ERR_UNSUPPORTED) {
+    if (s != PBL_OK)
         printf("skipped: no CUDA backend (set PEBBLE_CUDA_MODULE to the emulator): %s\n", err);
+    return s == PBL_OK;
+}
+
+/* --nccl-emu, under mpirun -np 1 (CTest nccl_emu_np1): the real NCCL module, built against the
+ * emulator with a stand-in NCCL of one rank (test/cuda_emu/fake_nccl_lib.c, PEBBLE_NCCL_MODULE
+ * = libpebble_nccl_emu.so), whose all-reduces sleep 5 ms on their stream: training with and
+ * without overlap gives the bits of no communicator, and a stuck all-reduce is timed out by the
+ * module's end-of-run wait, which aborts the communicator. */
+static int run_nccl_emu(void)
+{
+    if (!cuda_opens())
+        return 77;
+    char err[512] = "";
+    pbl_comm_options co = pbl_comm_options_default();
+    co.timeout_s = 30;
+    pbl_comm *comm = NULL;
+    pbl_status s = pbl_comm_create_nccl(&comm, &co, 0, err, sizeof err);
+    if (s == PBL_ERR_UNSUPPORTED) {
+        printf("skipped: %s\n", err);
         return 77;
     }
+    CHECK(s == PBL_OK && pbl_comm_size(comm) == 1, "NCCL's module on the emulator: %s", err);
+    const char *path = getenv("PEBBLE_NCCL_MODULE");
+    void *h = s == PBL_OK && path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
+    fake_set_fn set = h ? (fake_set_fn)(uintptr_t)dlsym(h, "pbl_fake_nccl_set") : NULL;
+    CHECK(set != NULL, "the stand-in NCCL's control in %s", path ? path : "(PEBBLE_NCCL_MODULE unset)");
+    if (set) {
+        net alone, sums[2];
+        pbl_exec_options o = options(NULL, 1);
+        o.backend = PBL_BACKEND_CUDA;
+        CHECK(train_cuda(&alone, &o, err, sizeof err) == PBL_OK, "no communicator: %s", err);
+        set(5, 0);
+        for (int overlap = 0; overlap < 2; overlap++) {
+            o = options(comm, overlap);
+            o.backend = PBL_BACKEND_CUDA;
+            CHECK(train_cuda(&sums[overlap], &o, err, sizeof err) == PBL_OK, "overlap %d: %s", overlap, err);
+            CHECK(same_params(&sums[overlap], &alone), "overlap %d: parameters bit-identical to no communicator",
+                  overlap);
+        }
+        finish(&alone);
+        finish(&sums[0]);
+        finish(&sums[1]);
+        /* a second communicator before the first goes: MPI ends with the last one */
+        pbl_comm *quick = NULL;
+        co.timeout_s = 0.5;
+        CHECK(pbl_comm_create_nccl(&quick, &co, 0, err, sizeof err) == PBL_OK, "%s", err);
+        set(0, 1);
+        if (quick)
+            check_missing_peer(quick);
+        set(0, 0);
+        pbl_comm_destroy(quick);
+    }
+    if (h)
+        dlclose(h);
+    pbl_comm_destroy(comm);
+    printf("%s\n", failures ? "FAILED" : "ok: nccl_module.c's device sums on the emulator");
+    return failures ? 1 : 0;
+}
+
+static int run_cuda_emu(void)
+{
+    if (!cuda_opens())
+        return 77;
     test_cuda_overlap_alone();
     test_cuda_device_sums();
     printf("%s\n", failures ? "FAILED" : "ok");
@@ -745,6 +816,8 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--cuda-emu") == 0)
         return run_cuda_emu();
+    if (argc > 1 && strcmp(argv[1], "--nccl-emu") == 0)
+        return run_nccl_emu();
     if (argc > 1 && strcmp(argv[1], "--mpi") == 0)
         return run_mpi();
     if (argc > 1 && strcmp(argv[1], "--nccl") == 0)

@@ -48,6 +48,22 @@
 #include <cstddef>
 #include <functional>
 
+/* What libpebble_cuda_emu.so exports besides the backend table (module.map): the runtime
+ * calls of the stand-in NCCL modules (test/cuda_emu/fake_nccl.c, fake_nccl_lib.c, which build
+ * executor/comm/nccl_module.c against the emulator) and cudaLaunchHostFunc. Protected: the
+ * module's own calls still bind to its own definitions, even in a process where a real
+ * libcudart was loaded globally (libpebble_nccl.so is opened RTLD_GLOBAL). */
+#define PBL_EMU_EXPORT __attribute__((visibility("protected")))
+extern "C" {
+PBL_EMU_EXPORT cudaError_t cudaSetDevice(int device);
+PBL_EMU_EXPORT const char *cudaGetErrorString(cudaError_t error);
+PBL_EMU_EXPORT cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags);
+PBL_EMU_EXPORT cudaError_t cudaEventDestroy(cudaEvent_t event);
+PBL_EMU_EXPORT cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream);
+PBL_EMU_EXPORT cudaError_t cudaEventQuery(cudaEvent_t event);
+PBL_EMU_EXPORT cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userData);
+}
+
 namespace pbl_emu {
 
 /* Enqueues `fn` on `stream` (0: the legacy stream), or records it as a node while the stream

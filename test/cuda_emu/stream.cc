@@ -308,9 +308,9 @@ cudaError_t cudaStreamQuery(cudaStream_t h)
 }
 
 /* Runs fn(userData) on the stream's thread in its turn. Exported from libpebble_cuda_emu.so
- * (the one runtime call that is): test/fake_nccl.c enqueues its stand-in all-reduces with it,
- * as NCCL enqueues its kernels on the caller's stream. */
-__attribute__((visibility("default"))) cudaError_t cudaLaunchHostFunc(cudaStream_t h, cudaHostFn_t fn, void *userData)
+ * (emu.h): the stand-in NCCL modules enqueue their all-reduces with it, as NCCL enqueues its
+ * kernels on the caller's stream. */
+cudaError_t cudaLaunchHostFunc(cudaStream_t h, cudaHostFn_t fn, void *userData)
 {
     if (!fn)
         return fail(cudaErrorInvalidValue);
