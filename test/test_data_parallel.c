@@ -16,7 +16,8 @@
  * Without MPI built, --mpi exits 77 (skipped). --nccl: run_nccl below (CTest nccl_np1/np2 here,
  * where there is no GPU; bench/gpu_check.sh on a GPU machine). --cuda-emu: the communication
  * stream on the CUDA backend, on the host emulator, with a stand-in NCCL module (run_cuda_emu
- * below; CTest data_parallel_cuda_emu; 77 without a CUDA backend to open).
+ * below; CTest data_parallel_cuda_emu; 77 without a CUDA backend to open). --nccl-emu: the real
+ * NCCL module built against the emulator and a stand-in NCCL (run_nccl_emu; CTest nccl_emu_np1).
  */
 #define _POSIX_C_SOURCE 200809L /* mkstemp */
 #define _GNU_SOURCE             /* RTLD_NOLOAD */
