@@ -607,6 +607,9 @@ static void test_cuda_overlap_alone(void)
         pbl_exec_stats_get(overlap.e, &st);
     CHECK(st.streams == 2 && st.waits > 0, "overlap: %d streams, %d waits (one compute stream, one communication)",
           (int)st.streams, (int)st.waits);
+    /* planned over happens-before on the two streams, and verified there (pbl_exec_create) */
+    CHECK(st.strategy && strcmp(st.strategy, "hb") == 0, "overlap: storage strategy %s",
+          st.strategy ? st.strategy : "(none)");
     if (overlap.e)
         check_placement(&overlap, 1, "overlap");
     CHECK(same_params(&overlap, &in_order), "overlap bit-identical to in order on CUDA");
