@@ -54,6 +54,9 @@ typedef struct pbl__backend_config {
     int32_t blas_threads;    /* math-library (BLAS) threads for the whole instance; 0: leave
                                 the library's setting as it is (the executor has resolved
                                 pbl_exec_options.blas_threads = 0 to `threads` already) */
+    int32_t split_products;  /* 1: blas_threads was left to its default, so the CPU backend,
+                                when it has a pool (one stream, threads > 1), may split large
+                                products over the pool and run BLAS single-threaded */
     int32_t flush_denormals; /* kernels treat denormal floats as zero (CPU: FTZ+DAZ) */
 } pbl__backend_config;
 

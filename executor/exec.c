@@ -555,6 +555,7 @@ static pbl_status create(pbl_exec **out, const pbl_graph *g, const pbl_exec_opti
     if (s == PBL_OK) {
         pbl__backend_config cfg = { .n_streams = e->n_streams, .n_events = e->sync.n_events, .threads = o.threads,
                                     .blas_threads = o.blas_threads ? o.blas_threads : o.threads,
+                                    .split_products = o.blas_threads == 0,
                                     .flush_denormals = o.flush_denormals };
         char why[256] = "";
         s = e->be->open(&e->mem, &cfg, &e->bctx, why, sizeof why);

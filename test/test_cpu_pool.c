@@ -1,7 +1,9 @@
 /* The CPU backend's worker pool (executor/cpu/pool.c) and the kernels that split their loops
  * over it (pbl__cpu_for): every index is run exactly once whatever the split, parts start on
  * 16-element boundaries, every split kernel gives the bits of its serial run, forced to split
- * into 2..4 parts at odd lengths (and the pool really ran a job), an MLP trained through the
+ * into 2..4 parts at odd lengths (and the pool really ran a job), matrix products split over
+ * the pool (ops/cpu/linear.c) put every element in its place within rounding of the exact
+ * product and split only when asked and large enough, an MLP trained through the
  * executor with threads = 2 and 3 (pool on) and BLAS held single-threaded (blas_threads = 1)
  * ends with the bits of threads = 1, and with BLAS on 2 threads too each training step stays
  * within a bound on rounding derived from the problem. */
@@ -41,7 +43,7 @@ static pbl__mem mem;
 static pbl__cpu_pool *make_pool(int32_t threads)
 {
     pbl__cpu_pool *p = NULL;
-    assert_int_equal(pbl__cpu_pool_create(&mem, threads, &p), PBL_OK);
+    assert_int_equal(pbl__cpu_pool_create(&mem, threads, 256, &p), PBL_OK);
     assert_non_null(p);
     return p;
 }
@@ -210,6 +212,159 @@ static void test_split_kernels_match_serial(void **state)
         }
         pbl__cpu_pool_destroy(p);
     }
+}
+
+/* ---- matrix products split over the pool (ops/cpu/linear.c) ------------------------------ */
+
+/* γ(n) = n·u / (1 − n·u), u = 2^-24: a float sum of n products is within γ(n)·Σ|products| of the
+ * exact sum in any order (see the bound further down). */
+static double gam(int64_t n)
+{
+    const double u = 0x1p-24;
+    return (double)n * u / (1 - (double)n * u);
+}
+
+/* One product case: fully_connected (x[m,k]·w[n,k]ᵀ, with a bias when `bias`) or matmul
+ * (op(a)[m,k]·op(b)[k,n], `batch` of them). */
+typedef struct pcase {
+    int     fc, bias, ta, tb;
+    int64_t batch, m, n, k;
+} pcase;
+
+enum { GUARD = 64 }; /* floats past the end of each output, which no part may touch */
+
+/* Runs the case with par (NULL: serial) on the given inputs, into a fresh output filled with
+ * NaN (an element no part writes stays NaN) followed by GUARD sentinels; checks the guard and
+ * returns the output (malloc'd). */
+static float *run_product(const pcase *c, float *const *in_data, const pbl__par *par)
+{
+    const pbl__op *op = pbl__op_get(pbl__op_find(c->fc ? "fully_connected" : "matmul"));
+    pbl__attr_val attr[2] = { { .i = c->ta }, { .i = c->tb } };
+    pbl__meta in_meta[3], out_meta[1];
+    int64_t out_n = c->batch * c->m * c->n;
+    if (c->fc) {
+        in_meta[0] = (pbl__meta){ .dtype = PBL_F32, .shape = PBL_SHAPE(c->m, c->k) };
+        in_meta[1] = (pbl__meta){ .dtype = PBL_F32, .shape = PBL_SHAPE(c->n, c->k) };
+        in_meta[2] = (pbl__meta){ .dtype = PBL_F32, .shape = PBL_SHAPE(c->n) };
+        out_meta[0] = (pbl__meta){ .dtype = PBL_F32, .shape = PBL_SHAPE(c->m, c->n) };
+    } else {
+        in_meta[0] = (pbl__meta){ .dtype = PBL_F32,
+                                  .shape = c->ta ? PBL_SHAPE(c->batch, c->k, c->m) : PBL_SHAPE(c->batch, c->m, c->k) };
+        in_meta[1] = (pbl__meta){ .dtype = PBL_F32,
+                                  .shape = c->tb ? PBL_SHAPE(c->batch, c->n, c->k) : PBL_SHAPE(c->batch, c->k, c->n) };
+        out_meta[0] = (pbl__meta){ .dtype = PBL_F32, .shape = PBL_SHAPE(c->batch, c->m, c->n) };
+    }
+    float *out = malloc((size_t)(out_n + GUARD) * sizeof *out);
+    for (int64_t i = 0; i < out_n; i++)
+        out[i] = NAN;
+    for (int64_t i = 0; i < GUARD; i++)
+        out[out_n + i] = -7.0f;
+    void *in[3] = { in_data[0], in_data[1], in_data[2] }, *outp[1] = { out };
+    char err[128] = "";
+    pbl__kargs a = { .in = in, .out = outp, .in_meta = in_meta, .out_meta = out_meta, .attr = attr,
+                     .n_in = c->fc ? 2 + c->bias : 2, .n_out = 1, .err = err, .errlen = sizeof err, .par = par };
+    assert_int_equal(op->cpu(&a), PBL_OK);
+    for (int64_t i = 0; i < GUARD; i++)
+        if (out[out_n + i] != -7.0f)
+            fail_msg("product %lldx%lldx%lld: a part wrote %lld floats past the output", (long long)c->m,
+                     (long long)c->n, (long long)c->k, (long long)i);
+    return out;
+}
+
+/* Every element of a split product lands in its place and within the rounding any order of
+ * its sum may give (Higham's γ(k+1)·Σ|terms|, see the bound further down) of the exact value,
+ * computed here in double; the pool really ran a job. Awkward shapes: parts of unequal size
+ * and a ragged tail, rows too few to split (then the columns are), transposed operands,
+ * leading dimensions wider than the part, a bias preloaded into each part's block. Never
+ * compared bit for bit: the parts are BLAS calls of other shapes than the whole. */
+static void test_split_products_match_exact(void **state)
+{
+    (void)state;
+    static const pcase cases[] = {
+        { .fc = 1, .bias = 1, .batch = 1, .m = 130, .n = 33, .k = 200 },
+        { .fc = 1, .bias = 0, .batch = 1, .m = 257, .n = 10, .k = 37 },
+        { .fc = 1, .bias = 1, .batch = 1, .m = 17, .n = 130, .k = 64 },   /* too few rows: columns */
+        { .fc = 1, .bias = 1, .batch = 1, .m = 1, .n = 1000, .k = 3 },
+        { .fc = 0, .ta = 0, .tb = 0, .batch = 1, .m = 129, .n = 70, .k = 65 },
+        { .fc = 0, .ta = 1, .tb = 0, .batch = 1, .m = 10, .n = 300, .k = 128 }, /* a weight gradient */
+        { .fc = 0, .ta = 1, .tb = 0, .batch = 1, .m = 99, .n = 131, .k = 40 },
+        { .fc = 0, .ta = 0, .tb = 1, .batch = 2, .m = 100, .n = 17, .k = 33 },
+        { .fc = 0, .ta = 1, .tb = 1, .batch = 3, .m = 5, .n = 97, .k = 9 },
+    };
+    for (int32_t threads = 2; threads <= 4; threads++) {
+        pbl__cpu_pool *p = make_pool(threads);
+        pbl__par par = pbl__cpu_pool_par(p, 1); /* every product large enough to split */
+        par.products = 1;
+        for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+            const pcase *c = &cases[ci];
+            int64_t na = c->batch * c->m * c->k, nb = c->batch * c->k * c->n;
+            float *in[3] = { malloc((size_t)na * sizeof(float)), malloc((size_t)nb * sizeof(float)),
+                             malloc((size_t)c->n * sizeof(float)) };
+            rng = 11u + ci;
+            for (int64_t i = 0; i < na; i++)
+                in[0][i] = 4.0f * unit() - 2.0f;
+            for (int64_t i = 0; i < nb; i++)
+                in[1][i] = 4.0f * unit() - 2.0f;
+            for (int64_t i = 0; i < c->n; i++)
+                in[2][i] = 4.0f * unit() - 2.0f;
+            uint64_t jobs = pbl__cpu_pool_jobs(p);
+            float *got = run_product(c, in, &par);
+            if (pbl__cpu_pool_jobs(p) == jobs)
+                fail_msg("product %lldx%lldx%lld on %d threads: it did not split", (long long)c->m,
+                         (long long)c->n, (long long)c->k, (int)threads);
+            for (int64_t bi = 0; bi < c->batch; bi++)
+                for (int64_t i = 0; i < c->m; i++)
+                    for (int64_t j = 0; j < c->n; j++) {
+                        /* fully_connected: a = x[m,k], b = w[n,k] (op(b) = wᵀ) */
+                        int ta = c->fc ? 0 : c->ta, tb = c->fc ? 1 : c->tb;
+                        const float *A = in[0] + bi * c->m * c->k, *Bm = in[1] + bi * c->k * c->n;
+                        double exact = c->fc && c->bias ? in[2][j] : 0.0, mag = fabs(exact);
+                        for (int64_t k = 0; k < c->k; k++) {
+                            double t = (double)(ta ? A[k * c->m + i] : A[i * c->k + k]) *
+                                       (double)(tb ? Bm[j * c->k + k] : Bm[k * c->n + j]);
+                            exact += t;
+                            mag += fabs(t);
+                        }
+                        double v = got[(bi * c->m + i) * c->n + j], bound = 1.01 * gam(c->k + 1) * mag;
+                        if (!(fabs(v - exact) <= bound))
+                            fail_msg("%s %lldx%lldx%lld (ta %d, tb %d) on %d threads: element [%lld,%lld,%lld] is "
+                                     "%.9g, exact %.9g (bound %.3g)", c->fc ? "fully_connected" : "matmul",
+                                     (long long)c->m, (long long)c->n, (long long)c->k, ta, tb, (int)threads,
+                                     (long long)bi, (long long)i, (long long)j, v, exact, bound);
+                    }
+            free(got);
+            for (int i = 0; i < 3; i++)
+                free(in[i]);
+        }
+        pbl__cpu_pool_destroy(p);
+    }
+    print_message("%d products split over 2-4 threads: every element written once, in place, within rounding "
+                  "of the exact product\n", (int)(sizeof cases / sizeof *cases));
+}
+
+/* Products stay whole without the flag, and where they are too small or too thin to split. */
+static void test_products_split_only_when_asked(void **state)
+{
+    (void)state;
+    pbl__cpu_pool *p = make_pool(2);
+    pbl__par par = pbl__cpu_pool_par(p, 1);
+    static const pcase big = { .fc = 0, .batch = 1, .m = 256, .n = 256, .k = 64 };
+    static const pcase thin = { .fc = 0, .batch = 1, .m = 40, .n = 40, .k = 4096 }; /* < 2 parts of 32 */
+    float *in[3] = { calloc(256 * 4096, sizeof(float)), calloc(256 * 4096, sizeof(float)), NULL };
+    const struct { const pcase *c; int products; int64_t min_work; int split; } want[] = {
+        { &big, 0, 1, 0 }, { &big, 1, 1, 1 }, { &big, 1, 256 * 256 * 64, 0 }, { &thin, 1, 1, 0 },
+    };
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        par.products = want[i].products;
+        par.min_work = want[i].min_work;
+        uint64_t jobs = pbl__cpu_pool_jobs(p);
+        free(run_product(want[i].c, in, &par));
+        if ((pbl__cpu_pool_jobs(p) != jobs) != want[i].split)
+            fail_msg("case %zu: the product %s split", i, want[i].split ? "was not" : "was");
+    }
+    free(in[0]);
+    free(in[1]);
+    pbl__cpu_pool_destroy(p);
 }
 
 /* ---- an MLP through the executor ---------------------------------------------------------- */
@@ -381,12 +536,6 @@ static void test_blas_threads_checked(void **state)
  *   dz1 = dh where h > 0: e_dh, or |dh| + e_dh where |z1| ≤ e_z1 (the mask may flip)
  *   sgd, w − lr·g in float: lr·e_g + u·lr·(|g| + e_g) + u·(|w − lr·g| + lr·e_g)
  * The bound is first order (products of two error terms, ~1e-12 relative, are in the 1%). */
-
-static double gam(int64_t n)
-{
-    const double u = 0x1p-24;
-    return (double)n * u / (1 - (double)n * u);
-}
 
 /* One step's exact loss, gradients (w1 b1 w2 b2 end to end) and their error bounds E (each
  * run's distance from them), from parameters p and the batch (x, y). */
@@ -596,6 +745,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pool_runs_each_index_once),
         cmocka_unit_test(test_split_kernels_match_serial),
+        cmocka_unit_test(test_split_products_match_exact),
+        cmocka_unit_test(test_products_split_only_when_asked),
         cmocka_unit_test(test_training_threads_match),
         cmocka_unit_test(test_training_blas_threads_within_bound),
         cmocka_unit_test(test_blas_threads_checked),

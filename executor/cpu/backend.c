@@ -17,8 +17,9 @@
  * count at 1 runs entirely on the calling thread, and its buffer allocation is locked in
  * threaded builds (#2126, #2136). So with several streams the backend sets the count to 1:
  * the streams are the parallelism, each a core; `threads` (the budget) caps nothing more.
- * With one stream the count is blas_threads (pbl_exec_options: by default `threads`), set at
- * open and again before each run, since another executor may have changed it in between.
+ * With one stream the count is blas_threads (pbl_exec_options: by default `threads`, but 1
+ * where the pool carries the products, below), set at open and again before each run, since
+ * another executor may have changed it in between.
  * OpenBLAS's threaded sgemm does not always round like its single-threaded one (measured
  * with 0.3.21's Haswell and Zen kernels: last-bit differences in some elements), so a
  * caller that wants the bits of one thread with the pool on asks for blas_threads = 1.
@@ -29,6 +30,17 @@
  * 1.15-1.3x its products' time. With one stream and threads > 1 the backend starts a pool
  * of threads - 1 workers (executor/cpu/pool.c) and hands it to every kernel (kargs->par);
  * kernels split their long loops over it (pbl__cpu_for), element for element the same code.
+ *
+ * Products with one stream. OpenBLAS 0.3.21's threaded sgemm hands each call's work to its
+ * server threads, which wait for it by sched_yield; at batch 128 that hand-off and the pool's
+ * workers and OpenBLAS's threads taking turns on the same cores cost an MLP step a fifth of
+ * its time, and at batch 1024 its two threads reached 1.72x one thread on 784-512-512-10.
+ * So when the caller leaves blas_threads at 0 (cfg->split_products) and the pool exists, the
+ * pool carries the products too: large ones are split along an output dimension into
+ * single-threaded sgemm calls (ops/cpu/linear.c), OpenBLAS is held at one thread, and the
+ * pool's spinning workers are the only threads besides the caller's. An explicit
+ * blas_threads (1 for the bits of one thread, or a count for OpenBLAS's own threading)
+ * keeps the products whole, as before.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -63,6 +75,16 @@ typedef struct cmd {
 /* A part of a split kernel gets at least this much work (elements x cost, pbl__cpu_for):
  * 64 KiB of floats, some 5-10 us of a streaming pass, above what claiming a part costs. */
 #define PAR_MIN_WORK 16384
+
+/* The pool's polls before a worker sleeps (pbl__cpu_pool_create): some 10-40 us while
+ * OpenBLAS's own threads run the products between split kernels and want the cores; some
+ * 0.15-0.6 ms when the pool carries the products, so the workers stay awake through the
+ * short kernels between two products (at batch 128 a few microseconds each: waking a
+ * sleeping thread costs more) and still sleep between steps of a loop that does other work.
+ * Measured on 784-256-128-10, batch 128, 2 threads: 256 polls cost a fifth of the step over
+ * 4096. */
+#define SPIN_SHORT 256
+#define SPIN_LONG  4096
 
 /* The ring holds this many commands; the executor blocks when it is full (see backend.h:
  * what is queued can always drain). 1024 keep a worker busy for a long while. */
@@ -143,6 +165,19 @@ static void set_blas_threads(int32_t threads)
         openblas_set_num_threads(threads);
 #else
     (void)threads;
+#endif
+}
+
+/* Whether the pool carries the products too (see "Products with one stream" above): only
+ * where the caller left blas_threads to us and the backend can hold OpenBLAS to one thread, so
+ * the parts never run a BLAS that threads again under them. */
+static int products_on_pool(const pbl__backend_config *cfg)
+{
+#ifdef PEBBLE_HAVE_OPENBLAS_THREADS
+    return cfg->split_products;
+#else
+    (void)cfg;
+    return 0;
 #endif
 }
 
@@ -418,8 +453,10 @@ static pbl_status cpu_open(pbl__mem *host, const pbl__backend_config *cfg, void 
         }
     }
     if (s == PBL_OK && c->n_streams == 1 && cfg->threads > 1) {
-        s = pbl__cpu_pool_create(host, cfg->threads, &c->pool);
+        int products = products_on_pool(cfg);
+        s = pbl__cpu_pool_create(host, cfg->threads, products ? SPIN_LONG : SPIN_SHORT, &c->pool);
         c->par = pbl__cpu_pool_par(c->pool, PAR_MIN_WORK);
+        c->par.products = products;
     }
     if (s != PBL_OK) {
         snprintf(err, errlen, "cpu backend: out of memory or threads starting %d streams (%d threads)",
@@ -427,7 +464,7 @@ static pbl_status cpu_open(pbl__mem *host, const pbl__backend_config *cfg, void 
         cpu_close(c);
         return s;
     }
-    c->blas_threads = c->streams ? 1 : cfg->blas_threads;
+    c->blas_threads = c->streams || c->par.products ? 1 : cfg->blas_threads;
     set_blas_threads(c->blas_threads);
     *ctx = c;
     return PBL_OK;

@@ -10,9 +10,10 @@
  *
  * Workers poll the generation for a little while after each job (consecutive split kernels
  * follow each other within microseconds) and then sleep on a condition variable; the
- * dispatcher polls the count of finished chunks in the same way before it sleeps. The polls
- * are short because between split kernels come BLAS calls whose own threads want these
- * cores.
+ * dispatcher polls the count of finished chunks in the same way before it sleeps. How long
+ * is the creator's choice (executor/cpu/backend.c): short while BLAS calls with threads of
+ * their own come between split kernels and want these cores, longer when the pool carries
+ * the products too and nothing else is waiting for them.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -31,8 +32,6 @@ static inline void set_csr(uint32_t v) { (void)v; }
 static inline void relax(void) {}
 #endif
 
-/* Polls before sleeping: about 10-40 us of pause instructions on current x86 cores. */
-enum { SPIN = 256 };
 
 typedef struct worker {
     pbl__cpu_pool *pool;
@@ -53,6 +52,7 @@ typedef struct job {
 struct pbl__cpu_pool {
     pbl__mem        *host;
     int32_t          threads;
+    int32_t          spin;    /* polls before sleeping (pbl__cpu_pool_create) */
     worker          *workers; /* threads - 1 */
     pthread_mutex_t  mu;
     pthread_cond_t   work;    /* to the workers: a new job, or stop */
@@ -95,7 +95,7 @@ static void *worker_main(void *arg)
     pbl__cpu_pool *p = w->pool;
     uint32_t seen = 0, csr = get_csr();
     for (;;) {
-        for (int i = 0; i < SPIN && atomic_load_explicit(&p->gen, memory_order_relaxed) == seen; i++)
+        for (int i = 0; i < p->spin && atomic_load_explicit(&p->gen, memory_order_relaxed) == seen; i++)
             relax();
         pthread_mutex_lock(&p->mu);
         while (atomic_load_explicit(&p->gen, memory_order_relaxed) == seen && !p->stop)
@@ -141,7 +141,7 @@ static void pool_run(void *pool, int64_t n, int64_t align, int32_t parts, pbl__r
     job j = p->cur;
     run_chunks(p, &j);
 
-    for (int i = 0; i < SPIN && atomic_load_explicit(&p->finished, memory_order_acquire) != j.parts; i++)
+    for (int i = 0; i < p->spin && atomic_load_explicit(&p->finished, memory_order_acquire) != j.parts; i++)
         relax();
     if (atomic_load_explicit(&p->finished, memory_order_acquire) != j.parts) {
         pthread_mutex_lock(&p->mu);
@@ -169,7 +169,7 @@ void pbl__cpu_pool_destroy(pbl__cpu_pool *p)
     pbl__mem_free(p->host, p, sizeof *p);
 }
 
-pbl_status pbl__cpu_pool_create(pbl__mem *host, int32_t threads, pbl__cpu_pool **out)
+pbl_status pbl__cpu_pool_create(pbl__mem *host, int32_t threads, int32_t spin, pbl__cpu_pool **out)
 {
     *out = NULL;
     if (threads < 2)
@@ -184,6 +184,7 @@ pbl_status pbl__cpu_pool_create(pbl__mem *host, int32_t threads, pbl__cpu_pool *
         return PBL_ERR_NOMEM;
     }
     p->threads = threads;
+    p->spin = spin > 0 ? spin : 1;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->work, NULL);
     pthread_cond_init(&p->done, NULL);

@@ -62,6 +62,9 @@ typedef struct pbl__par {
     void   *pool;
     int32_t threads;  /* the caller and threads - 1 workers */
     int64_t min_work; /* the least work (elements x their cost) worth one part */
+    int32_t products; /* 1: large matrix products split over the pool too, each part one
+                         single-threaded BLAS call (BLAS's own threads are off); 0: BLAS
+                         threads them itself (ops/cpu/linear.c) */
     void  (*run)(void *pool, int64_t n, int64_t align, int32_t parts, pbl__range_fn fn, void *ctx);
 } pbl__par;
 

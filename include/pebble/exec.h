@@ -54,8 +54,9 @@
  * the nesting of a rematerialisation).
  *
  * Bits. For one graph and the same inputs, unshared, planned and dynamic storage, any number of
- * streams and any `threads` give the same bits as long as BLAS's thread count (blas_threads),
- * its kernel (OpenBLAS picks one per CPU; OPENBLAS_CORETYPE overrides it) and the OpenBLAS
+ * streams and any `threads` give the same bits as long as the products run the same way (the
+ * same blas_threads >= 1; blas_threads 0 with threads > 1 splits them by `threads`), and
+ * BLAS's kernel (OpenBLAS picks one per CPU; OPENBLAS_CORETYPE overrides it) and the OpenBLAS
  * build stay the same; several streams run BLAS single-threaded, so they match one stream with
  * blas_threads = 1. Across BLAS thread counts, kernels and CPUs (whose libm and whose
  * instruction set, for fully_connected_packed's AVX-512 kernel, differ too) results agree to
@@ -174,9 +175,12 @@ typedef struct pbl_exec_options {
                                        destroy) over which long element-wise kernels, bias-
                                        gradient sums and optimizer updates split their loops;
                                        each element is computed as with one thread, so the
-                                       split never changes a bit. Unless blas_threads says
-                                       otherwise, `threads` is also BLAS's thread count (see
-                                       blas_threads for what that does to the bits). With
+                                       split never changes a bit. With blas_threads left at
+                                       0, large matrix products split over those threads
+                                       too, along rows or columns of their result, each part
+                                       one single-threaded BLAS call (OpenBLAS held at one
+                                       thread); like BLAS's own threading this may change
+                                       the last bits of products (see blas_threads). With
                                        several streams BLAS runs single-threaded (see streams). */
     int32_t              flush_denormals; /* default 1: during a run, the calling thread treats
                                        denormal floats as zero (x86 FTZ+DAZ; restored after).
@@ -214,8 +218,13 @@ typedef struct pbl_exec_options {
                                        device memory, so replays draw new masks. Ignored on CPU
                                        and in dynamic mode. */
     int32_t              blas_threads; /* OpenBLAS threads for the products with one stream on
-                                       the CPU; 0 (the default): `threads`, and when that is 0
-                                       too the library's setting is left alone; negative:
+                                       the CPU; 0 (the default): with threads > 1, the
+                                       products are split over pebble's threads (see
+                                       threads) and OpenBLAS runs each part on one thread;
+                                       with threads 0 or 1 the count is `threads`, and when
+                                       that is 0 the library's setting is left alone. A
+                                       count of 1 or more keeps every product one BLAS call
+                                       on that many threads; negative:
                                        PBL_ERR_INVALID_ARG. OpenBLAS keeps one count per
                                        process, so the executor sets it at create and again
                                        at the start of every run (executors asking for
