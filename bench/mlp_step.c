@@ -28,7 +28,7 @@
  * Each timed loop runs --iters steps; it is repeated --reps times (step and sgemm loops
  * interleaved) and the median repetition is reported.
  *
- *     mlp_step [--batch 128] [--hidden 256,128] [--threads 1] [--streams 0] [--warmup 10]
+ *     mlp_step [--batch 128] [--hidden 256,128] [--threads 1] [--streams 0] [--blas-threads 0] [--warmup 10]
  *              [--iters N] [--reps 5] [--recipe train_mlp|adam] [--format table|json]
  *              [--list] [--step-only]
  *
@@ -67,6 +67,7 @@ typedef struct options {
     int     n_hidden;
     int     threads;
     int     streams; /* pbl_exec_options.streams; 0: the backend's default */
+    int     blas_threads; /* pbl_exec_options.blas_threads; 0: the default */
     int     warmup;
     int     iters; /* 0: calibrate */
     int     reps;
@@ -144,7 +145,7 @@ static void *xmalloc(size_t bytes)
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: mlp_step [--batch B] [--hidden H1,H2,...] [--threads T] [--streams S]\n"
+            "usage: mlp_step [--batch B] [--hidden H1,H2,...] [--threads T] [--streams S] [--blas-threads N]\n"
             "                [--warmup N] [--iters N] [--reps R] [--format table|json] [--list]\n"
             "                [--recipe train_mlp|adam] [--step-only]\n"
             "  --batch    batch size (default 128)\n"
@@ -153,6 +154,10 @@ static void usage(FILE *f)
             "             sgemm-alone loop (openblas_set_num_threads) (default 1)\n"
             "  --streams  pbl_exec_options.streams (default 0: the backend's default, 1 on\n"
             "             the CPU); above 1 the executor runs BLAS single-threaded\n"
+            "  --blas-threads  pbl_exec_options.blas_threads for the step (default 0: with\n"
+            "             --threads above 1, products split over pebble's threads; T: each\n"
+            "             product whole on OpenBLAS's T threads); the sgemm-alone loop\n"
+            "             always runs OpenBLAS on --threads threads\n"
             "  --warmup   untimed steps before timing (default 10)\n"
             "  --iters    steps per timed repetition (default: about %.1f s of steps)\n"
             "  --reps     timed repetitions; the median is reported (default 5)\n"
@@ -234,6 +239,10 @@ static int parse_args(int argc, char **argv, options *o)
             if (parse_int(a, val, 1, 1024, &v))
                 return -1;
             o->threads = (int)v;
+        } else if (!strcmp(a, "--blas-threads")) {
+            if (parse_int(a, val, 0, 1024, &v))
+                return -1;
+            o->blas_threads = (int)v;
         } else if (!strcmp(a, "--streams")) {
             if (parse_int(a, val, 0, PBL_MAX_STREAMS, &v))
                 return -1;
@@ -616,6 +625,7 @@ int main(int argc, char **argv)
     pbl_exec_options eo = pbl_exec_options_default();
     eo.threads = o.threads;
     eo.streams = o.streams;
+    eo.blas_threads = o.blas_threads;
     char err[512] = "";
     pbl_status s = pbl_exec_create(&e, m.g, &eo, err, sizeof err);
     if (s != PBL_OK) {
@@ -711,10 +721,10 @@ int main(int argc, char **argv)
 
     if (o.json) {
         printf("{\"bench\": \"mlp_step\", \"batch\": %lld, \"hidden\": [%s], \"threads\": %d, "
-               "\"streams\": %d, \"streams_used\": %d, \"waits\": %d, "
+               "\"blas_threads\": %d, \"streams\": %d, \"streams_used\": %d, \"waits\": %d, "
                "\"recipe\": \"%s\", \"blas_core\": \"%s\", \"warmup\": %d, \"iters\": %d, \"reps\": %d, "
                "\"graph_nodes\": %d, \"schedule_nodes\": %d, \"arena_bytes\": %llu, ",
-               (long long)o.batch, hidden, o.threads, o.streams, (int)st.streams, (int)st.waits,
+               (long long)o.batch, hidden, o.threads, o.blas_threads, o.streams, (int)st.streams, (int)st.waits,
                o.plain_adam ? "adam" : "train_mlp", blas_core(), o.warmup, iters, o.reps, (int)pbl_graph_node_count(m.g), (int)st.nodes,
                (unsigned long long)st.arena_bytes);
         printf("\"step\": {");
@@ -741,9 +751,9 @@ int main(int argc, char **argv)
         for (char *c = layers; *c; c++)
             if (*c == ',')
                 *c = '-';
-        printf("mlp_step: batch %lld, layers %d-%s-%d, threads %d, streams %d (%d waits), "
+        printf("mlp_step: batch %lld, layers %d-%s-%d, threads %d, blas_threads %d, streams %d (%d waits), "
                "BLAS core %s\n",
-               (long long)o.batch, IN_FEATURES, layers, N_CLASSES, o.threads, (int)st.streams,
+               (long long)o.batch, IN_FEATURES, layers, N_CLASSES, o.threads, o.blas_threads, (int)st.streams,
                (int)st.waits, blas_core());
         printf("recipe: %s\n", o.plain_adam ? "adam (lr 1e-3, constant; no clipping)"
                                              : "train_mlp (AdamW, weight decay 0.01, clip 1, runtime lr: cosine, "

@@ -3,14 +3,17 @@
 # PyTorch on the CPU (bench/mlp_torch.py), same batch and thread count, one side-by-side table.
 #
 #   bench/mlp_vs_torch.sh [--batches 128,1024] [--threads 1,NPROC] [--hidden 256,128]
-#                         [--streams 1] [--recipe train_mlp|adam] [--format table|json]
+#                         [--streams 1] [--blas-threads 0] [--recipe train_mlp|adam] [--format table|json]
 #                         [--build-dir DIR | --mlp-step PATH] [--warmup N] [--iters N] [--reps R]
 #
 # --hidden: the hidden widths, the same for both (784-H1-...-10); the issue's model is
 # --hidden 512,512. --streams: a list of pebble stream counts (pbl_exec_options.streams);
 # with S > 1 streams pebble runs S worker threads with single-threaded BLAS, so S streams
 # are run only beside torch with T >= S threads (streams 1 always); torch has no such
-# option and is run once per batch and thread count.
+# option and is run once per batch and thread count. --blas-threads: a list of pebble's
+# pbl_exec_options.blas_threads (0, the default: with T > 1 threads, products split over
+# pebble's own threads; N: each product whole on OpenBLAS's N threads; a value above T is
+# run as T), so 0,T puts the two product threadings side by side.
 #
 # Builds mlp_step first (configuring DIR, default build/, as Release when it has no cache yet;
 # with --mlp-step it runs that binary and builds nothing). When bench/.venv cannot import
@@ -26,6 +29,7 @@ batches="128,1024"
 threads="1,$ncpu"
 hidden="256,128"
 streams="1"
+blas_threads="0"
 format=table
 build="$root/build"
 mlp_step=
@@ -40,6 +44,7 @@ while [ $# -gt 0 ]; do
         --threads) threads=${2:?}; shift 2 ;;
         --hidden) hidden=${2:?}; shift 2 ;;
         --streams) streams=${2:?}; shift 2 ;;
+        --blas-threads) blas_threads=${2:?}; shift 2 ;;
         --format) format=${2:?}; shift 2 ;;
         --build-dir) build=${2:?}; shift 2 ;;
         --mlp-step) mlp_step=${2:?}; shift 2 ;;
@@ -53,6 +58,7 @@ case "$format" in table|json) ;; *) die "--format: table or json, got '$format'"
 [[ "$threads" =~ ^[0-9]+(,[0-9]+)*$ ]] || die "--threads: a list like 1,$ncpu"
 [[ "$hidden" =~ ^[0-9]+(,[0-9]+)*$ ]] || die "--hidden: widths like 512,512"
 [[ "$streams" =~ ^[0-9]+(,[0-9]+)*$ ]] || die "--streams: a list like 1,2"
+[[ "$blas_threads" =~ ^[0-9]+(,[0-9]+)*$ ]] || die "--blas-threads: a list like 0,2"
 # drop repeated thread counts (1,1 when nproc is 1)
 threads=$(tr ',' '\n' <<<"$threads" | awk '!seen[$0]++' | paste -sd, -)
 streams=$(tr ',' '\n' <<<"$streams" | awk '!seen[$0]++' | paste -sd, -)
@@ -96,16 +102,25 @@ trap 'rm -f "$results"' EXIT
 IFS=, read -r -a bl <<<"$batches"
 IFS=, read -r -a tl <<<"$threads"
 IFS=, read -r -a sl <<<"$streams"
+IFS=, read -r -a bt <<<"$blas_threads"
 for b in "${bl[@]}"; do
     for t in "${tl[@]}"; do
         ps=()
+        done_bt=" "
         for s in "${sl[@]}"; do
             [ "$s" -le 1 ] || [ "$s" -le "$t" ] || continue
-            echo "mlp_vs_torch: pebble, batch $b, threads $t, streams $s" >&2
-            p=$("$mlp_step" --batch "$b" --hidden "$hidden" --threads "$t" --streams "$s" \
-                    --format json ${pass[@]+"${pass[@]}"}) ||
-                die "mlp_step --batch $b --threads $t --streams $s failed"
-            ps+=("$p")
+            for n in "${bt[@]}"; do
+                [ "$n" -le "$t" ] || n=$t
+                # several streams run BLAS single-threaded: blas_threads does not apply
+                [ "$s" -le 1 ] || [ "$n" -eq 0 ] || continue
+                case "$done_bt" in *" $s:$n "*) continue ;; esac
+                done_bt="$done_bt$s:$n "
+                echo "mlp_vs_torch: pebble, batch $b, threads $t, streams $s, blas_threads $n" >&2
+                p=$("$mlp_step" --batch "$b" --hidden "$hidden" --threads "$t" --streams "$s" \
+                        --blas-threads "$n" --format json ${pass[@]+"${pass[@]}"}) ||
+                    die "mlp_step --batch $b --threads $t --streams $s --blas-threads $n failed"
+                ps+=("$p")
+            done
         done
         echo "mlp_vs_torch: torch, batch $b, threads $t" >&2
         q=$("$py" "$here/mlp_torch.py" --batch "$b" --hidden "$hidden" --threads "$t" \
@@ -130,6 +145,7 @@ for line in open(path):
     p, t = (json.loads(s) for s in line.rstrip("\n").split("\t"))
     rows.append({
         "batch": p["batch"], "threads": p["threads"], "streams": p["streams_used"],
+        "blas_threads": p.get("blas_threads", 0),
         "pebble_samples_per_s": p["step"]["samples_per_s"],
         "torch_samples_per_s": t["samples_per_s"],
         "pebble_over_torch": p["step"]["samples_per_s"] / t["samples_per_s"],
@@ -156,13 +172,14 @@ print(f"model: 784-{hidden.replace(',', '-')}-10, f32; both sides: {recipe_text}
 print("pebble: pbl_exec_set_scalar of the rate + pbl_exec_run of the whole step (input write excluded); "
       "torch: zero_grad, forward, backward, [clip, set rate,] optimizer step")
 print("ratio = pebble samples/s / torch samples/s (> 1: pebble faster); "
-      "step/sgemm = pebble step time / its sgemm calls alone\n")
-hdr = ("batch", "threads", "streams", "pebble samples/s", "torch samples/s", "ratio",
+      "step/sgemm = pebble step time / its sgemm calls alone (OpenBLAS on `threads` threads); "
+      "blas = pbl_exec_options.blas_threads (0: products split over pebble's threads)\n")
+hdr = ("batch", "threads", "streams", "blas", "pebble samples/s", "torch samples/s", "ratio",
        "pebble ms", "torch ms", "sgemm ms", "step/sgemm")
-w = (6, 8, 8, 17, 16, 7, 10, 9, 9, 11)
+w = (6, 8, 8, 5, 17, 16, 7, 10, 9, 9, 11)
 print(" ".join(h.rjust(n) for h, n in zip(hdr, w)))
 for r in rows:
-    cells = (str(r["batch"]), str(r["threads"]), str(r["streams"]),
+    cells = (str(r["batch"]), str(r["threads"]), str(r["streams"]), str(r["blas_threads"]),
              f'{r["pebble_samples_per_s"]:.0f}',
              f'{r["torch_samples_per_s"]:.0f}', f'{r["pebble_over_torch"]:.2f}',
              f'{r["pebble_ms_per_step"]:.3f}', f'{r["torch_ms_per_step"]:.3f}',
