@@ -76,15 +76,16 @@ typedef struct cmd {
  * 64 KiB of floats, some 5-10 us of a streaming pass, above what claiming a part costs. */
 #define PAR_MIN_WORK 16384
 
-/* The pool's polls before a worker sleeps (pbl__cpu_pool_create): some 10-40 us while
- * OpenBLAS's own threads run the products between split kernels and want the cores; some
- * 0.15-0.6 ms when the pool carries the products, so the workers stay awake through the
- * short kernels between two products (at batch 128 a few microseconds each: waking a
- * sleeping thread costs more) and still sleep between steps of a loop that does other work.
- * Measured on 784-256-128-10, batch 128, 2 threads: 256 polls cost a fifth of the step over
- * 4096. */
+/* The pool's polls before a worker sleeps (pbl__cpu_pool_create): 256 pauses, some 10-40 us,
+ * while OpenBLAS's own threads run the products between split kernels and want the cores;
+ * when the pool carries the products, 256 sched_yield calls more (some 0.1-0.3 ms on an
+ * otherwise idle core), so the workers stay awake through the short kernels between two
+ * products (at batch 128 a few microseconds each: waking a sleeping thread costs more, and
+ * with 256 polls alone the split step of 784-256-128-10 at batch 128 on 2 threads took
+ * about 1.25x its time with these), yet give the core to other work that wants it and
+ * sleep between the steps of a loop that does something else in between. */
 #define SPIN_SHORT 256
-#define SPIN_LONG  4096
+#define SPIN_LONG  512
 
 /* The ring holds this many commands; the executor blocks when it is full (see backend.h:
  * what is queued can always drain). 1024 keep a worker busy for a long while. */

@@ -16,6 +16,7 @@
  * the products too and nothing else is waiting for them.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -39,6 +40,19 @@ typedef struct worker {
     int            started;
 } worker;
 
+/* Poll i of a wait: the first PAUSES pause instructions (the core stays ours, the answer
+ * comes within a few hundred nanoseconds), then sched_yield, which lets any other runnable
+ * thread on this core run first, as OpenBLAS's own threads wait: on a machine shared with
+ * other work a waiting worker does not keep a core from it. */
+enum { PAUSES = 256 };
+static inline void poll_once(int32_t i)
+{
+    if (i < PAUSES)
+        relax();
+    else
+        sched_yield();
+}
+
 /* One job as a thread that took it sees it. */
 typedef struct job {
     pbl__range_fn fn;
@@ -52,7 +66,7 @@ typedef struct job {
 struct pbl__cpu_pool {
     pbl__mem        *host;
     int32_t          threads;
-    int32_t          spin;    /* polls before sleeping (pbl__cpu_pool_create) */
+    int32_t          spin;    /* polls before sleeping (pbl__cpu_pool_create, poll_once) */
     worker          *workers; /* threads - 1 */
     pthread_mutex_t  mu;
     pthread_cond_t   work;    /* to the workers: a new job, or stop */
@@ -95,8 +109,8 @@ static void *worker_main(void *arg)
     pbl__cpu_pool *p = w->pool;
     uint32_t seen = 0, csr = get_csr();
     for (;;) {
-        for (int i = 0; i < p->spin && atomic_load_explicit(&p->gen, memory_order_relaxed) == seen; i++)
-            relax();
+        for (int32_t i = 0; i < p->spin && atomic_load_explicit(&p->gen, memory_order_relaxed) == seen; i++)
+            poll_once(i);
         pthread_mutex_lock(&p->mu);
         while (atomic_load_explicit(&p->gen, memory_order_relaxed) == seen && !p->stop)
             pthread_cond_wait(&p->work, &p->mu);
@@ -141,8 +155,8 @@ static void pool_run(void *pool, int64_t n, int64_t align, int32_t parts, pbl__r
     job j = p->cur;
     run_chunks(p, &j);
 
-    for (int i = 0; i < p->spin && atomic_load_explicit(&p->finished, memory_order_acquire) != j.parts; i++)
-        relax();
+    for (int32_t i = 0; i < p->spin && atomic_load_explicit(&p->finished, memory_order_acquire) != j.parts; i++)
+        poll_once(i);
     if (atomic_load_explicit(&p->finished, memory_order_acquire) != j.parts) {
         pthread_mutex_lock(&p->mu);
         while (atomic_load_explicit(&p->finished, memory_order_acquire) != j.parts)

@@ -23,9 +23,10 @@
 
 typedef struct pbl__cpu_pool pbl__cpu_pool;
 
-/* Starts threads - 1 workers (threads >= 2) that poll `spin` times (pause instructions, some
- * 40-150 ns each on current x86 cores) for the next job before they sleep, as the dispatcher
- * does for the last part of its job. PBL_ERR_NOMEM when memory or a thread cannot be had;
+/* Starts threads - 1 workers (threads >= 2) that poll `spin` times for the next job before
+ * they sleep, as the dispatcher does for the last part of its job: the first 256 polls are
+ * pause instructions (some 40-150 ns each on current x86 cores), any further ones
+ * sched_yield calls (about a microsecond each where nothing else wants the core). PBL_ERR_NOMEM when memory or a thread cannot be had;
  * *out is NULL then. `host` must outlive the pool. */
 pbl_status pbl__cpu_pool_create(pbl__mem *host, int32_t threads, int32_t spin, pbl__cpu_pool **out);
 void       pbl__cpu_pool_destroy(pbl__cpu_pool *p); /* accepts NULL; joins the workers */
