@@ -4,10 +4,11 @@
  * blas_threads left to its default), a large product is split over the pool along one of its
  * output dimensions, each part one single-threaded sgemm writing its own block of C: no part
  * shares an output element with another, so no reduction is needed, and each element is
- * computed as one single-threaded call would compute it for its rows or columns. The pool's
- * workers hand over by spinning on a counter, where OpenBLAS's own threads hand over through
- * sched_yield; measured on a 2-core EPYC (bench/README.md), the split products of an MLP step
- * ran in 0.6-0.95x the time of the same products threaded by OpenBLAS 0.3.21.
+ * computed as one single-threaded call would compute it for its rows or columns. Alone, an
+ * MLP step's products split so on 2 threads ran in 0.94-0.96x the time OpenBLAS 0.3.21 takes
+ * to thread them itself (2-core EPYC, best of 5); in the step the larger gain is that one
+ * set of threads, the pool's, serves the products and the kernels between them, where before
+ * OpenBLAS's threads and the pool's took turns on the same cores (bench/README.md).
  *
  * The split runs along the rows of C (for fully_connected: the batch) unless there are too
  * few of them, then along its columns; parts are multiples of 16 rows or columns (OpenBLAS's
