@@ -206,8 +206,9 @@ typedef struct pbl_exec_options {
                                        sgemm callers). Results are bit-identical to one stream
                                        whose BLAS is single-threaded too (blas_threads = 1).
                                        The default is 1 on CPU because one stream runs inline
-                                       on the calling thread with no hand-off, keeps BLAS's own
-                                       threads for large products and uses the smallest arena;
+                                       on the calling thread with no hand-off, spreads large
+                                       products over `threads` (see blas_threads) and uses
+                                       the smallest arena;
                                        several streams pay off for graphs with independent
                                        branches of small ops (bench/streams_bench). */
     int32_t              cuda_graph; /* default 0. CUDA backend: the first run is captured as a
