@@ -38,7 +38,7 @@
  * So when the caller leaves blas_threads at 0 (cfg->split_products) and the pool exists, the
  * pool carries the products too: large ones are split along an output dimension into
  * single-threaded sgemm calls (ops/cpu/linear.c), OpenBLAS is held at one thread, and the
- * pool's spinning workers are the only threads besides the caller's. An explicit
+ * pool's workers, polling between parts, are the only threads at work besides the caller's. An explicit
  * blas_threads (1 for the bits of one thread, or a count for OpenBLAS's own threading)
  * keeps the products whole, as before.
  */

@@ -33,7 +33,6 @@ static inline void set_csr(uint32_t v) { (void)v; }
 static inline void relax(void) {}
 #endif
 
-
 typedef struct worker {
     pbl__cpu_pool *pool;
     pthread_t      thread;
