@@ -3,7 +3,8 @@
  * 16-element boundaries, every split kernel gives the bits of its serial run, forced to split
  * into 2..4 parts at odd lengths (and the pool really ran a job), matrix products split over
  * the pool (ops/cpu/linear.c) put every element in its place within rounding of the exact
- * product and split only when asked and large enough, an MLP trained through the
+ * product and split only when asked and large enough, as do the convolutions' products
+ * (exactly, on small integers), an MLP trained through the
  * executor with threads = 2 and 3 (pool on) and BLAS held single-threaded (blas_threads = 1)
  * ends with the bits of threads = 1, and with the products threaded too (split over the pool,
  * or on OpenBLAS's threads) each training step stays within a bound on rounding derived from
@@ -144,7 +145,12 @@ static float *run_case(const kcase *c, float *const *init, const pbl__par *par)
     char err[128] = "";
     pbl__kargs a = { .in = in, .out = out, .in_meta = in_meta, .out_meta = out_meta, .attr = attr,
                      .n_in = c->n_in, .n_out = c->n_out, .err = err, .errlen = sizeof err, .par = par };
+    if (op->cpu_scratch) { /* the column matrix of the convolutions */
+        a.scratch_bytes = op->cpu_scratch(&a);
+        a.scratch = malloc(a.scratch_bytes ? a.scratch_bytes : 1);
+    }
     assert_int_equal(op->cpu(&a), PBL_OK);
+    free(a.scratch);
     float *res = malloc((size_t)total * sizeof *res);
     for (int32_t k = 0, at = 0; k < c->n_out; at += (int)numel(&c->out_shape[k]), k++)
         memcpy(res + at, out[k], (size_t)numel(&c->out_shape[k]) * sizeof(float));
@@ -341,6 +347,52 @@ static void test_split_products_match_exact(void **state)
     }
     print_message("%d products split over 2-4 threads: every element written once, in place, within rounding "
                   "of the exact product\n", (int)(sizeof cases / sizeof *cases));
+}
+
+/* The convolutions' products (ops/cpu/conv.c) go through the same split: with small integers
+ * every sum is exact in float whatever its order, so split and serial runs must agree bit for
+ * bit (a part in the wrong place, run twice or not at all cannot), and the pool must have run
+ * a job. conv2d splits the rows of w·col (70 output channels), its input gradient the columns
+ * of wᵀ·dy (36 rows, 100 output positions), its weight gradient the rows of dy·colᵀ, each
+ * part accumulating the samples in turn (beta 1 after the first). */
+static void test_split_convolutions_exact(void **state)
+{
+    (void)state;
+    const pbl_shape x = PBL_SHAPE(3, 4, 12, 12), w = PBL_SHAPE(70, 4, 3, 3), b = PBL_SHAPE(70),
+                    y = PBL_SHAPE(3, 70, 10, 10);
+    kcase cases[] = {
+        { "conv2d", 3, 1, { x, w, b }, { y }, { -1 } },
+        { "conv2d_grad_input", 2, 1, { y, w }, { x }, { -1 } },
+        { "conv2d_grad_weight", 2, 1, { y, x }, { w }, { -1 } },
+    };
+    pbl__cpu_pool *p = make_pool(2);
+    pbl__par par = pbl__cpu_pool_par(p, 1);
+    par.products = 1;
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        const kcase *c = &cases[ci];
+        float *init[MAX_BUF];
+        rng = 5u + ci;
+        for (int32_t i = 0; i < c->n_in; i++) {
+            int64_t n = numel(&c->in_shape[i]);
+            init[i] = malloc((size_t)n * sizeof(float));
+            for (int64_t j = 0; j < n; j++)
+                init[i][j] = (float)(int)(next() % 5) - 2.0f; /* -2..2 */
+        }
+        float *want = run_case(c, init, NULL);
+        uint64_t jobs = pbl__cpu_pool_jobs(p);
+        float *got = run_case(c, init, &par);
+        if (pbl__cpu_pool_jobs(p) == jobs)
+            fail_msg("%s: its products did not split", c->op);
+        for (int64_t j = 0; j < numel(&c->out_shape[0]); j++)
+            if (memcmp(&got[j], &want[j], sizeof(float)))
+                fail_msg("%s: output element %lld is %.9g split, %.9g serial (exact sums)", c->op, (long long)j,
+                         (double)got[j], (double)want[j]);
+        free(want);
+        free(got);
+        for (int32_t i = 0; i < c->n_in; i++)
+            free(init[i]);
+    }
+    pbl__cpu_pool_destroy(p);
 }
 
 /* Products stay whole without the flag, and where they are too small or too thin to split. */
@@ -760,6 +812,7 @@ int main(void)
         cmocka_unit_test(test_split_kernels_match_serial),
         cmocka_unit_test(test_split_products_match_exact),
         cmocka_unit_test(test_products_split_only_when_asked),
+        cmocka_unit_test(test_split_convolutions_exact),
         cmocka_unit_test(test_training_threads_match),
         cmocka_unit_test(test_training_blas_threads_within_bound),
         cmocka_unit_test(test_blas_threads_checked),

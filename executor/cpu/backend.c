@@ -37,7 +37,8 @@
  * its time, and at batch 1024 its two threads reached 1.72x one thread on 784-512-512-10.
  * So when the caller leaves blas_threads at 0 (cfg->split_products) and the pool exists, the
  * pool carries the products too: large ones are split along an output dimension into
- * single-threaded sgemm calls (ops/cpu/linear.c), OpenBLAS is held at one thread, and the
+ * single-threaded sgemm calls (pbl__cpu_sgemm, ops/cpu/linear.c: every kernel's products go
+ * through it, the convolutions' too), OpenBLAS is held at one thread, and the
  * pool's workers, polling between parts, are the only threads at work besides the caller's. An explicit
  * blas_threads (1 for the bits of one thread, or a count for OpenBLAS's own threading)
  * keeps the products whole, as before.

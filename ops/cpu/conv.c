@@ -3,7 +3,6 @@
  *   conv2d_grad_input  dx_g = col2im(w_gᵀ · dy_g)     (col2im adds each column entry back into
  *                                                      the input element it was copied from)
  *   conv2d_grad_weight dw_g = Σ_n dy_g · col_g(x)ᵀ   (samples added in order, sgemm beta 1) */
-#include <cblas.h>
 #include <string.h>
 
 #include "ops/cpu/kernels.h"
@@ -209,8 +208,8 @@ pbl_status pbl__cpu_conv2d(const pbl__kargs *a)
                         yg[o * P + p] = b[gi * Cog + o];
                 beta = 1.0f;
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)Cog, (int)P, (int)K, 1.0f, wt + gi * Cog * K,
-                        (int)K, direct ? xg : col, (int)P, beta, yg, (int)P);
+            pbl__cpu_sgemm(a->par, 0, 0, (int)Cog, (int)P, (int)K, wt + gi * Cog * K, (int)K, direct ? xg : col,
+                           (int)P, beta, yg, (int)P);
         }
     return PBL_OK;
 }
@@ -262,8 +261,8 @@ pbl_status pbl__cpu_conv2d_grad_input(const pbl__kargs *a)
     memset(dx, 0, (size_t)(g.N * g.C * g.S) * sizeof *dx);
     for (int64_t n = 0; n < g.N; n++)
         for (int64_t gi = 0; gi < g.G; gi++) {
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)K, (int)P, (int)Cog, 1.0f, wt + gi * Cog * K,
-                        (int)K, dy + (n * g.Co + gi * Cog) * P, (int)P, 0.0f, col, (int)P);
+            pbl__cpu_sgemm(a->par, 1, 0, (int)K, (int)P, (int)Cog, wt + gi * Cog * K, (int)K,
+                           dy + (n * g.Co + gi * Cog) * P, (int)P, 0.0f, col, (int)P);
             col2im(col, &g, dx + (n * g.C + gi * Cg) * g.S);
         }
     return PBL_OK;
@@ -286,8 +285,8 @@ pbl_status pbl__cpu_conv2d_grad_weight(const pbl__kargs *a)
     for (int64_t n = 0; n < g.N; n++)
         for (int64_t gi = 0; gi < g.G; gi++) {
             im2col(x + (n * g.C + gi * Cg) * g.S, &g, col);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)Cog, (int)K, (int)P, 1.0f,
-                        dy + (n * g.Co + gi * Cog) * P, (int)P, col, (int)P, n ? 1.0f : 0.0f, dw + gi * Cog * K, (int)K);
+            pbl__cpu_sgemm(a->par, 0, 1, (int)Cog, (int)K, (int)P, dy + (n * g.Co + gi * Cog) * P, (int)P, col, (int)P,
+                           n ? 1.0f : 0.0f, dw + gi * Cog * K, (int)K);
         }
     return PBL_OK;
 }

@@ -18,6 +18,14 @@ size_t pbl__cpu_conv2d_scratch(const pbl__kargs *a);
 size_t pbl__cpu_conv2d_grad_input_scratch(const pbl__kargs *a);
 size_t pbl__cpu_conv2d_grad_weight_scratch(const pbl__kargs *a);
 
+/* C[m,n] = op(A)·op(B) + beta·C, as cblas_sgemm (row-major) computes it, split over par's
+ * threads along the rows or columns of C when par carries products and the product is large
+ * enough (ops/cpu/linear.c); par may be NULL. The matrix-product kernels (fully_connected,
+ * matmul, conv2d and its gradients) all call BLAS through it, since with par->products set
+ * BLAS itself runs on one thread. */
+void pbl__cpu_sgemm(const pbl__par *par, int ta, int tb, int m, int n, int k, const float *a, int lda,
+                    const float *b, int ldb, float beta, float *c, int ldc);
+
 /* y[i] = tanh(x[i]) / sigmoid(x[i]) for i < n (y may be x), vectorised for the kernel level
  * in use (graph/base/cpu.h); within a few ulp of the exact values (ops/cpu/activation.c). */
 void pbl__cpu_tanh_n(const float *x, float *y, int64_t n);

@@ -1,4 +1,5 @@
-/* CPU kernels for fully_connected and matmul: cblas_sgemm.
+/* CPU kernels for fully_connected and matmul: cblas_sgemm, through pbl__cpu_sgemm, which the
+ * convolutions (ops/cpu/conv.c) call too.
  *
  * With the executor's pool carrying products (pbl__par.products: one stream, threads > 1,
  * blas_threads left to its default), a large product is split over the pool along one of its
@@ -31,13 +32,15 @@ enum {
     GEMM_ALIGN = 16,    /* parts start on multiples of this many rows or columns */
 };
 
-/* C[m,n] = op(A)·op(B) (+ bias in every row, else C is overwritten), row-major as
- * cblas_sgemm takes it; a part covers rows [lo, hi) of C, or its columns when by_cols. */
+/* C[m,n] = op(A)·op(B) + beta·C (with a bias: C starts as the bias in every row, beta 1),
+ * row-major as cblas_sgemm takes it; a part covers rows [lo, hi) of C, or its columns when
+ * by_cols. */
 typedef struct gemm {
     int          ta, tb;
     int          m, n, k;
     const float *a, *b, *bias;
     int          lda, ldb, ldc;
+    float        beta;
     float       *c;
     int          by_cols;
 } gemm;
@@ -52,7 +55,7 @@ static void gemm_part(void *ctx, int64_t lo, int64_t hi)
     const float *a = g->a + (g->ta ? (size_t)r0 : (size_t)r0 * (size_t)g->lda);
     const float *b = g->b + (g->tb ? (size_t)c0 * (size_t)g->ldb : (size_t)c0);
     float *c = g->c + (size_t)r0 * (size_t)g->ldc + (size_t)c0;
-    float beta = 0.0f;
+    float beta = g->beta;
     if (g->bias) { /* y starts as b in every row, then y += x·wᵀ */
         for (int i = 0; i < rows; i++)
             memcpy(c + (size_t)i * (size_t)g->ldc, g->bias + c0, (size_t)cols * sizeof *c);
@@ -85,6 +88,14 @@ static void gemm_run(const pbl__par *par, gemm *g)
         gemm_part(g, 0, g->by_cols ? g->n : g->m);
     else
         par->run(par->pool, g->by_cols ? g->n : g->m, GEMM_ALIGN, parts, gemm_part, g);
+}
+
+void pbl__cpu_sgemm(const pbl__par *par, int ta, int tb, int m, int n, int k, const float *a, int lda,
+                    const float *b, int ldb, float beta, float *c, int ldc)
+{
+    gemm g = { .ta = ta, .tb = tb, .m = m, .n = n, .k = k, .a = a, .lda = lda, .b = b, .ldb = ldb, .beta = beta,
+               .c = c, .ldc = ldc };
+    gemm_run(par, &g);
 }
 
 pbl_status pbl__cpu_fully_connected(const pbl__kargs *a)
