@@ -172,7 +172,8 @@ print(f"model: 784-{hidden.replace(',', '-')}-10, f32; both sides: {recipe_text}
 print("pebble: pbl_exec_set_scalar of the rate + pbl_exec_run of the whole step (input write excluded); "
       "torch: zero_grad, forward, backward, [clip, set rate,] optimizer step")
 print("ratio = pebble samples/s / torch samples/s (> 1: pebble faster); "
-      "step/sgemm = pebble step time / its sgemm calls alone (OpenBLAS on `threads` threads); "
+      "step/sgemm = pebble step time / its sgemm calls alone, the faster of OpenBLAS on `threads` threads "
+      "and the products split over `threads` threads as the executor splits them; "
       "blas = pbl_exec_options.blas_threads (0: products split over pebble's threads)\n")
 hdr = ("batch", "threads", "streams", "blas", "pebble samples/s", "torch samples/s", "ratio",
        "pebble ms", "torch ms", "sgemm ms", "step/sgemm")
