@@ -681,10 +681,8 @@ static void team_product(team *t, const gemm *e, int64_t j)
  * from the first to the last with the workers already spinning; -1 when a thread cannot start. */
 static double run_gemms_split(const gemm *list, int n, int iters, int threads)
 {
-    static team t;
+    team t = { .n = threads < TEAM_MAX ? threads : TEAM_MAX };
     team_arg args[TEAM_MAX];
-    memset(&t, 0, sizeof t);
-    t.n = threads < TEAM_MAX ? threads : TEAM_MAX;
     int started = 0;
     for (int w = 1; w < t.n; w++) {
         args[w] = (team_arg){ &t, w };
