@@ -167,6 +167,7 @@ static void test_split_kernels_match_serial(void **state)
     (void)state;
     enum { N = 4099, ROWS = 37, COLS = 1031 }; /* odd lengths: unequal parts, a ragged tail */
     const pbl_shape v = PBL_SHAPE(N), one = PBL_SHAPE(1), m = PBL_SHAPE(ROWS, COLS), col = PBL_SHAPE(COLS);
+    const pbl_shape big = PBL_SHAPE(300007), scalar = PBL_SCALAR; /* past 64 chunks of 4096 */
     kcase cases[] = {
         { "relu", 1, 1, { v }, { v }, { -1 } },
         { "sigmoid", 1, 1, { v }, { v }, { -1 } },
@@ -181,6 +182,9 @@ static void test_split_kernels_match_serial(void **state)
         { "sgd", 2, 1, { v, v }, { v }, { 0 } },
         { "sgd_momentum", 3, 2, { v, v, v }, { v, v }, { 0, 2 } },
         { "adam", 5, 4, { v, v, v, v, one }, { v, v, v, one }, { 0, 2, 3, 4 } },
+        /* the sum of squares in fixed chunks: inputs that end mid-chunk and mid-lane */
+        { "global_norm", 3, 1, { v, m, one }, { scalar }, { -1 } },
+        { "global_norm", 3, 1, { m, big, v }, { scalar }, { -1 } },
     };
     for (int32_t threads = 2; threads <= 4; threads++) {
         pbl__cpu_pool *p = make_pool(threads);

@@ -1690,6 +1690,22 @@ static void test_global_norm_and_clip(void **state)
     int fails = one_run(&c, (const void *[]){ a, b, d });
     fails += read_value(&c, c.out[0], &got, 1) + th_close("norm", &got, &want, NULL, 1, 0, 1e-6);
     one_free(&c);
+    /* long inputs that end mid-lane and mid-chunk: the sum runs in 32 lanes over fixed chunks */
+    enum { LA = 70001, LB = 150000, LC = 90017 };
+    in_spec lin[3] = { { .shape = PBL_SHAPE(LA) }, { .shape = PBL_SHAPE(LB) }, { .shape = PBL_SHAPE(LC) } };
+    th_set_case("global_norm of [%d], [%d], [%d]", LA, LB, LC);
+    assert_int_equal(one_build(&c, "global_norm", lin, 3, NULL, 0), 0);
+    float *la = malloc((LA + LB + LC) * sizeof *la);
+    assert_non_null(la);
+    th_fill(&r, la, LA + LB + LC, -2, 2);
+    want = 0;
+    for (int i = 0; i < LA + LB + LC; i++)
+        want += (double)la[i] * la[i];
+    want = sqrt(want);
+    fails += one_run(&c, (const void *[]){ la, la + LA, la + LA + LB });
+    fails += read_value(&c, c.out[0], &got, 1) + th_close("long norm", &got, &want, NULL, 1, 0, 1e-6);
+    one_free(&c);
+    free(la);
     for (int k = 0; k < 2; k++) {
         double max_norm = k == 0 ? 0.5 : 100.0; /* clipped, then left alone */
         in_spec cin[2] = { { .shape = PBL_SHAPE(3, 4) }, { .shape = PBL_SCALAR } };

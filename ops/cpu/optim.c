@@ -147,15 +147,19 @@ pbl_status pbl__cpu_adam(const pbl__kargs *a)
     return PBL_OK;
 }
 
-/* x1..xk: any shapes -> n: []. Summed in double, serially, so the result does not depend on
- * the thread count. */
-/* The sum of squares in double over 8 interleaved lanes (element i into lane i mod 8), the lanes
- * added in order at the end: one long chain of dependent double additions ran at one element per
- * add latency (0.4 ms for the 235k parameters of the default MLP); 8 independent chains vectorise
- * and overlap, and the order stays fixed, so the bits do not depend on the machine. */
-#define NORM_LANES 8
+/* x1..xk: any shapes -> n: []. The sum of squares in double, in an order fixed by the inputs'
+ * sizes alone, so the bits do not depend on the thread count or the machine:
+ * - the inputs are read as one sequence; element i goes into lane i mod NORM_LANES (32
+ *   independent chains: four AVX-512 vectors of doubles, eight AVX2 ones, so the adds overlap
+ *   instead of waiting on each other; 8 lanes were one vector, one chain, latency-bound);
+ * - the sequence is cut into at most NORM_CHUNKS chunks of a size that is a multiple of the
+ *   lanes; each chunk sums its lanes from zero (chunks may run on different threads);
+ * - the chunks' lanes are added in chunk order, then the lanes in lane order. */
+#define NORM_LANES  32
+#define NORM_CHUNKS 64
+#define NORM_MIN_CHUNK 4096 /* elements: below this a chunk is not worth a part of its own */
 
-/* lane[l] += Σ x[b·8 + l]² over `blocks` blocks of 8: the lanes in locals, so they stay in
+/* lane[l] += Σ x[b·L + l]² over `blocks` blocks of L: the lanes in locals, so they stay in
  * registers (indexed from the caller's array they went through memory each step). */
 PBL__HOT static void sum_squares_lanes(const float *restrict x, int64_t blocks, double *restrict lane)
 {
@@ -169,22 +173,67 @@ PBL__HOT static void sum_squares_lanes(const float *restrict x, int64_t blocks, 
         lane[l] = acc[l];
 }
 
+/* lane[(at + i) mod L] += x[i]² for i in [0, n): a piece of one input that starts at element
+ * `at` of the sequence (any lane), whole blocks through the vector loop. */
+static void sum_squares_piece(const float *x, int64_t n, int64_t at, double *lane)
+{
+    int64_t i = 0;
+    for (; i < n && (at + i) % NORM_LANES; i++)
+        lane[(at + i) % NORM_LANES] += (double)x[i] * (double)x[i];
+    int64_t blocks = (n - i) / NORM_LANES;
+    sum_squares_lanes(x + i, blocks, lane);
+    i += blocks * NORM_LANES;
+    for (; i < n; i++)
+        lane[(at + i) % NORM_LANES] += (double)x[i] * (double)x[i];
+}
+
+typedef struct norm_job {
+    const pbl__kargs *a;
+    int64_t           chunk;                    /* elements per chunk, a multiple of the lanes */
+    double            lane[NORM_CHUNKS][NORM_LANES]; /* each chunk's sums */
+} norm_job;
+
+/* Chunks [lo, hi): each one's lanes from zero, over the inputs it overlaps. */
+static void norm_chunks(void *ctx, int64_t lo, int64_t hi)
+{
+    norm_job *j = ctx;
+    for (int64_t c = lo; c < hi; c++) {
+        double *lane = j->lane[c];
+        for (int l = 0; l < NORM_LANES; l++)
+            lane[l] = 0.0;
+        int64_t from = c * j->chunk, to = from + j->chunk, at = 0; /* at: the input's first element */
+        for (int32_t k = 0; k < j->a->n_in && at < to; k++) {
+            int64_t n = PBL__NUMEL(j->a->in_meta[k]);
+            int64_t s = from > at ? from : at, e = to < at + n ? to : at + n;
+            if (s < e)
+                sum_squares_piece(PBL__IN(j->a, k) + (s - at), e - s, s, lane);
+            at += n;
+        }
+    }
+}
+
 pbl_status pbl__cpu_global_norm(const pbl__kargs *a)
 {
+    int64_t total = 0;
+    for (int32_t k = 0; k < a->n_in; k++)
+        total += PBL__NUMEL(a->in_meta[k]);
+    norm_job j = { .a = a, .chunk = (total + NORM_CHUNKS - 1) / NORM_CHUNKS };
+    if (j.chunk < NORM_MIN_CHUNK)
+        j.chunk = NORM_MIN_CHUNK;
+    j.chunk = (j.chunk + NORM_LANES - 1) / NORM_LANES * NORM_LANES;
+    int64_t chunks = (total + j.chunk - 1) / j.chunk;
+    const pbl__par *p = a->par;
+    int64_t parts = p && p->threads > 1 && p->min_work > 0 ? total / p->min_work : 0;
+    parts = parts < chunks ? parts : chunks;
+    parts = parts < 4 * (int64_t)(p ? p->threads : 1) ? parts : 4 * (int64_t)p->threads;
+    if (parts >= 2)
+        p->run(p->pool, chunks, 1, (int32_t)parts, norm_chunks, &j);
+    else
+        norm_chunks(&j, 0, chunks);
     double lane[NORM_LANES] = { 0 };
-    int64_t at = 0; /* elements seen: the lane of the next one continues across inputs */
-    for (int32_t k = 0; k < a->n_in; k++) {
-        const float *x = PBL__IN(a, k);
-        int64_t n = PBL__NUMEL(a->in_meta[k]), i = 0;
-        for (; i < n && (at + i) % NORM_LANES; i++)
-            lane[(at + i) % NORM_LANES] += (double)x[i] * (double)x[i];
-        int64_t blocks = (n - i) / NORM_LANES;
-        sum_squares_lanes(x + i, blocks, lane);
-        i += blocks * NORM_LANES;
-        for (; i < n; i++)
-            lane[(at + i) % NORM_LANES] += (double)x[i] * (double)x[i];
-        at += n;
-    }
+    for (int64_t c = 0; c < chunks; c++)
+        for (int l = 0; l < NORM_LANES; l++)
+            lane[l] += j.lane[c][l];
     double sum = 0.0;
     for (int l = 0; l < NORM_LANES; l++)
         sum += lane[l];
