@@ -1705,6 +1705,16 @@ static void test_global_norm_and_clip(void **state)
     fails += one_run(&c, (const void *[]){ la, la + LA, la + LA + LB });
     fails += read_value(&c, c.out[0], &got, 1) + th_close("long norm", &got, &want, NULL, 1, 0, 1e-6);
     one_free(&c);
+    /* squares past float's range (1e40): the norm, 1e20·√600, still comes out right */
+    in_spec hin[1] = { { .shape = PBL_SHAPE(600) } };
+    th_set_case("global_norm of 600 x 1e20");
+    assert_int_equal(one_build(&c, "global_norm", hin, 1, NULL, 0), 0);
+    for (int i = 0; i < 600; i++)
+        la[i] = 1e20f;
+    want = 1e20 * sqrt(600.0);
+    fails += one_run(&c, (const void *[]){ la });
+    fails += read_value(&c, c.out[0], &got, 1) + th_close("huge norm", &got, &want, NULL, 1, 0, 1e-6);
+    one_free(&c);
     free(la);
     for (int k = 0; k < 2; k++) {
         double max_norm = k == 0 ? 0.5 : 100.0; /* clipped, then left alone */

@@ -147,67 +147,94 @@ pbl_status pbl__cpu_adam(const pbl__kargs *a)
     return PBL_OK;
 }
 
-/* x1..xk: any shapes -> n: []. The sum of squares in double, in an order fixed by the inputs'
- * sizes alone, so the bits do not depend on the thread count or the machine:
+/* x1..xk: any shapes -> n: []. The sum of squares in an order fixed by the inputs' sizes alone,
+ * so the bits do not depend on the thread count or the machine:
  * - the inputs are read as one sequence; element i goes into lane i mod NORM_LANES (32
- *   independent chains: four AVX-512 vectors of doubles, eight AVX2 ones, so the adds overlap
- *   instead of waiting on each other; 8 lanes were one vector, one chain, latency-bound);
- * - the sequence is cut into at most NORM_CHUNKS chunks of a size that is a multiple of the
- *   lanes; each chunk sums its lanes from zero (chunks may run on different threads);
- * - the chunks' lanes are added in chunk order, then the lanes in lane order. */
+ *   independent chains: the adds overlap instead of waiting on each other);
+ * - within a lane, NORM_RUN squares at a time are summed in float, then added to the lane's
+ *   double (a float sum of 8 squares is within about 8·2^-24 of exact, relatively: far below
+ *   what a norm for clipping needs, and a double conversion every 8 elements, not every element,
+ *   which made the pass convert-bound);
+ * - the sequence is cut into at most NORM_CHUNKS chunks of a size that is a multiple of
+ *   NORM_LANES·NORM_RUN; each chunk sums its lanes from zero (chunks may run on different
+ *   threads); the chunks' lanes are added in chunk order, then the lanes in lane order. */
 #define NORM_LANES  32
+#define NORM_RUN    8
+#define NORM_BLOCK  (NORM_LANES * NORM_RUN)
 #define NORM_CHUNKS 64
 #define NORM_MIN_CHUNK 4096 /* elements: below this a chunk is not worth a part of its own */
 
-/* lane[l] += Σ x[b·L + l]² over `blocks` blocks of L: the lanes in locals, so they stay in
- * registers (indexed from the caller's array they went through memory each step). */
+/* lane[l] += Σ over runs of (Σ_r x[(b·R + r)·L + l]²) for `blocks` blocks of L·R elements:
+ * the lanes in locals, so they stay in registers. */
 PBL__HOT static void sum_squares_lanes(const float *restrict x, int64_t blocks, double *restrict lane)
 {
     double acc[NORM_LANES];
     for (int l = 0; l < NORM_LANES; l++)
         acc[l] = lane[l];
-    for (int64_t b = 0; b < blocks; b++, x += NORM_LANES)
+    for (int64_t b = 0; b < blocks; b++, x += NORM_BLOCK) {
+        float run[NORM_LANES];
         for (int l = 0; l < NORM_LANES; l++)
-            acc[l] += (double)x[l] * (double)x[l];
+            run[l] = x[l] * x[l];
+        for (int r = 1; r < NORM_RUN; r++)
+            for (int l = 0; l < NORM_LANES; l++)
+                run[l] += x[r * NORM_LANES + l] * x[r * NORM_LANES + l];
+        for (int l = 0; l < NORM_LANES; l++)
+            acc[l] += (double)run[l];
+    }
     for (int l = 0; l < NORM_LANES; l++)
         lane[l] = acc[l];
 }
 
-/* lane[(at + i) mod L] += x[i]² for i in [0, n): a piece of one input that starts at element
- * `at` of the sequence (any lane), whole blocks through the vector loop. */
-static void sum_squares_piece(const float *x, int64_t n, int64_t at, double *lane)
+/* The lanes of a piece of one input that starts at element `at` of the sequence: the elements
+ * before the first whole block and after the last one singly, in double, the blocks through
+ * the vector loop. Where a block lies depends on `at` alone (the sequence's index), so the order
+ * is the same whoever computes the piece. `wide`: every element singly, in double (for a chunk
+ * whose float runs overflowed: squares past 3.4e38 that a double still holds). */
+static void sum_squares_piece(const float *x, int64_t n, int64_t at, double *lane, int wide)
 {
     int64_t i = 0;
-    for (; i < n && (at + i) % NORM_LANES; i++)
+    for (; i < n && (wide || (at + i) % NORM_BLOCK); i++)
         lane[(at + i) % NORM_LANES] += (double)x[i] * (double)x[i];
-    int64_t blocks = (n - i) / NORM_LANES;
+    int64_t blocks = (n - i) / NORM_BLOCK;
     sum_squares_lanes(x + i, blocks, lane);
-    i += blocks * NORM_LANES;
+    i += blocks * NORM_BLOCK;
     for (; i < n; i++)
         lane[(at + i) % NORM_LANES] += (double)x[i] * (double)x[i];
 }
 
 typedef struct norm_job {
     const pbl__kargs *a;
-    int64_t           chunk;                    /* elements per chunk, a multiple of the lanes */
+    int64_t           chunk;                    /* elements per chunk, a multiple of NORM_BLOCK */
     double            lane[NORM_CHUNKS][NORM_LANES]; /* each chunk's sums */
 } norm_job;
 
-/* Chunks [lo, hi): each one's lanes from zero, over the inputs it overlaps. */
+/* The lanes of chunk c from zero, over the inputs it overlaps. */
+static void norm_chunk(norm_job *j, int64_t c, int wide)
+{
+    double *lane = j->lane[c];
+    for (int l = 0; l < NORM_LANES; l++)
+        lane[l] = 0.0;
+    int64_t from = c * j->chunk, to = from + j->chunk, at = 0; /* at: the input's first element */
+    for (int32_t k = 0; k < j->a->n_in && at < to; k++) {
+        int64_t n = PBL__NUMEL(j->a->in_meta[k]);
+        int64_t s = from > at ? from : at, e = to < at + n ? to : at + n;
+        if (s < e)
+            sum_squares_piece(PBL__IN(j->a, k) + (s - at), e - s, s, lane, wide);
+        at += n;
+    }
+}
+
+/* Chunks [lo, hi); a chunk with an infinite lane again in double throughout (a NaN stays). */
 static void norm_chunks(void *ctx, int64_t lo, int64_t hi)
 {
     norm_job *j = ctx;
     for (int64_t c = lo; c < hi; c++) {
-        double *lane = j->lane[c];
-        for (int l = 0; l < NORM_LANES; l++)
-            lane[l] = 0.0;
-        int64_t from = c * j->chunk, to = from + j->chunk, at = 0; /* at: the input's first element */
-        for (int32_t k = 0; k < j->a->n_in && at < to; k++) {
-            int64_t n = PBL__NUMEL(j->a->in_meta[k]);
-            int64_t s = from > at ? from : at, e = to < at + n ? to : at + n;
-            if (s < e)
-                sum_squares_piece(PBL__IN(j->a, k) + (s - at), e - s, s, lane);
-            at += n;
+        norm_chunk(j, c, 0);
+        for (int l = 0; l < NORM_LANES; l++) {
+            if (isinf(j->lane[c][l])) {
+                norm_chunk(j, c, 1);
+                break;
+            }
         }
     }
 }
@@ -220,7 +247,7 @@ pbl_status pbl__cpu_global_norm(const pbl__kargs *a)
     norm_job j = { .a = a, .chunk = (total + NORM_CHUNKS - 1) / NORM_CHUNKS };
     if (j.chunk < NORM_MIN_CHUNK)
         j.chunk = NORM_MIN_CHUNK;
-    j.chunk = (j.chunk + NORM_LANES - 1) / NORM_LANES * NORM_LANES;
+    j.chunk = (j.chunk + NORM_BLOCK - 1) / NORM_BLOCK * NORM_BLOCK;
     int64_t chunks = (total + j.chunk - 1) / j.chunk;
     const pbl__par *p = a->par;
     int64_t parts = p && p->threads > 1 && p->min_work > 0 ? total / p->min_work : 0;
