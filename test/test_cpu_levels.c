@@ -3,7 +3,8 @@
  * AVX2 + FMA, AVX-512) give the same results at every level this machine runs, each checked
  * against a double-precision reference within float tolerance (never against another path's
  * bits, nor libm's): fully_connected_packed over batch sizes that hit every row/panel block
- * and edge, tanh and sigmoid over their whole range (and NaN, ±inf), and the pooling and
+ * and edge, tanh and sigmoid over their whole range (and NaN, ±inf), exp and the softmax rows
+ * built on it, and the pooling and
  * depthwise-convolution kernels. The kernels are called directly on hand-made arguments.
  */
 #include <float.h>
@@ -147,6 +148,73 @@ static void test_tanh_sigmoid(void **state)
     int fails = 0;
     for (int l = 0; l < levels(); l++)
         fails += act_case(l, 1) + act_case(l, 0);
+    assert_int_equal(fails, 0);
+}
+
+/* exp over [-87, 88] and past its ends, then the softmax rows built on it: both within 4 ulp
+ * of double at every level, -inf (a masked logit) giving exactly 0 */
+static int exp_case(int level)
+{
+    enum { N = 20000 };
+    float *x = th_falloc(N), *y = th_falloc(N);
+    double *want = th_dalloc(N), *scale = th_dalloc(N);
+    for (int i = 0; i < N - 4; i++) /* up to 88.7, just below ln(FLT_MAX) */
+        x[i] = -95.0f + (float)i * (183.7f / (N - 5));
+    x[N - 4] = -INFINITY, x[N - 3] = -87.4f, x[N - 2] = 0.0f, x[N - 1] = -0.0f;
+    for (int i = 0; i < N; i++) {
+        double e = exp((double)x[i]);
+        want[i] = e < FLT_MIN ? 0.0 : e; /* below FLT_MIN: 0 (at most a denormal truly) */
+        scale[i] = want[i];
+    }
+    pbl__cpu_level_force(level);
+    for (int at = 0; at < N; at += 331)
+        pbl__cpu_exp_n(x + at, y + at, N - at < 331 ? N - at : 331);
+    float nan_in[4] = { NAN, 88.73f, 1e30f, INFINITY }, nan_out[4]; /* NaN, then overflows */
+    pbl__cpu_exp_n(nan_in, nan_out, 4);
+    /* rows of 3 (many to a pass), 700 and 2500 (pieces), one logit masked in each */
+    static const int64_t widths[] = { 3, 700, 2500 };
+    int fails = 0;
+    th_rng r = th_rng_seed(77);
+    for (size_t w = 0; w < sizeof widths / sizeof *widths; w++) {
+        int64_t rows = 5, cols = widths[w];
+        float *lx = th_falloc(rows * cols), *le = th_falloc(rows * cols), mx[5], sum[5];
+        th_fill(&r, lx, rows * cols, -20, 20);
+        for (int64_t i = 0; i < rows; i++)
+            lx[i * cols + (i * 7) % cols] = -INFINITY;
+        pbl__cpu_rows_sum_exp(lx, rows, cols, le, mx, sum);
+        for (int64_t i = 0; i < rows; i++) {
+            double m = -INFINITY, s = 0;
+            for (int64_t j = 0; j < cols; j++)
+                m = lx[i * cols + j] > m ? lx[i * cols + j] : m;
+            for (int64_t j = 0; j < cols; j++)
+                s += exp((double)lx[i * cols + j] - m);
+            th_set_case("softmax row sum, %lld wide, at %s", (long long)cols, pbl__cpu_level_name(level));
+            fails += (mx[i] != (float)m) + th_close(th_case, &sum[i], &s, NULL, 1, 0, 4.8e-7 * (double)cols);
+            if (le[i * cols + (i * 7) % cols] != 0.0f) {
+                printf("%s: a masked logit's exp is %g\n", th_case, (double)le[i * cols + (i * 7) % cols]);
+                fails++;
+            }
+        }
+        free(lx), free(le);
+    }
+    pbl__cpu_level_force(-1);
+    th_set_case("exp at %s", pbl__cpu_level_name(level));
+    fails += th_close(th_case, y, want, scale, N, 0, 4.8e-7);
+    if (!isnan(nan_out[0]) || nan_out[1] != INFINITY || nan_out[2] != INFINITY || nan_out[3] != INFINITY) {
+        printf("%s: NaN, 88.73, 1e30, inf in; %g %g %g %g out\n", th_case, (double)nan_out[0],
+               (double)nan_out[1], (double)nan_out[2], (double)nan_out[3]);
+        fails++;
+    }
+    free(x), free(y), free(want), free(scale);
+    return fails;
+}
+
+static void test_exp_softmax_rows(void **state)
+{
+    (void)state;
+    int fails = 0;
+    for (int l = 0; l < levels(); l++)
+        fails += exp_case(l);
     assert_int_equal(fails, 0);
 }
 
@@ -306,6 +374,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fully_connected_packed),
         cmocka_unit_test(test_tanh_sigmoid),
+        cmocka_unit_test(test_exp_softmax_rows),
         cmocka_unit_test(test_pool_depthwise),
         cmocka_unit_test(test_level_names),
     };

@@ -11,7 +11,8 @@
  * types as wide as each level's registers (4 floats with SSE2, 8 with AVX2, 16 with AVX-512),
  * compiled once per level (graph/base/cpu.h) and picked at run time. exp is Cephes' expf
  * scheme: n = round(x·log2 e), r = x − n·ln 2 (ln 2 in two parts), a degree-6 polynomial,
- * then 2^n put in the exponent bits; within 2 ulp. tanh: |x| < 0.625 an odd polynomial
+ * then 2^n put in the exponent bits; within 2 ulp (exp itself, for the softmax rows, gives 0
+ * below ln(FLT_MIN), where the true value is at most a denormal). tanh: |x| < 0.625 an odd polynomial
  * (Cephes' tanhf), else 1 − 2/(e^{2|x|} + 1) with x's sign; sigmoid 1/(1 + e^{−x}) for x ≥ 0,
  * e^{x}/(1 + e^{x}) below, so e never overflows. Every level computes the same expressions
  * (no contraction into FMAs under -std=c11), so all give the same bits; within a few ulp of
@@ -79,6 +80,22 @@
     ATTR static void sigmoid##S(const float *x, float *y, int64_t n)                              \
     {                                                                                             \
         ACT_LOOP(vsigmoid##S, vf##S, W);                                                          \
+    }                                                                                             \
+    /* e^x over all floats: 0 below ln(FLT_MIN) (the softmax rows' masked -inf logits give      \
+     * exact zeros); past vexp's clamp, e^(x − c)·e^c with c = 0.693359375 (x − c is exact       \
+     * there, e^c rounded once), and inf past ln(FLT_MAX) */                                     \
+    ATTR __attribute__((always_inline)) static inline vf##S vexp0##S(vf##S x)                     \
+    {                                                                                             \
+        const vf##S z = { 0 };                                                                    \
+        vi##S high = x > z + 88.37626f;                                                           \
+        vf##S y = vexp##S(vsel##S(high, x - 0.693359375f, x));                                    \
+        y = vsel##S(high, y * 2.000424385f, y);                                                   \
+        y = vsel##S(x > z + 88.72283906f, z + INFINITY, y);                                       \
+        return vsel##S(x < z - 87.33654f, z, y);                                                  \
+    }                                                                                             \
+    ATTR static void exp##S(const float *x, float *y, int64_t n)                                  \
+    {                                                                                             \
+        ACT_LOOP(vexp0##S, vf##S, W);                                                             \
     }
 
 #define ACT_LOOP(f, VF, W)                                                \
@@ -112,6 +129,7 @@ ACT_VECTOR_LEVEL(_avx512, 16, __attribute__((target("avx512f,avx2,fma"))))
 
 void pbl__cpu_tanh_n(const float *x, float *y, int64_t n) { ACT_PICK(tanh)(x, y, n); }
 void pbl__cpu_sigmoid_n(const float *x, float *y, int64_t n) { ACT_PICK(sigmoid)(x, y, n); }
+void pbl__cpu_exp_n(const float *x, float *y, int64_t n) { ACT_PICK(exp)(x, y, n); }
 #else
 void pbl__cpu_tanh_n(const float *x, float *y, int64_t n)
 {
@@ -122,6 +140,11 @@ void pbl__cpu_sigmoid_n(const float *x, float *y, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
         y[i] = pbl__act_sigmoid(x[i]);
+}
+void pbl__cpu_exp_n(const float *x, float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = expf(x[i]);
 }
 #endif
 

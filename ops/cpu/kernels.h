@@ -30,6 +30,14 @@ void pbl__cpu_sgemm(const pbl__par *par, int ta, int tb, int m, int n, int k, co
  * in use (graph/base/cpu.h); within a few ulp of the exact values (ops/cpu/activation.c). */
 void pbl__cpu_tanh_n(const float *x, float *y, int64_t n);
 void pbl__cpu_sigmoid_n(const float *x, float *y, int64_t n);
+/* y[i] = e^x[i] likewise; 0 below ln(FLT_MIN) (x = -inf gives 0). */
+void pbl__cpu_exp_n(const float *x, float *y, int64_t n);
+
+/* The softmax rows (ops/cpu/softmax.c) of x[rows, cols]: mx[r], the row's max, and sum[r],
+ * Σ_j e^(x[r,j] − mx[r]) added in j order in float, writing each e^(x − mx) to e[r·cols + j]
+ * when e is not NULL (e may be x). The exps go a vector at a time through pbl__cpu_exp_n, a
+ * run of rows together when they are short (libm's expf is one element per call). */
+void pbl__cpu_rows_sum_exp(const float *x, int64_t rows, int64_t cols, float *e, float *mx, float *sum);
 
 /* Hot element-wise loops are compiled for AVX-512 and AVX2 beside the baseline, picked once
  * at load time by the dynamic linker (GCC target_clones), so one binary runs everywhere.

@@ -18,6 +18,8 @@ static pbl_status check_labels(const pbl__kargs *a, int64_t n, int64_t c)
     return PBL_OK;
 }
 
+enum { ROW_BLOCK = 256 }; /* rows whose max and sum are held at a time */
+
 /* logits: [n, c], labels: [n] -> loss = mean over rows of (logsumexp(row) − row[label]) */
 pbl_status pbl__cpu_softmax_cross_entropy(const pbl__kargs *a)
 {
@@ -26,11 +28,14 @@ pbl_status pbl__cpu_softmax_cross_entropy(const pbl__kargs *a)
     if (s != PBL_OK)
         return s;
     const int32_t *lab = (const int32_t *)a->in[1];
+    float mx[ROW_BLOCK], sum[ROW_BLOCK];
     double total = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        const float *x = PBL__IN(a, 0) + i * c;
-        float mx = pbl__row_max(x, c);
-        total += (double)(mx + logf(pbl__row_sum_exp(x, c, mx, NULL)) - x[lab[i]]);
+    for (int64_t r0 = 0; r0 < n; r0 += ROW_BLOCK) {
+        int64_t nr = n - r0 < ROW_BLOCK ? n - r0 : ROW_BLOCK;
+        const float *x = PBL__IN(a, 0) + r0 * c;
+        pbl__cpu_rows_sum_exp(x, nr, c, NULL, mx, sum);
+        for (int64_t r = 0; r < nr; r++)
+            total += (double)(mx[r] + logf(sum[r]) - x[r * c + lab[r0 + r]]);
     }
     PBL__OUT(a, 0)[0] = (float)(total / (double)n);
     return PBL_OK;
@@ -45,13 +50,17 @@ pbl_status pbl__cpu_softmax_cross_entropy_grad(const pbl__kargs *a)
         return s;
     const int32_t *lab = (const int32_t *)a->in[1];
     float scale = PBL__IN(a, 2)[0] / (float)n;
-    for (int64_t i = 0; i < n; i++) {
-        const float *x = PBL__IN(a, 0) + i * c;
-        float *dx = PBL__OUT(a, 0) + i * c;
-        float inv = scale / pbl__row_sum_exp(x, c, pbl__row_max(x, c), dx);
-        for (int64_t j = 0; j < c; j++)
-            dx[j] *= inv;
-        dx[lab[i]] -= scale;
+    float mx[ROW_BLOCK], sum[ROW_BLOCK];
+    for (int64_t r0 = 0; r0 < n; r0 += ROW_BLOCK) {
+        int64_t nr = n - r0 < ROW_BLOCK ? n - r0 : ROW_BLOCK;
+        float *dx = PBL__OUT(a, 0) + r0 * c;
+        pbl__cpu_rows_sum_exp(PBL__IN(a, 0) + r0 * c, nr, c, dx, mx, sum);
+        for (int64_t r = 0; r < nr; r++) {
+            float inv = scale / sum[r];
+            for (int64_t j = 0; j < c; j++)
+                dx[r * c + j] *= inv;
+            dx[r * c + lab[r0 + r]] -= scale;
+        }
     }
     return PBL_OK;
 }

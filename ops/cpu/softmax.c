@@ -2,6 +2,7 @@
  * Max-subtracted, so large inputs do not overflow. Each row is read fully before it is
  * written, so in-place runs are safe. */
 #include <math.h>
+#include <string.h>
 
 #include "ops/cpu/kernels.h"
 
@@ -11,16 +12,56 @@ static void rows_of(const pbl__meta *m, int64_t *rows, int64_t *cols)
     *rows = pbl_shape_numel(&m->shape) / *cols;
 }
 
+enum {
+    EXP_SEG = 1024,  /* values per call of the vector exp: a stack buffer of 4 KiB */
+    ROW_BLOCK = 256, /* rows whose max and sum the kernels below hold at a time */
+};
+
+void pbl__cpu_rows_sum_exp(const float *x, int64_t rows, int64_t cols, float *e, float *mx, float *sum)
+{
+    float buf[EXP_SEG];
+    for (int64_t r = 0; r < rows; r++) {
+        mx[r] = pbl__row_max(x + r * cols, cols);
+        sum[r] = 0.0f;
+    }
+    /* short rows `per` at a time, a long row in pieces of EXP_SEG: every pass holds at most
+     * EXP_SEG values, read from x before e (maybe x) is written */
+    int64_t per = cols < EXP_SEG ? EXP_SEG / cols : 1, piece = cols < EXP_SEG ? cols : EXP_SEG;
+    for (int64_t r0 = 0; r0 < rows; r0 += per) {
+        int64_t r1 = r0 + per < rows ? r0 + per : rows;
+        for (int64_t j0 = 0; j0 < cols; j0 += piece) {
+            int64_t len = cols - j0 < piece ? cols - j0 : piece;
+            for (int64_t r = r0; r < r1; r++)
+                for (int64_t j = 0; j < len; j++)
+                    buf[(r - r0) * len + j] = x[r * cols + j0 + j] - mx[r];
+            pbl__cpu_exp_n(buf, buf, (r1 - r0) * len);
+            for (int64_t r = r0; r < r1; r++) {
+                const float *v = buf + (r - r0) * len;
+                float acc = sum[r];
+                for (int64_t j = 0; j < len; j++)
+                    acc += v[j];
+                sum[r] = acc;
+                if (e)
+                    memcpy(e + r * cols + j0, v, (size_t)len * sizeof *v);
+            }
+        }
+    }
+}
+
 pbl_status pbl__cpu_softmax(const pbl__kargs *a)
 {
     int64_t rows, cols;
     rows_of(&a->in_meta[0], &rows, &cols);
-    for (int64_t r = 0; r < rows; r++) {
-        const float *x = PBL__IN(a, 0) + r * cols;
-        float *y = PBL__OUT(a, 0) + r * cols;
-        float inv = 1.0f / pbl__row_sum_exp(x, cols, pbl__row_max(x, cols), y);
-        for (int64_t j = 0; j < cols; j++)
-            y[j] *= inv;
+    float mx[ROW_BLOCK], sum[ROW_BLOCK];
+    for (int64_t r0 = 0; r0 < rows; r0 += ROW_BLOCK) {
+        int64_t nr = rows - r0 < ROW_BLOCK ? rows - r0 : ROW_BLOCK;
+        float *y = PBL__OUT(a, 0) + r0 * cols;
+        pbl__cpu_rows_sum_exp(PBL__IN(a, 0) + r0 * cols, nr, cols, y, mx, sum);
+        for (int64_t r = 0; r < nr; r++) {
+            float inv = 1.0f / sum[r];
+            for (int64_t j = 0; j < cols; j++)
+                y[r * cols + j] *= inv;
+        }
     }
     return PBL_OK;
 }
@@ -29,13 +70,17 @@ pbl_status pbl__cpu_log_softmax(const pbl__kargs *a)
 {
     int64_t rows, cols;
     rows_of(&a->in_meta[0], &rows, &cols);
-    for (int64_t r = 0; r < rows; r++) {
-        const float *x = PBL__IN(a, 0) + r * cols;
-        float *y = PBL__OUT(a, 0) + r * cols;
-        float mx = pbl__row_max(x, cols);
-        float lse = mx + logf(pbl__row_sum_exp(x, cols, mx, NULL));
-        for (int64_t j = 0; j < cols; j++)
-            y[j] = x[j] - lse;
+    float mx[ROW_BLOCK], sum[ROW_BLOCK];
+    for (int64_t r0 = 0; r0 < rows; r0 += ROW_BLOCK) {
+        int64_t nr = rows - r0 < ROW_BLOCK ? rows - r0 : ROW_BLOCK;
+        const float *x = PBL__IN(a, 0) + r0 * cols;
+        float *y = PBL__OUT(a, 0) + r0 * cols;
+        pbl__cpu_rows_sum_exp(x, nr, cols, NULL, mx, sum);
+        for (int64_t r = 0; r < nr; r++) {
+            float lse = mx[r] + logf(sum[r]);
+            for (int64_t j = 0; j < cols; j++)
+                y[r * cols + j] = x[r * cols + j] - lse;
+        }
     }
     return PBL_OK;
 }
