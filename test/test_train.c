@@ -528,7 +528,17 @@ static void test_runtime_lr_scalar(void **state)
     int32_t nv = pbl_graph_value_count(g);
     assert_int_equal(pbl_graph_add_optimizer(g, &o, &w, &gw, 1), PBL_ERR_INVALID_ARG);
     assert_non_null(strstr(pbl_graph_errmsg(g), "not a scalar"));
+    /* an empty name is no scalar the caller could set: it once made one unnamed scalar per
+     * update ("var15", "var23", ...) */
+    const char **named[] = { &o.lr_scalar, &o.weight_decay_scalar, &o.step_scalar };
     o.lr_scalar = NULL;
+    for (int k = 0; k < 3; k++) {
+        *named[k] = "";
+        assert_int_equal(pbl_graph_add_optimizer(g, &o, &w, &gw, 1), PBL_ERR_INVALID_ARG);
+        assert_non_null(strstr(pbl_graph_errmsg(g), "empty"));
+        assert_int_equal(pbl_graph_value_count(g), nv);
+        *named[k] = NULL;
+    }
     o.clip_norm = NAN;
     assert_int_equal(pbl_graph_add_optimizer(g, &o, &w, &gw, 1), PBL_ERR_INVALID_ARG);
     o.clip_norm = -1;

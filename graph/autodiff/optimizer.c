@@ -26,6 +26,8 @@ static pbl_status add_state(pbl_graph *g, pbl_value param, const char *what, int
 /* The runtime scalar called `name`, created at `initial` when the graph has none. */
 static pbl_status use_scalar(pbl_graph *g, const char *name, double initial, pbl_value *out)
 {
+    if (!*name) /* pbl_graph_add_scalar would pick a new "var<N>" for every update: none the caller could set */
+        return pbl__graph_fail(g, PBL_ERR_INVALID_ARG, "optimizer: a scalar's name is empty (NULL keeps the constant)");
     pbl_value v = pbl_graph_find_value(g, name);
     if (v == PBL_NONE)
         return pbl_graph_add_scalar(g, name, initial, out);

@@ -64,7 +64,7 @@ typedef struct pbl_optimizer_options {
      * a name makes every update read the scalar of that name at run time, so
      * pbl_exec_set_scalar(e, name, v) changes it between runs. A scalar of that name is
      * created (initial value: lr, weight_decay, or 1 for the step) unless the graph has one;
-     * a value of that name that is not a scalar is PBL_ERR_INVALID_ARG. */
+     * a value of that name that is not a scalar, or an empty name, is PBL_ERR_INVALID_ARG. */
     const char *lr_scalar;
     const char *weight_decay_scalar;
     const char *step_scalar; /* adam, adamw: the bias-correction step, set by the caller
