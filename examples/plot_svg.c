@@ -75,6 +75,23 @@ static int decimals_of(double step)
     return d < 0 ? 0 : d > 6 ? 6 : d;
 }
 
+/* A y tick's label: "0.85" as a rule; from 1e5 up, the tick as an integer times a power of ten
+ * ("12e8" for 1.2e9), so a diverging run's labels stay a few characters wide and do not run
+ * into the axis title. */
+static void tick_label(char *buf, size_t size, double y, double step, int decimals)
+{
+    if (step < 1e5 && fabs(y) < 1e5) {
+        snprintf(buf, size, "%.*f", decimals, y);
+        return;
+    }
+    int e = (int)floor(log10(step) + 1e-9); /* step is 1, 2 or 5 times 10^e: y / 10^e is whole */
+    double m = round(y / pow(10, e));
+    if (m == 0)
+        snprintf(buf, size, "0");
+    else
+        snprintf(buf, size, "%.0fe%d", m, e);
+}
+
 enum { TRAIN, VAL };
 static const char *const series_name[] = { "training", "validation" };
 static const char *const series_color[] = { "#1f77b4", "#d62728" };
@@ -102,7 +119,8 @@ static void draw_panel(text *t, panel *p, const epoch_stats *st, int n, int has_
         lo = 0;
         hi = 1;
     }
-    double pad = (hi - lo) * 0.08 + 1e-3;
+    /* at least a thousandth of the values' size: a loss stuck at 937975 needs no ticks 0.0005 apart */
+    double pad = (hi - lo) * 0.08 + 1e-3 * (fabs(hi) > 1 ? fabs(hi) : 1);
     lo -= pad;
     hi += pad;
     if (acc && hi > 1)
@@ -125,7 +143,9 @@ static void draw_panel(text *t, panel *p, const epoch_stats *st, int n, int has_
             p->left + p->width, Y);
         put(t, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#444444\"/>\n", p->left - 5, Y, p->left,
             Y);
-        put(t, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.*f</text>\n", p->left - 8, Y + 4, yd, y);
+        char label[32];
+        tick_label(label, sizeof label, y, ystep, yd);
+        put(t, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", p->left - 8, Y + 4, label);
     }
     for (double x = n > 1 ? 1 : 1; x <= p->x1 + 1e-9; x += xstep) {
         double X = px(p, x);
@@ -142,15 +162,31 @@ static void draw_panel(text *t, panel *p, const epoch_stats *st, int n, int has_
     put(t, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-weight=\"bold\">%s</text>\n",
         p->left + p->width / 2, p->top - 10, acc ? "Accuracy" : "Loss");
 
+    /* a NaN or infinite figure (a run that diverged) is a gap: one such coordinate would make
+     * renderers drop the whole polyline */
     for (int s = 0; s < n_series; s++) {
-        put(t, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s points=\"", series_color[s], series_dash[s]);
+        int open = 0;
+        for (int i = 0; i < n; i++) {
+            double v = value_of(&st[i], s, acc);
+            if (!isfinite(v)) {
+                if (open)
+                    put(t, "\"/>\n");
+                open = 0;
+                continue;
+            }
+            if (!open)
+                put(t, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s points=\"", series_color[s],
+                    series_dash[s]);
+            put(t, "%s%.1f,%.1f", open ? " " : "", px(p, i + 1), py(p, v));
+            open = 1;
+        }
+        if (open)
+            put(t, "\"/>\n");
         for (int i = 0; i < n; i++)
-            put(t, "%s%.1f,%.1f", i ? " " : "", px(p, i + 1), py(p, value_of(&st[i], s, acc)));
-        put(t, "\"/>\n");
-        for (int i = 0; i < n; i++)
-            put(t, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"><title>epoch %d %s %s %.4f</title></circle>\n",
-                px(p, i + 1), py(p, value_of(&st[i], s, acc)), series_color[s], i + 1, series_name[s],
-                acc ? "accuracy" : "loss", value_of(&st[i], s, acc));
+            if (isfinite(value_of(&st[i], s, acc)))
+                put(t, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"><title>epoch %d %s %s %.4f</title></circle>\n",
+                    px(p, i + 1), py(p, value_of(&st[i], s, acc)), series_color[s], i + 1, series_name[s],
+                    acc ? "accuracy" : "loss", value_of(&st[i], s, acc));
     }
     /* legend: top right for loss (falling curves), bottom right for accuracy (rising ones) */
     double lx = p->left + p->width - 130, ly = acc ? p->top + p->height - 12 - 20.0 * n_series : p->top + 10;

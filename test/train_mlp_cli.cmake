@@ -5,6 +5,10 @@ pebble_test(test_checkpoint test_checkpoint.c)
 # a version-1 checkpoint of the old library, which must still load
 target_compile_definitions(test_checkpoint PRIVATE PBL_TEST_DATA="${CMAKE_CURRENT_SOURCE_DIR}/data")
 
+# train_mlp's --plot picture on runs that go wrong (huge and non-finite losses): numbers for
+# every coordinate, short tick labels (examples/plot_svg.c, compiled in).
+pebble_test(test_plot_svg test_plot_svg.c ${PROJECT_SOURCE_DIR}/examples/plot_svg.c)
+
 # The script makes its own tiny IDX data sets, so it needs no installed data set.
 if(TARGET train_mlp)
   # with the pebble program, whose command-line convention train_mlp's must match
