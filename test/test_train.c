@@ -830,6 +830,12 @@ static void test_lr_schedules(void **state)
     assert_int_equal(pbl_lr_schedule_check(&bad, err, sizeof err), PBL_ERR_INVALID_ARG);
     bad.base_lr = -1;
     assert_int_equal(pbl_lr_schedule_check(&bad, err, sizeof err), PBL_ERR_INVALID_ARG);
+    /* finite in double, but no f32 holds it: every rate would be refused by
+     * pbl_exec_set_scalar, so the check refuses the schedule up front */
+    bad.base_lr = 1e300;
+    assert_int_equal(pbl_lr_schedule_check(&bad, err, sizeof err), PBL_ERR_INVALID_ARG);
+    assert_non_null(strstr(err, "f32"));
+    assert_true(isnan(pbl_lr_schedule_at(&bad, 5)));
     bad = co;
     bad.warmup_steps = -1;
     assert_int_equal(pbl_lr_schedule_check(&bad, err, sizeof err), PBL_ERR_INVALID_ARG);

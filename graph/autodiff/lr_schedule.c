@@ -1,4 +1,5 @@
 /* Learning-rate schedules (pebble/autodiff.h): one pure function of the step. */
+#include <float.h>
 #include <math.h>
 
 #include "graph/base/errmsg.h"
@@ -21,6 +22,8 @@ PBL__API pbl_status pbl_lr_schedule_check(const pbl_lr_schedule *s, char *err, s
     if (!(s->base_lr >= 0.0 && isfinite(s->base_lr)))
         return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "lr schedule: base_lr is %g; it must be finite and >= 0",
                          s->base_lr);
+    if (s->base_lr > FLT_MAX) /* the rates go into f32 scalars, which refuse it (min_lr is at most base_lr) */
+        return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "lr schedule: base_lr is %g, beyond f32's range", s->base_lr);
     if (s->warmup_steps < 0)
         return pbl__errf(err, errlen, PBL_ERR_INVALID_ARG, "lr schedule: warmup_steps is %lld; it must be >= 0",
                          (long long)s->warmup_steps);

@@ -179,7 +179,7 @@ typedef enum pbl_lr_schedule_kind {
 
 typedef struct pbl_lr_schedule {
     pbl_lr_schedule_kind kind;
-    double  base_lr;      /* the rate after warm-up; finite, >= 0 */
+    double  base_lr;      /* the rate after warm-up; >= 0 and within f32's range */
     int64_t warmup_steps; /* default 0: none */
     int64_t step_size;    /* PBL_LR_STEP: steps between decays (default 1000; >= 1) */
     double  gamma;        /* PBL_LR_STEP: the decay factor (default 0.1; in (0, 1]) */
@@ -190,8 +190,9 @@ typedef struct pbl_lr_schedule {
 pbl_lr_schedule pbl_lr_schedule_default(pbl_lr_schedule_kind kind, double base_lr);
 
 /* PBL_OK, or PBL_ERR_INVALID_ARG with the reason in err (size errlen; may be NULL): an unknown
- * kind, a base_lr or min_lr that is negative or not finite, a negative warm-up, a step_size
- * below 1, a gamma outside (0, 1], total_steps not past the warm-up, min_lr above base_lr. */
+ * kind, a base_lr or min_lr that is negative or not finite, a base_lr beyond f32's range (the
+ * scalars it feeds are f32), a negative warm-up, a step_size below 1, a gamma outside (0, 1],
+ * total_steps not past the warm-up, min_lr above base_lr. */
 pbl_status pbl_lr_schedule_check(const pbl_lr_schedule *s, char *err, size_t errlen);
 
 /* The rate at `step` (a negative step counts as 0); NaN when s is NULL or fails
