@@ -20,8 +20,8 @@ static pbl_status update_infer(pbl__infer_ctx *c, int32_t n_like_w, int32_t base
     static const char *const names[] = { "w", "g", "m", "v", "t" };
     allowed |= PBL__HYPER_NORM;
     if (mask & ~allowed)
-        return pbl__infer_fail(c, PBL_ERR_ATTR, "scalars is %lld; only bits %lld may be set (1 lr, 2 weight_decay%s, 8 norm)",
-                               (long long)mask, (long long)allowed, allowed & PBL__HYPER_STEP ? ", 4 step" : "");
+        return pbl__infer_fail(c, PBL_ERR_ATTR, "scalars is %lld; it must be a sum of 1 (lr), 2 (weight_decay)%s, 8 (norm)",
+                               (long long)mask, allowed & PBL__HYPER_STEP ? ", 4 (step)" : "");
     if ((mask & PBL__HYPER_NORM) && !(max_norm > 0.0 && isfinite(max_norm)))
         return pbl__infer_fail(c, PBL_ERR_ATTR, "max_norm is %g; clipping by the norm input needs it finite and positive",
                                max_norm);

@@ -545,6 +545,15 @@ static void test_runtime_lr_scalar(void **state)
     assert_int_equal(pbl_graph_add_optimizer(g, &o, &w, &gw, 1), PBL_ERR_INVALID_ARG);
     assert_int_equal(pbl_graph_clip_grad_norm(g, &gw, 1, 0.0, &gw, NULL), PBL_ERR_INVALID_ARG);
     assert_int_equal(pbl_graph_value_count(g), nv); /* restored */
+    /* a hand-made update with a bad "scalars" mask (as a JSON graph may hold) is told which
+     * values the mask is made of (it once said "only bits 11 may be set") */
+    pbl_value rate;
+    assert_int_equal(pbl_graph_add_scalar(g, "rate", 0.1, &rate), PBL_OK);
+    pbl_value in[] = { w, gw, rate };
+    pbl_attr at[] = { PBL_ATTR_INT("scalars", 16) };
+    pbl_node_desc d = { .op = "sgd", .inputs = in, .n_inputs = 3, .attrs = at, .n_attrs = 1 };
+    assert_int_equal(pbl_graph_add_node(g, &d, NULL, NULL), PBL_ERR_ATTR);
+    assert_non_null(strstr(pbl_graph_errmsg(g), "a sum of 1 (lr), 2 (weight_decay), 8 (norm)"));
     pbl_graph_destroy(g);
 }
 
