@@ -517,6 +517,13 @@ static int main_ranked(const options *opt)
             rc = EXIT_USAGE;
             goto free_test_set;
         }
+        /* step and none have no end for the check to see; the run does */
+        if (o.warmup > o.epochs * per_epoch) {
+            complain("--warmup: %ld steps outlast the run (%" PRId64 " steps in all): the rate would never reach --lr",
+                     o.warmup, o.epochs * per_epoch);
+            rc = EXIT_USAGE;
+            goto free_test_set;
+        }
     }
 
     model m;

@@ -224,6 +224,13 @@ expect_error 2 "out of range" "--weight-decay 2" --weight-decay 2
 expect_error 2 "not a number" "--clip abc" --clip abc
 expect_error 2 "total_steps \\(4\\) must be greater than warmup_steps \\(9\\)" \
     "cosine with a warm-up longer than the run (256 images / 64 = 4 steps)" "${small[@]}" --val 0 --epochs 1 --lr-schedule cosine --warmup 9
+# step and none have no end of their own, but the run has one: a warm-up past it never
+# reaches --lr (a warm-up exactly as long reaches it at the last step)
+for sched in step none; do
+    expect_error 2 "--warmup: 5 steps outlast the run \\(4 steps in all\\)" \
+        "--lr-schedule $sched with a warm-up longer than the run" "${small[@]}" --val 0 --epochs 1 --lr-schedule $sched --warmup 5
+done
+expect_ok "a warm-up as long as the run" "${small[@]}" --val 0 --epochs 1 --lr-schedule none --warmup 4
 expect_ok "cosine schedule with warm-up, AdamW and clipping" "${small[@]}" --epochs 2 --lr-schedule cosine \
     --warmup 2 --weight-decay 0.01 --clip 1
 expect_ok "step schedule" "${small[@]}" --epochs 1 --lr-schedule step
