@@ -102,8 +102,9 @@ static double value_of(const epoch_stats *s, int series, int acc)
     return acc ? (series == TRAIN ? s->train_acc : s->val_acc) : (series == TRAIN ? s->train_loss : s->val_loss);
 }
 
-/* One panel: frame, grid and ticks, axis labels, both curves with markers, the legend. */
-static void draw_panel(text *t, panel *p, const epoch_stats *st, int n, int has_val, int acc)
+/* One panel: frame, grid and ticks, axis labels, both curves with markers, the legend; st[i]
+ * is epoch first + i. */
+static void draw_panel(text *t, panel *p, const epoch_stats *st, int n, int first, int has_val, int acc)
 {
     const int n_series = has_val ? 2 : 1;
     double lo = INFINITY, hi = -INFINITY;
@@ -130,9 +131,10 @@ static void draw_panel(text *t, panel *p, const epoch_stats *st, int n, int has_
     double ystep = nice_step(lo, hi, 5);
     p->y0 = floor(lo / ystep) * ystep;
     p->y1 = ceil(hi / ystep) * ystep;
-    p->x0 = n > 1 ? 1 : 0;
-    p->x1 = n > 1 ? n : 2;
-    double xstep = n > 1 ? ceil(nice_step(1, n, 10)) : 1;
+    const int last = first + n - 1; /* x is the epoch number; one epoch sits mid-panel */
+    p->x0 = n > 1 ? first : first - 1;
+    p->x1 = n > 1 ? last : first + 1;
+    double xstep = n > 1 ? ceil(nice_step(first, last, 10)) : 1;
 
     put(t, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#ffffff\" stroke=\"#444444\"/>\n",
         p->left, p->top, p->width, p->height);
@@ -147,7 +149,7 @@ static void draw_panel(text *t, panel *p, const epoch_stats *st, int n, int has_
         tick_label(label, sizeof label, y, ystep, yd);
         put(t, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", p->left - 8, Y + 4, label);
     }
-    for (double x = n > 1 ? 1 : 1; x <= p->x1 + 1e-9; x += xstep) {
+    for (double x = first; x <= last + 1e-9; x += xstep) { /* no tick for an epoch not trained */
         double X = px(p, x);
         put(t, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#444444\"/>\n", X, p->top + p->height,
             X, p->top + p->height + 5);
@@ -177,7 +179,7 @@ static void draw_panel(text *t, panel *p, const epoch_stats *st, int n, int has_
             if (!open)
                 put(t, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s points=\"", series_color[s],
                     series_dash[s]);
-            put(t, "%s%.1f,%.1f", open ? " " : "", px(p, i + 1), py(p, v));
+            put(t, "%s%.1f,%.1f", open ? " " : "", px(p, first + i), py(p, v));
             open = 1;
         }
         if (open)
@@ -185,7 +187,7 @@ static void draw_panel(text *t, panel *p, const epoch_stats *st, int n, int has_
         for (int i = 0; i < n; i++)
             if (isfinite(value_of(&st[i], s, acc)))
                 put(t, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"><title>epoch %d %s %s %.4f</title></circle>\n",
-                    px(p, i + 1), py(p, value_of(&st[i], s, acc)), series_color[s], i + 1, series_name[s],
+                    px(p, first + i), py(p, value_of(&st[i], s, acc)), series_color[s], first + i, series_name[s],
                     acc ? "accuracy" : "loss", value_of(&st[i], s, acc));
     }
     /* legend: top right for loss (falling curves), bottom right for accuracy (rising ones) */
@@ -201,8 +203,8 @@ static void draw_panel(text *t, panel *p, const epoch_stats *st, int n, int has_
     }
 }
 
-int plot_svg_write(const char *path, const char *title, const epoch_stats *st, int n, int has_val, char *err,
-                   size_t errlen)
+int plot_svg_write(const char *path, const char *title, const epoch_stats *st, int n, int first, int has_val,
+                   char *err, size_t errlen)
 {
     enum { W = 1000, H = 440 };
     text t = { 0 };
@@ -220,8 +222,8 @@ int plot_svg_write(const char *path, const char *title, const epoch_stats *st, i
     else {
         panel loss = { .left = 90, .top = 60, .width = 380, .height = 310 };
         panel acc = { .left = 590, .top = 60, .width = 380, .height = 310 };
-        draw_panel(&t, &loss, st, n, has_val, 0);
-        draw_panel(&t, &acc, st, n, has_val, 1);
+        draw_panel(&t, &loss, st, n, first, has_val, 0);
+        draw_panel(&t, &acc, st, n, first, has_val, 1);
     }
     put(&t, "</svg>\n");
     int rc = -1;

@@ -15,9 +15,10 @@ typedef struct epoch_stats {
     double secs, samples_per_s;   /* the epoch's training time */
 } epoch_stats;
 
-/* Draws epochs 1..n of `st` to `path` (written whole or not at all, pbl_file_write); with
- * has_val 0 only the training curves. 0, or -1 with a message in err. */
-int plot_svg_write(const char *path, const char *title, const epoch_stats *st, int n, int has_val, char *err,
-                   size_t errlen);
+/* Draws st[0 .. n), the epochs first, first + 1, ... (a resumed run's start after 1), to `path`
+ * (written whole or not at all, pbl_file_write); with has_val 0 only the training curves. 0,
+ * or -1 with a message in err. */
+int plot_svg_write(const char *path, const char *title, const epoch_stats *st, int n, int first, int has_val,
+                   char *err, size_t errlen);
 
 #endif

@@ -370,13 +370,13 @@ static void model_shape(const model *m, char *shape, size_t size)
 
 /* --plot: the curves as FILE, and the training graph beside it as FILE's stem + ".json" for
  * `pebble viz`, whose page shows the step's memory plan. */
-static int write_plot(const options *o, const net *train_net, const char *shape, const epoch_stats *hist, long n,
-                      int64_t n_val)
+static int write_plot(const options *o, const net *train_net, const char *shape, const epoch_stats *hist, long first,
+                      long n, int64_t n_val)
 {
     char title[256], err[512];
     snprintf(title, sizeof title, "train_mlp %s, batch %ld, seed %" PRIu64 "%s", shape, o->batch, o->seed,
              n_val > 0 ? "" : " (no validation split)");
-    if (plot_svg_write(o->plot, title, hist, (int)n, n_val > 0, err, sizeof err) != 0) {
+    if (plot_svg_write(o->plot, title, hist, (int)n, (int)first, n_val > 0, err, sizeof err) != 0) {
         complain("%s", err);
         return -1;
     }
@@ -646,7 +646,8 @@ static int main_ranked(const options *opt)
                o.save ? ": its model is saved in " : "", o.save ? o.save : "");
     }
     /* the plot shows the epochs this run trained */
-    if (o.plot && write_plot(&o, &train_net, shape, hist + (first_epoch - 1), o.epochs - first_epoch + 1, n_val) != 0)
+    if (o.plot && write_plot(&o, &train_net, shape, hist + (first_epoch - 1), first_epoch, o.epochs - first_epoch + 1,
+                             n_val) != 0)
         goto free_nets;
 
     double test_loss, test_acc;

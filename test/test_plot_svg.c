@@ -20,14 +20,14 @@
 #include "examples/plot_svg.h"
 
 /* Draws st[0 .. n) and returns the SVG text (free it). */
-static char *draw(const epoch_stats *st, int n)
+static char *draw_from(const epoch_stats *st, int n, int first)
 {
     char path[] = "/tmp/test_plot_svg.XXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
     close(fd);
     char err[256] = "";
-    assert_int_equal(plot_svg_write(path, "test", st, n, 1, err, sizeof err), 0);
+    assert_int_equal(plot_svg_write(path, "test", st, n, first, 1, err, sizeof err), 0);
     FILE *f = fopen(path, "rb");
     assert_non_null(f);
     char *text = calloc(1, 1 << 20);
@@ -38,6 +38,8 @@ static char *draw(const epoch_stats *st, int n)
     text[len] = '\0';
     return text;
 }
+
+static char *draw(const epoch_stats *st, int n) { return draw_from(st, n, 1); }
 
 static int count(const char *text, const char *what)
 {
@@ -148,12 +150,37 @@ static void test_ordinary_run(void **state)
     free(text);
 }
 
+/* A resumed run (train_mlp --load) draws the epochs it trained under their own numbers. */
+static void test_resumed_run_keeps_its_epoch_numbers(void **state)
+{
+    (void)state;
+    epoch_stats st[2] = {
+        { .train_loss = 0.52, .train_acc = 0.81, .val_loss = 0.44, .val_acc = 0.84 },
+        { .train_loss = 0.37, .train_acc = 0.86, .val_loss = 0.38, .val_acc = 0.86 },
+    };
+    char *text = draw_from(st, 2, 7);
+    assert_non_null(strstr(text, "<title>epoch 7 training loss 0.5200</title>"));
+    assert_non_null(strstr(text, "<title>epoch 8 validation accuracy 0.8600</title>"));
+    assert_null(strstr(text, "<title>epoch 1 "));
+    assert_non_null(strstr(text, "text-anchor=\"middle\">7</text>")); /* the x ticks */
+    assert_non_null(strstr(text, "text-anchor=\"middle\">8</text>"));
+    assert_null(strstr(text, "text-anchor=\"middle\">1</text>"));
+    free(text);
+    /* one epoch: its number under the point, as for a first epoch */
+    text = draw_from(st, 1, 7);
+    assert_non_null(strstr(text, "text-anchor=\"middle\">7</text>"));
+    assert_null(strstr(text, "text-anchor=\"middle\">8</text>")); /* not trained: no tick */
+    assert_null(strstr(text, "text-anchor=\"middle\">1</text>"));
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nonfinite_figures_leave_gaps),
         cmocka_unit_test(test_diverging_losses_keep_short_tick_labels),
         cmocka_unit_test(test_ordinary_run),
+        cmocka_unit_test(test_resumed_run_keeps_its_epoch_numbers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

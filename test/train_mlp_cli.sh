@@ -372,8 +372,13 @@ expect_error 1 "not a regular file" "a directory as checkpoint" \
 resume=(--data "$good" --hidden 16 --batch 16 --lr 0.01 --lr-schedule step --warmup 5 --val 0 --dropout 0.1
         --threads 1)
 expect_ok "2 epochs, saved" "${resume[@]}" --epochs 2 --save "$tmp/r2.bin"
-expect_ok "--epochs 4 --load the 2-epoch checkpoint" "${resume[@]}" --epochs 4 --load "$tmp/r2.bin" --save "$tmp/r4.bin"
+expect_ok "--epochs 4 --load the 2-epoch checkpoint" "${resume[@]}" --epochs 4 --load "$tmp/r2.bin" --save "$tmp/r4.bin" \
+    --plot "$tmp/resumed.svg"
 cp "$tmp/out" "$tmp/resumed.out"
+# its picture shows epochs 3 and 4 under their own numbers (it once numbered them 1 and 2)
+grep -q '<title>epoch 3 training loss ' "$tmp/resumed.svg" && grep -q '<title>epoch 4 training loss ' "$tmp/resumed.svg" &&
+    ! grep -q '<title>epoch [12] ' "$tmp/resumed.svg" && grep -q 'text-anchor="middle">3</text>' "$tmp/resumed.svg" ||
+    fail "--load --plot: the picture does not number the resumed epochs 3 and 4"
 grep -q '^resuming after epoch 2 (step 32)$' "$tmp/resumed.out" && ! grep -q '^epoch [12]/4' "$tmp/resumed.out" &&
     [ "$(grep -c '^epoch [34]/4 ' "$tmp/resumed.out")" -eq 2 ] ||
     fail "--load: the resumed run does not say it resumes after epoch 2, or does not train epochs 3 and 4 only"
