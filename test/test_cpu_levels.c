@@ -3,7 +3,8 @@
  * AVX2 + FMA, AVX-512) give the same results at every level this machine runs, each checked
  * against a double-precision reference within float tolerance (never against another path's
  * bits, nor libm's): fully_connected_packed over batch sizes that hit every row/panel block
- * and edge, tanh and sigmoid over their whole range (and NaN, ±inf), exp and the softmax rows
+ * and edge, tanh and sigmoid over their whole range (and NaN, ±inf; the formulas' scalar tanh
+ * bit for bit with the tanh kernel's), exp and the softmax rows
  * built on it, and the pooling and
  * depthwise-convolution kernels. The kernels are called directly on hand-made arguments.
  */
@@ -137,6 +138,16 @@ static int act_case(int level, int is_tanh)
     if (!isnan(nan_out[0]) || !isnan(nan_out[2])) {
         printf("%s: NaN in, %g and %g out\n", th_case, nan_out[0], nan_out[2]);
         fails++;
+    }
+    /* the formulas' scalar tanh (gelu_tanh's, ops/shared/formulas.h) is the same arithmetic */
+    for (int64_t i = 0; is_tanh && i < n; i++) {
+        float s = pbl__tanh_poly(x[i]);
+        if (memcmp(&s, &y[i], sizeof s)) {
+            printf("%s: tanh(%.9g) is %.9g in the kernel, %.9g in the formulas\n", th_case, (double)x[i],
+                   (double)y[i], (double)s);
+            fails++;
+            break;
+        }
     }
     free(x), free(y), free(want), free(scale);
     return fails;

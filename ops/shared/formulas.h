@@ -14,6 +14,48 @@
 #define PBL__HD
 #endif
 
+/* tanh for the formulas on the host: the arithmetic of the CPU's vector tanh (ops/cpu/
+ * activation.c: Cephes' tanhf polynomial below |x| 0.625, else 1 − 2/(e^{2|x|} + 1) with
+ * Cephes' expf scheme), one element at a time and without branches, so a loop over it
+ * vectorises (libm's tanhf is one call per element) and gives the tanh kernel's bits; within a
+ * few ulp. On the device, CUDA's tanhf. */
+#ifndef __CUDA_ARCH__
+#include <string.h>
+static inline float pbl__exp_poly(float x) /* e^x, x clamped to [-87.34, 88.38] */
+{
+    x = x < -87.33654f ? -87.33654f : x;
+    x = x > 88.37626f ? 88.37626f : x;
+    float t = x * 1.44269504088896341f + 12582912.0f; /* adding 1.5·2^23 rounds: n in the low bits */
+    int32_t n, e;
+    memcpy(&n, &t, sizeof n);
+    n -= 0x4B400000;
+    float nf = t - 12582912.0f, r = x - nf * 0.693359375f - nf * -2.12194440e-4f, p = 1.9875691500e-4f, s;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    e = (n + 127) * (1 << 23); /* 2^n in the exponent bits (n + 127 ≥ 1 after the clamp) */
+    memcpy(&s, &e, sizeof s);
+    return (p * (r * r) + r + 1.0f) * s;
+}
+static inline float pbl__tanh_poly(float x)
+{
+    float a = fabsf(x), x2 = x * x, p = -5.70498872745e-3f;
+    p = p * x2 + 2.06390887954e-2f;
+    p = p * x2 - 5.37397155531e-2f;
+    p = p * x2 + 1.33314422036e-1f;
+    p = p * x2 - 3.33332819422e-1f;
+    float small = p * x2 * x + x;
+    float big = copysignf(1.0f - 2.0f / (pbl__exp_poly(2.0f * (a < 9.0f ? a : 9.0f)) + 1.0f), x);
+    float y = a < 0.625f ? small : big;
+    return x != x ? x : y; /* NaN stays NaN */
+}
+#define PBL__TANHF(x) pbl__tanh_poly(x)
+#else
+#define PBL__TANHF(x) tanhf(x)
+#endif
+
 /* The activations' formulas, one place for the activation kernels and the fused ones of both
  * backends (ops/cpu/, ops/cuda/), so fused and unfused results, CPU and GPU, are the same
  * formulas (and the same bits where the math library agrees). */

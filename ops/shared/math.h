@@ -61,9 +61,9 @@ PBL__MU(hard_swish, 0, x * fmaxf(0.0f, fminf(1.0f, x / 6.0f + 0.5f)),
 PBL__MU(thresholded_relu, 1, x > p ? x : 0.0f, x > p ? 1.0f : 0.0f)
 /* shrink(lambd p, bias q) */
 PBL__MU(shrink, 2, x < -p ? x + q : x > p ? x - q : 0.0f, x < -p || x > p ? 1.0f : 0.0f)
-PBL__MU(gelu_tanh, 0, 0.5f * x * (1.0f + tanhf(pbl__gelu_tanh_u(x))),
-        0.5f * (1.0f + tanhf(pbl__gelu_tanh_u(x))) +
-            0.5f * x * (1.0f - tanhf(pbl__gelu_tanh_u(x)) * tanhf(pbl__gelu_tanh_u(x))) * PBL__SQRT_2_OVER_PI *
+PBL__MU(gelu_tanh, 0, 0.5f * x * (1.0f + PBL__TANHF(pbl__gelu_tanh_u(x))),
+        0.5f * (1.0f + PBL__TANHF(pbl__gelu_tanh_u(x))) +
+            0.5f * x * (1.0f - PBL__TANHF(pbl__gelu_tanh_u(x)) * PBL__TANHF(pbl__gelu_tanh_u(x))) * PBL__SQRT_2_OVER_PI *
                 (1.0f + 3.0f * 0.044715f * x * x))
 PBL__MU(erf, 0, erff(x), PBL__TWO_OVER_SQRT_PI * expf(-x * x))
 PBL__MU(exp, 0, expf(x), expf(x))
