@@ -1715,6 +1715,16 @@ static void test_global_norm_and_clip(void **state)
     fails += one_run(&c, (const void *[]){ la });
     fails += read_value(&c, c.out[0], &got, 1) + th_close("huge norm", &got, &want, NULL, 1, 0, 1e-6);
     one_free(&c);
+    /* squares below float's range (1e-50): the float runs flush them, the norm is 1e-25·100 */
+    in_spec tin[1] = { { .shape = PBL_SHAPE(10000) } };
+    th_set_case("global_norm of 10000 x 1e-25");
+    assert_int_equal(one_build(&c, "global_norm", tin, 1, NULL, 0), 0);
+    for (int i = 0; i < 10000; i++)
+        la[i] = 1e-25f;
+    want = (double)1e-25f * 100.0;
+    fails += one_run(&c, (const void *[]){ la });
+    fails += read_value(&c, c.out[0], &got, 1) + th_close("tiny norm", &got, &want, NULL, 1, 0, 1e-6);
+    one_free(&c);
     free(la);
     for (int k = 0; k < 2; k++) {
         double max_norm = k == 0 ? 0.5 : 100.0; /* clipped, then left alone */
