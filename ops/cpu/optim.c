@@ -1,5 +1,6 @@
 /* CPU kernels: optimizer updates, in place over w and the state (out[k] == its input). */
 #include <math.h>
+#include <string.h>
 
 #include "ops/cpu/kernels.h"
 #include "ops/shared/hyper.h"
@@ -228,11 +229,45 @@ static int64_t norm_chunk(norm_job *j, int64_t c, int wide)
     return count;
 }
 
+/* Whether x[0..n) holds an element other than ±0 (by its bits: a denormal counts), a block at a
+ * time so the loop vectorises (a chunk of zeros, say the weights of an input that is always 0,
+ * costs a pass like the float one, not the double one's). */
+PBL__HOT static int any_nonzero(const float *x, int64_t n)
+{
+    uint32_t acc = 0, b;
+    int64_t  i = 0;
+    for (; i + NORM_BLOCK <= n; i += NORM_BLOCK)
+        for (int l = 0; l < NORM_BLOCK; l++) {
+            memcpy(&b, x + i + l, sizeof b);
+            acc |= b;
+        }
+    for (; i < n; i++) {
+        memcpy(&b, x + i, sizeof b);
+        acc |= b;
+    }
+    return (acc & 0x7FFFFFFFu) != 0;
+}
+
+/* Whether chunk c holds an element other than ±0. */
+static int chunk_nonzero(const norm_job *j, int64_t c)
+{
+    int64_t from = c * j->chunk, to = from + j->chunk, at = 0;
+    for (int32_t k = 0; k < j->a->n_in && at < to; k++) {
+        int64_t n = PBL__NUMEL(j->a->in_meta[k]);
+        int64_t s = from > at ? from : at, e = to < at + n ? to : at + n;
+        if (s < e && any_nonzero(PBL__IN(j->a, k) + (s - at), e - s))
+            return 1;
+        at += n;
+    }
+    return 0;
+}
+
 /* Chunks [lo, hi); a chunk again in double throughout (a NaN stays) where its float runs may
  * have overflowed (an infinite lane) or underflowed: a square below FLT_MIN loses bits or
  * flushes to 0 (FTZ), at most 2^-126 each, so a chunk whose sum is under count·2^-100 (squares
  * averaging below 2^-100, |x| ~1e-15) could be off by more than 2^-26 relatively (10000 x 1e-25
- * gave 4e-25, not 1e-23). The test reads the chunk's data only, so the bits stay fixed. */
+ * gave 4e-25, not 1e-23); a chunk of zeros only is exact already. The test reads the chunk's
+ * data only, so the bits stay fixed. */
 static void norm_chunks(void *ctx, int64_t lo, int64_t hi)
 {
     norm_job *j = ctx;
@@ -243,7 +278,7 @@ static void norm_chunks(void *ctx, int64_t lo, int64_t hi)
             redo |= isinf(j->lane[c][l]);
             sum += j->lane[c][l];
         }
-        if (redo || sum < count * 0x1p-100)
+        if (redo || (sum < count * 0x1p-100 && chunk_nonzero(j, c)))
             norm_chunk(j, c, 1);
     }
 }
