@@ -144,7 +144,7 @@ void pbl__cpu_sigmoid_n(const float *x, float *y, int64_t n)
 void pbl__cpu_exp_n(const float *x, float *y, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
-        y[i] = expf(x[i]);
+        y[i] = x[i] < -87.33654f ? 0.0f : expf(x[i]); /* 0 below ln(FLT_MIN), as the vector one */
 }
 #endif
 

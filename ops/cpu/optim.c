@@ -153,9 +153,10 @@ pbl_status pbl__cpu_adam(const pbl__kargs *a)
  * - the inputs are read as one sequence; element i goes into lane i mod NORM_LANES (32
  *   independent chains: the adds overlap instead of waiting on each other);
  * - within a lane, NORM_RUN squares at a time are summed in float, then added to the lane's
- *   double (a float sum of 8 squares is within about 8·2^-24 of exact, relatively: far below
- *   what a norm for clipping needs, and a double conversion every 8 elements, not every element,
- *   which made the pass convert-bound);
+ *   double: a float sum of 8 squares of at least FLT_MIN each is within about 8·2^-24 of
+ *   exact, relatively, far below what a norm for clipping needs, and it converts to double
+ *   once every 8 elements, not every element, which made the pass convert-bound (chunks of
+ *   smaller squares are summed again in double: norm_chunks);
  * - the sequence is cut into at most NORM_CHUNKS chunks of a size that is a multiple of
  *   NORM_LANES·NORM_RUN; each chunk sums its lanes from zero (chunks may run on different
  *   threads); the chunks' lanes are added in chunk order, then the lanes in lane order. */

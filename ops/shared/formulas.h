@@ -21,21 +21,21 @@
  * few ulp. On the device, CUDA's tanhf. */
 #ifndef __CUDA_ARCH__
 #include <string.h>
-static inline float pbl__exp_poly(float x) /* e^x, x clamped to [-87.34, 88.38] */
+static inline float pbl__exp_poly(float x) /* e^x, x clamped to [-87.34, 88.38]; NaN stays */
 {
     x = x < -87.33654f ? -87.33654f : x;
     x = x > 88.37626f ? 88.37626f : x;
     float t = x * 1.44269504088896341f + 12582912.0f; /* adding 1.5·2^23 rounds: n in the low bits */
-    int32_t n, e;
+    uint32_t n, e; /* unsigned: defined for any bits, a NaN's too (its result stays NaN) */
     memcpy(&n, &t, sizeof n);
-    n -= 0x4B400000;
+    n -= 0x4B400000u;
     float nf = t - 12582912.0f, r = x - nf * 0.693359375f - nf * -2.12194440e-4f, p = 1.9875691500e-4f, s;
     p = p * r + 1.3981999507e-3f;
     p = p * r + 8.3334519073e-3f;
     p = p * r + 4.1665795894e-2f;
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
-    e = (n + 127) * (1 << 23); /* 2^n in the exponent bits (n + 127 ≥ 1 after the clamp) */
+    e = (n + 127u) << 23; /* 2^n in the exponent bits (n + 127 ≥ 1 after the clamp) */
     memcpy(&s, &e, sizeof s);
     return (p * (r * r) + r + 1.0f) * s;
 }
