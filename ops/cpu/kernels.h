@@ -74,23 +74,30 @@ void pbl__cpu_rows_sum_exp(const float *x, int64_t rows, int64_t cols, float *e,
 #define PBL__INLINE static inline __attribute__((always_inline))
 
 /* Runs fn(ctx, lo, hi) over [0, n): split over a->par's threads when the loop holds at least
- * two parts of par->min_work units of work (n elements of `cost` units each; 1: a streaming
+ * two parts of par->min_work units of work (n items of `cost` units each; 1: a streaming
  * pass like relu), else in one call here. Up to 4 parts per thread, claimed by whichever
- * thread is free, so a worker that starts late costs little. Splits fall on multiples of 16
- * elements (64 bytes): parts never write the same cache line and their vector loops start
- * aligned where the data is. Every element is computed by the same code either way, so the
- * bits do not depend on the split. */
-static inline void pbl__cpu_for(const pbl__kargs *a, int64_t n, int64_t cost, pbl__range_fn fn, void *ctx)
+ * thread is free, so a worker that starts late costs little; splits fall on multiples of
+ * `align` items. Every item is computed by the same code either way, so the bits do not
+ * depend on the split. */
+static inline void pbl__cpu_for_aligned(const pbl__kargs *a, int64_t n, int64_t cost, int64_t align,
+                                        pbl__range_fn fn, void *ctx)
 {
     const pbl__par *p = a->par;
     if (p && p->threads > 1 && p->min_work > 0) {
         int64_t parts = n * cost / p->min_work, most = 4 * (int64_t)p->threads;
         if (parts >= 2) {
-            p->run(p->pool, n, 16, (int32_t)(parts < most ? parts : most), fn, ctx);
+            p->run(p->pool, n, align, (int32_t)(parts < most ? parts : most), fn, ctx);
             return;
         }
     }
     fn(ctx, 0, n);
+}
+
+/* The same over elements, split on multiples of 16 (64 bytes): parts never write the same
+ * cache line and their vector loops start aligned where the data is. */
+static inline void pbl__cpu_for(const pbl__kargs *a, int64_t n, int64_t cost, pbl__range_fn fn, void *ctx)
+{
+    pbl__cpu_for_aligned(a, n, cost, 16, fn, ctx);
 }
 
 /* f32 data of input i / output k */

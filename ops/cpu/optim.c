@@ -206,35 +206,55 @@ static void sum_squares_piece(const float *x, int64_t n, int64_t at, double *lan
 
 typedef struct norm_job {
     const pbl__kargs *a;
+    int64_t           total;                    /* elements over all inputs */
     int64_t           chunk;                    /* elements per chunk, a multiple of NORM_BLOCK */
     double            lane[NORM_CHUNKS][NORM_LANES]; /* each chunk's sums */
 } norm_job;
 
-/* The lanes of chunk c from zero, over the inputs it overlaps; returns how many elements. */
-static int64_t norm_chunk(norm_job *j, int64_t c, int wide)
+/* fn over each piece of chunk c (the part of an input that lies in it: x[0..n), element `at`
+ * of the sequence) in order, until one returns nonzero; returns that, or 0. */
+typedef int (*piece_fn)(void *ctx, const float *x, int64_t n, int64_t at);
+static int chunk_pieces(const norm_job *j, int64_t c, piece_fn fn, void *ctx)
 {
-    int64_t count = 0;
-    double *lane = j->lane[c];
-    for (int l = 0; l < NORM_LANES; l++)
-        lane[l] = 0.0;
     int64_t from = c * j->chunk, to = from + j->chunk, at = 0; /* at: the input's first element */
     for (int32_t k = 0; k < j->a->n_in && at < to; k++) {
         int64_t n = PBL__NUMEL(j->a->in_meta[k]);
         int64_t s = from > at ? from : at, e = to < at + n ? to : at + n;
-        if (s < e) {
-            sum_squares_piece(PBL__IN(j->a, k) + (s - at), e - s, s, lane, wide);
-            count += e - s;
-        }
+        int r = s < e ? fn(ctx, PBL__IN(j->a, k) + (s - at), e - s, s) : 0;
+        if (r)
+            return r;
         at += n;
     }
-    return count;
+    return 0;
+}
+
+typedef struct lanes_of {
+    double *lane;
+    int     wide;
+} lanes_of;
+
+static int piece_squares(void *ctx, const float *x, int64_t n, int64_t at)
+{
+    const lanes_of *l = ctx;
+    sum_squares_piece(x, n, at, l->lane, l->wide);
+    return 0;
+}
+
+/* The lanes of chunk c from zero, over the inputs it overlaps. */
+static void norm_chunk(norm_job *j, int64_t c, int wide)
+{
+    lanes_of l = { .lane = j->lane[c], .wide = wide };
+    for (int i = 0; i < NORM_LANES; i++)
+        l.lane[i] = 0.0;
+    chunk_pieces(j, c, piece_squares, &l);
 }
 
 /* Whether x[0..n) holds an element other than ±0 (by its bits: a denormal counts), a block at a
  * time so the loop vectorises (a chunk of zeros, say the weights of an input that is always 0,
  * costs a pass like the float one, not the double one's). */
-PBL__HOT static int any_nonzero(const float *x, int64_t n)
+PBL__HOT static int any_nonzero(void *ctx, const float *x, int64_t n, int64_t at)
 {
+    (void)ctx, (void)at;
     uint32_t acc = 0, b;
     int64_t  i = 0;
     for (; i + NORM_BLOCK <= n; i += NORM_BLOCK)
@@ -249,20 +269,6 @@ PBL__HOT static int any_nonzero(const float *x, int64_t n)
     return (acc & 0x7FFFFFFFu) != 0;
 }
 
-/* Whether chunk c holds an element other than ±0. */
-static int chunk_nonzero(const norm_job *j, int64_t c)
-{
-    int64_t from = c * j->chunk, to = from + j->chunk, at = 0;
-    for (int32_t k = 0; k < j->a->n_in && at < to; k++) {
-        int64_t n = PBL__NUMEL(j->a->in_meta[k]);
-        int64_t s = from > at ? from : at, e = to < at + n ? to : at + n;
-        if (s < e && any_nonzero(PBL__IN(j->a, k) + (s - at), e - s))
-            return 1;
-        at += n;
-    }
-    return 0;
-}
-
 /* Chunks [lo, hi); a chunk again in double throughout (a NaN stays) where its float runs may
  * have overflowed (an infinite lane) or underflowed: a square below FLT_MIN loses bits or
  * flushes to 0 (FTZ), at most 2^-126 each, so a chunk whose sum is under count·2^-100 (squares
@@ -273,35 +279,30 @@ static void norm_chunks(void *ctx, int64_t lo, int64_t hi)
 {
     norm_job *j = ctx;
     for (int64_t c = lo; c < hi; c++) {
-        double count = (double)norm_chunk(j, c, 0), sum = 0.0;
+        norm_chunk(j, c, 0);
+        int64_t from = c * j->chunk, count = j->total - from < j->chunk ? j->total - from : j->chunk;
+        double sum = 0.0;
         int redo = 0;
         for (int l = 0; l < NORM_LANES; l++) {
             redo |= isinf(j->lane[c][l]);
             sum += j->lane[c][l];
         }
-        if (redo || (sum < count * 0x1p-100 && chunk_nonzero(j, c)))
+        if (redo || (sum < (double)count * 0x1p-100 && chunk_pieces(j, c, any_nonzero, NULL)))
             norm_chunk(j, c, 1);
     }
 }
 
 pbl_status pbl__cpu_global_norm(const pbl__kargs *a)
 {
-    int64_t total = 0;
+    norm_job j = { .a = a };
     for (int32_t k = 0; k < a->n_in; k++)
-        total += PBL__NUMEL(a->in_meta[k]);
-    norm_job j = { .a = a, .chunk = (total + NORM_CHUNKS - 1) / NORM_CHUNKS };
+        j.total += PBL__NUMEL(a->in_meta[k]);
+    j.chunk = (j.total + NORM_CHUNKS - 1) / NORM_CHUNKS;
     if (j.chunk < NORM_MIN_CHUNK)
         j.chunk = NORM_MIN_CHUNK;
     j.chunk = (j.chunk + NORM_BLOCK - 1) / NORM_BLOCK * NORM_BLOCK;
-    int64_t chunks = (total + j.chunk - 1) / j.chunk;
-    const pbl__par *p = a->par;
-    int64_t parts = p && p->threads > 1 && p->min_work > 0 ? total / p->min_work : 0;
-    parts = parts < chunks ? parts : chunks;
-    parts = parts < 4 * (int64_t)(p ? p->threads : 1) ? parts : 4 * (int64_t)p->threads;
-    if (parts >= 2)
-        p->run(p->pool, chunks, 1, (int32_t)parts, norm_chunks, &j);
-    else
-        norm_chunks(&j, 0, chunks);
+    int64_t chunks = (j.total + j.chunk - 1) / j.chunk;
+    pbl__cpu_for_aligned(a, chunks, j.chunk, 1, norm_chunks, &j);
     double lane[NORM_LANES] = { 0 };
     for (int64_t c = 0; c < chunks; c++)
         for (int l = 0; l < NORM_LANES; l++)
