@@ -256,55 +256,62 @@ int plot_json_name(const char *plot, char *json, size_t size, size_t *stem)
     return 0;
 }
 
-/* --save must not name a file this run reads: the data set's files or the --load checkpoint
- * (a save replaces the file whole, so an input named as the output would be lost). 0, or
- * EXIT_USAGE after a message; checked before anything is loaded. */
+/* Which file this run reads `path` names, as a phrase ("the data set's file D/F", "the
+ * checkpoint --load reads") in buf, or NULL when none: the data set's four files and the
+ * --load checkpoint. */
+static const char *input_named(const options *o, const char *path, char *buf, size_t size)
+{
+    for (size_t i = 0; i < sizeof dataset_files / sizeof dataset_files[0]; i++) {
+        char data[4096];
+        snprintf(data, sizeof data, "%s/%s", o->data, dataset_files[i]);
+        if (same_file(path, data)) {
+            snprintf(buf, size, "the data set's file %s", data);
+            return buf;
+        }
+    }
+    return o->load && same_file(path, o->load) ? "the checkpoint --load reads" : NULL;
+}
+
+/* --save and --plot (and the graph --plot writes beside it) must not name a file this run
+ * reads, nor each other (a write replaces the file whole, so an input named as an output
+ * would be lost). 0, or EXIT_USAGE after a message; checked before anything is loaded. */
 int check_save_is_no_input(const options *o)
 {
-    if (o->plot) { /* the same for --plot, and its graph must not replace the checkpoint */
+    char what[4200];
+    if (o->plot) {
         char json[4096];
         size_t stem;
         if (plot_json_name(o->plot, json, sizeof json, &stem) != 0) {
             complain("--plot %s: the name is too long to put the graph beside it", o->plot);
             return EXIT_USAGE;
         }
-        const char *other[] = { o->save, o->load };
-        for (int i = 0; i < 2; i++)
-            if (other[i] && (strcmp(other[i], json) == 0 || same_file(other[i], json))) {
-                complain("--plot %s: its training graph %s would be written over the %s checkpoint", o->plot, json,
-                         i == 0 ? "--save" : "--load");
-                return EXIT_USAGE;
-            }
-        for (size_t i = 0; i < sizeof dataset_files / sizeof dataset_files[0]; i++) {
-            char path[4096];
-            snprintf(path, sizeof path, "%s/%s", o->data, dataset_files[i]);
-            if (same_file(o->plot, path)) {
-                complain("--plot %s: that is the data set's file %s; it would be overwritten", o->plot, path);
-                return EXIT_USAGE;
-            }
+        if (o->save && (strcmp(o->save, json) == 0 || same_file(o->save, json))) {
+            complain("--plot %s: its training graph %s would be written over the --save checkpoint", o->plot, json);
+            return EXIT_USAGE;
         }
-        if (o->load && same_file(o->plot, o->load)) {
-            complain("--plot %s: that is the checkpoint --load reads", o->plot);
+        const char *in = input_named(o, o->plot, what, sizeof what);
+        if (in) {
+            complain("--plot %s: that is %s; it would be overwritten", o->plot, in);
+            return EXIT_USAGE;
+        }
+        if ((in = input_named(o, json, what, sizeof what)) != NULL) {
+            complain("--plot %s: its training graph %s would be written over %s", o->plot, json, in);
             return EXIT_USAGE;
         }
     }
     if (!o->save)
         return 0;
-    for (size_t i = 0; i < sizeof dataset_files / sizeof dataset_files[0]; i++) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s", o->data, dataset_files[i]);
-        if (same_file(o->save, path)) {
-            complain("--save %s: that is the data set's file %s; it would be overwritten", o->save, path);
-            return EXIT_USAGE;
-        }
+    const char *in = input_named(o, o->save, what, sizeof what);
+    if (in) {
+        complain(o->load && same_file(o->save, o->load)
+                     ? "--save %s: that is %s; save under another name (and rename it after, if it should "
+                       "replace the old one)"
+                     : "--save %s: that is %s; it would be overwritten",
+                 o->save, in);
+        return EXIT_USAGE;
     }
     if (o->plot && (strcmp(o->save, o->plot) == 0 || same_file(o->save, o->plot))) {
         complain("--save %s: --plot names the same file", o->save);
-        return EXIT_USAGE;
-    }
-    if (o->load && same_file(o->save, o->load)) {
-        complain("--save %s: that is the checkpoint --load reads; save under another name (and rename it"
-                 " after, if it should replace the old one)", o->save);
         return EXIT_USAGE;
     }
     return 0;

@@ -373,6 +373,11 @@ ln -s data2/t10k-labels-idx1-ubyte.gz "$tmp/labels.link"
 run "$train" --data "$tmp/data2" --hidden 16 --batch 10 --epochs 1 --save "$tmp/labels.link"
 check "train_mlp --save onto a link to a data set file: exit 2, the data set intact" \
     eval '[ $rc -eq 2 ] && one_line "that is the data set.s file" && [ "$(cat "$tmp/data2"/* | cksum)" = "$sum_data" ]'
+ln -s data2/t10k-images-idx3-ubyte.gz "$tmp/plot.json"
+run "$train" --data "$tmp/data2" --hidden 16 --batch 10 --epochs 1 --plot "$tmp/plot.svg"
+check "train_mlp --plot P.svg where P.json links to a data set file: exit 2, the data set intact" \
+    eval '[ $rc -eq 2 ] && one_line "training graph .*plot.json would be written over the data set.s file" &&
+          [ "$(cat "$tmp/data2"/* | cksum)" = "$sum_data" ]'
 "$train" "${small[@]}" --save "$tmp/ck.same" >/dev/null 2>&1
 cp "$tmp/ck.same" "$tmp/ck.same.orig"
 run "$train" --data "$data" --hidden 16 --batch 10 --epochs 1 --load "$tmp/ck.same" --save "$tmp/ck.same"
