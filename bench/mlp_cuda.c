@@ -13,8 +13,14 @@
  * (parameters, Adam state, input, labels). cuBLAS workspaces (32 MiB per stream) are not
  * counted, as torch.cuda.max_memory_allocated does not count cuBLAS's.
  *
- *     mlp_cuda [--batch 128,1024] [--streams 0] [--warmup 20] [--iters 200] [--reps 5]
+ *     mlp_cuda [--batch 128,1024] [--streams 0] [--warmup 20] [--iters 200] [--reps 5] [--fuse]
  *              [--format table|json]
+ *
+ * --fuse also times each configuration on pbl_graph_fuse's copy of the graph (forward and
+ * backward patterns: cuBLASLt's RELU_BIAS/BIAS epilogues for the layers, BGRADB for the weight
+ * and bias gradients, matmul_act_grad for the data gradients; ops/cuda/fused.cu), as rows
+ * marked "fused". Every row starts from the same parameters and batch and runs as many steps,
+ * so the losses agree up to rounding (cuBLASLt's epilogues sum in another order).
  *
  * Without a CUDA device (or built without CUDA) it prints "no CUDA device: ..." and exits 0.
  */
@@ -29,7 +35,7 @@
 enum { IN = 784, H1 = 512, H2 = 512, C = 10, MAX_BATCHES = 8 };
 
 typedef struct result {
-    int      batch, graph, streams;
+    int      batch, graph, streams, fused;
     double   samples_per_s, step_ms;
     uint64_t device_bytes, arena_bytes;
     float    loss;
@@ -58,12 +64,13 @@ static float unit(void)
 }
 
 /* Builds the training graph for `batch` and runs it; 0 on success, 2 when CUDA is absent. */
-static int measure(int batch, int graph, int streams, int warmup, int iters, int reps, result *r, char *why,
-                   size_t whylen)
+static int measure(int batch, int graph, int streams, int fused, int warmup, int iters, int reps, result *r,
+                   char *why, size_t whylen)
 {
-    pbl_graph *g = NULL;
+    pbl_graph *g = NULL, *f = NULL;
     pbl_exec *e = NULL;
     int rc = 1;
+    rng = 0x5EED; /* every configuration starts from the same parameters and batch */
     pbl_graph_create(&g, NULL);
     pbl_value x = pbl_input(g, "x", PBL_SHAPE(batch, IN)), y = pbl_label(g, "y", PBL_I32, PBL_SHAPE(batch));
     pbl_value p[6] = { pbl_param(g, "w1", PBL_SHAPE(H1, IN)), pbl_param(g, "b1", PBL_SHAPE(H1)),
@@ -81,11 +88,30 @@ static int measure(int batch, int graph, int streams, int warmup, int iters, int
         snprintf(why, whylen, "building the graph: %s", pbl_graph_errmsg(g));
         goto done;
     }
+    if (fused) { /* the fused copy keeps the names of the parameters, inputs and outputs */
+        pbl_fuse_options fo = pbl_fuse_options_default();
+        pbl_fuse_report rep;
+        if (pbl_graph_fuse(g, &fo, &f, &rep, why, whylen) != PBL_OK)
+            goto done;
+        static const char *const names[6] = { "w1", "b1", "w2", "b2", "w3", "b3" };
+        for (int i = 0; i < 6; i++)
+            p[i] = pbl_graph_find_value(f, names[i]);
+        x = pbl_graph_find_value(f, "x");
+        y = pbl_graph_find_value(f, "y");
+        loss = pbl_graph_output(f, "loss");
+        for (int i = 0; i < 6; i++)
+            if (p[i] == PBL_NONE)
+                x = PBL_NONE;
+        if (x == PBL_NONE || y == PBL_NONE || loss == PBL_NONE) {
+            snprintf(why, whylen, "the fused graph lost a parameter, input or output name");
+            goto done;
+        }
+    }
     pbl_exec_options o = pbl_exec_options_default();
     o.backend = PBL_BACKEND_CUDA;
     o.streams = streams;
     o.cuda_graph = graph;
-    pbl_status s = pbl_exec_create(&e, g, &o, why, whylen);
+    pbl_status s = pbl_exec_create(&e, f ? f : g, &o, why, whylen);
     if (s != PBL_OK) {
         rc = s == PBL_ERR_UNSUPPORTED ? 2 : 1;
         goto done;
@@ -129,25 +155,29 @@ static int measure(int batch, int graph, int streams, int warmup, int iters, int
     pbl_exec_stats_get(e, &st);
     r->batch = batch;
     r->graph = graph;
+    r->fused = fused;
     r->streams = st.streams;
     r->step_ms = 1e3 * t[reps / 2] / iters;
     r->samples_per_s = batch * iters / t[reps / 2];
     r->arena_bytes = st.arena_bytes;
     r->device_bytes = st.arena_bytes + st.variable_bytes;
-    pbl_exec_read(e, loss, &r->loss, sizeof r->loss);
+    if ((s = pbl_exec_read(e, loss, &r->loss, sizeof r->loss)) != PBL_OK)
+        goto fail;
     rc = 0;
     goto done;
 fail:
     snprintf(why, whylen, "%s", pbl_exec_errmsg(e));
 done:
     pbl_exec_destroy(e);
+    pbl_graph_destroy(f);
     pbl_graph_destroy(g);
     return rc;
 }
 
 int main(int argc, char **argv)
 {
-    int batches[MAX_BATCHES] = { 128, 1024 }, n_batches = 2, streams = 0, warmup = 20, iters = 200, reps = 5, json = 0;
+    int batches[MAX_BATCHES] = { 128, 1024 }, n_batches = 2, streams = 0, warmup = 20, iters = 200, reps = 5, json = 0,
+        fuse = 0;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--batch") && v) {
@@ -169,10 +199,12 @@ int main(int argc, char **argv)
             iters = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--reps") && v) {
             reps = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--fuse")) {
+            fuse = 1;
         } else if (!strcmp(argv[i], "--format") && v) {
             json = !strcmp(argv[++i], "json");
         } else {
-            fprintf(stderr, "usage: mlp_cuda [--batch 128,1024] [--streams N] [--warmup N] [--iters N] [--reps N] "
+            fprintf(stderr, "usage: mlp_cuda [--batch 128,1024] [--streams N] [--warmup N] [--iters N] [--reps N] [--fuse] "
                             "[--format table|json]\n");
             return 2;
         }
@@ -181,18 +213,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "mlp_cuda: --iters >= 1, 1 <= --reps <= 64, --warmup >= 0\n");
         return 2;
     }
-    result res[2 * MAX_BATCHES];
+    result res[4 * MAX_BATCHES];
     int n = 0;
     for (int b = 0; b < n_batches; b++)
-        for (int graph = 0; graph <= 1; graph++) {
+        for (int k = 0; k < (fuse ? 4 : 2); k++) {
+            int graph = k & 1, fused = k >> 1;
             char why[512] = "";
-            int rc = measure(batches[b], graph, streams, warmup, iters, reps, &res[n], why, sizeof why);
+            int rc = measure(batches[b], graph, streams, fused, warmup, iters, reps, &res[n], why, sizeof why);
             if (rc == 2) {
                 printf("no CUDA device: %s\n", why);
                 return 0;
             }
             if (rc != 0) {
-                fprintf(stderr, "mlp_cuda: batch %d, graph %d: %s\n", batches[b], graph, why);
+                fprintf(stderr, "mlp_cuda: batch %d, graph %d%s: %s\n", batches[b], graph, fused ? ", fused" : "", why);
                 return 1;
             }
             n++;
@@ -200,18 +233,20 @@ int main(int argc, char **argv)
     if (json) {
         printf("{\"model\": \"mlp 784-512-512-10 adam f32\", \"results\": [");
         for (int i = 0; i < n; i++)
-            printf("%s{\"batch\": %d, \"cuda_graph\": %d, \"streams\": %d, \"step_ms\": %.4f, \"samples_per_s\": %.1f, "
-                   "\"device_bytes\": %llu, \"arena_bytes\": %llu, \"loss\": %.6f}",
-                   i ? ", " : "", res[i].batch, res[i].graph, res[i].streams, res[i].step_ms, res[i].samples_per_s,
+            printf("%s{\"batch\": %d, \"cuda_graph\": %d, \"fused\": %d, \"streams\": %d, \"step_ms\": %.4f, "
+                   "\"samples_per_s\": %.1f, \"device_bytes\": %llu, \"arena_bytes\": %llu, \"loss\": %.6f}",
+                   i ? ", " : "", res[i].batch, res[i].graph, res[i].fused, res[i].streams, res[i].step_ms,
+                   res[i].samples_per_s,
                    (unsigned long long)res[i].device_bytes, (unsigned long long)res[i].arena_bytes, (double)res[i].loss);
         printf("]}\n");
         return 0;
     }
     printf("MLP 784-512-512-10, Adam, f32, CUDA backend (median of %d x %d steps)\n", reps, iters);
-    printf("%6s %6s %8s %10s %14s %14s %10s\n", "batch", "graph", "streams", "step ms", "samples/s", "device MiB",
-           "loss");
+    printf("%6s %6s %6s %8s %10s %14s %14s %10s\n", "batch", "graph", "fused", "streams", "step ms", "samples/s",
+           "device MiB", "loss");
     for (int i = 0; i < n; i++)
-        printf("%6d %6s %8d %10.4f %14.1f %14.2f %10.5f\n", res[i].batch, res[i].graph ? "yes" : "no", res[i].streams,
+        printf("%6d %6s %6s %8d %10.4f %14.1f %14.2f %10.5f\n", res[i].batch, res[i].graph ? "yes" : "no",
+               res[i].fused ? "yes" : "no", res[i].streams,
                res[i].step_ms, res[i].samples_per_s, (double)res[i].device_bytes / 1048576.0, (double)res[i].loss);
     return 0;
 }
