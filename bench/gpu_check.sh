@@ -16,7 +16,7 @@
 #     --only STEP,...     run only these steps (the others are reported as not selected)
 #     --jobs N            build jobs (default: every core)
 #     --stub DIR          test mode, without a GPU (test/gpu_check.sh): nvidia-smi,
-#                         compute-sanitizer, nvcc and nsys are looked for in DIR only; no
+#                         compute-sanitizer, nvcc, nsys and ncu are looked for in DIR only; no
 #                         packages, no configure or build (--build-dir must be a built tree);
 #                         $PEBBLE_CUDA_MODULE is kept (the host emulator's module) and the
 #                         benchmarks run tiny sizes
@@ -24,7 +24,7 @@
 # Environment: PYTHON (a python with PyTorch; default bench/.venv/bin/python3, else python3),
 # PEBBLE_GPU_CHECK_SANITIZER_ARGS (more compute-sanitizer options, e.g. a kernel filter).
 # Exit status: 0 when every step that ran passed (skips of optional steps, such as PyTorch or
-# nsys missing, are fine), 1 when a step failed or timed out or the tests or a sanitizer could
+# a profiler missing, are fine), 1 when a step failed or timed out or the tests or a sanitizer could
 # not run, 2 for bad usage. Package installation failing (offline machine) is reported but is
 # not a failure by itself: the build says whether what is installed is enough.
 # The nccl step (docs/data_parallel.md, "NCCL"): under mpirun -np 1 (one rank per GPU; the
@@ -116,8 +116,9 @@ find_tool() {
     for d in ${CUDA_HOME:-} ${CUDA_PATH:-} /usr/local/cuda /opt/cuda; do
         [ -x "$d/bin/$1" ] && { echo "$d/bin/$1"; return 0; }
     done
-    # nsys ships in its own tree
-    for p in /opt/nvidia/nsight-systems/*/bin/"$1" /usr/local/cuda/nsight-systems*/bin/"$1"; do
+    # nsys and ncu ship in their own trees
+    for p in /opt/nvidia/nsight-systems/*/bin/"$1" /usr/local/cuda/nsight-systems*/bin/"$1" \
+             /opt/nvidia/nsight-compute/*/"$1" /usr/local/cuda/nsight-compute*/"$1"; do
         [ -x "$p" ] && { echo "$p"; return 0; }
     done
     return 0
@@ -126,6 +127,7 @@ nvsmi=$(find_tool nvidia-smi)
 sanitizer=$(find_tool compute-sanitizer)
 nvcc=$(find_tool nvcc)
 nsys=$(find_tool nsys)
+ncu=$(find_tool ncu)
 [ -z "$nvcc" ] || [ -n "$stub" ] || PATH=$(dirname "$nvcc"):$PATH
 
 if [ -z "$stub" ]; then
@@ -144,11 +146,16 @@ if [ -n "$stub" ]; then
     mlp_args=(--batch 8 --warmup 0 --iters 1 --reps 1)
     streams_args=(--branches 2 --depth 2 --width 8 --batch 4 --warmup 1 --iters 2 --reps 1 --streams "1,2")
     nsys_mlp_args=(--batch 8 --warmup 0 --iters 1 --reps 1)
+    ncu_mlp_args=(--batch 8 --warmup 0 --iters 1 --reps 1 --fuse)
 else
     mlp_args=()
     streams_args=()
     nsys_mlp_args=(--batch 1024 --warmup 5 --iters 20 --reps 1)
+    # ncu replays and times each kernel alone: few steps (both graphs: --fuse)
+    ncu_mlp_args=(--batch 1024 --warmup 1 --iters 2 --reps 1 --fuse)
 fi
+kernels_tool=nsys kernels_args=("${nsys_mlp_args[@]}")
+[ -n "$nsys" ] || [ -z "$ncu" ] || kernels_tool=ncu kernels_args=("${ncu_mlp_args[@]}")
 
 # ---- clock and step records --------------------------------------------------------------
 now_ms() { local t; t=$(date +%s%N); echo $((t / 1000000)); }
@@ -436,10 +443,15 @@ write_md() {
             echo "(no figures)"
         fi
         echo
-        echo "## Kernels (nsys, mlp_cuda ${nsys_mlp_args[*]})"
+        echo "## Kernels ($kernels_tool, mlp_cuda ${kernels_args[*]})"
         echo
         i=${idx[kernels]}
-        if [ "${st_status[$i]}" = passed ]; then
+        if [ "${st_status[$i]}" = passed ] && [ "$kernels_tool" = ncu ]; then
+            echo "Each kernel timed alone by ncu (gpu__time_duration.sum; ncu locks the clocks), both"
+            echo "graphs' kernels together; $(md_cell "${st_note[$i]}"; printf '%s' "$REPLY")."
+            echo
+            cat "$outdir/kernels.md" 2> /dev/null || echo "(no kernel rows)"
+        elif [ "${st_status[$i]}" = passed ]; then
             echo '```'
             grep -E -A 40 'cuda_gpu_kern_sum|CUDA Kernel Statistics' "$logs/kernels.log" | head -n 42
             echo '```'
@@ -726,13 +738,58 @@ step_streams() {
     finish streams
 }
 
+# kernel_table CSV: ncu's --csv rows (gpu__time_duration.sum) -> a markdown table, one row per
+# kernel (its name without the argument list): launches, mean and total µs, the largest total
+# first, at most 30 rows. Other lines (the program's own output, ==PROF==) are ignored.
+kernel_table() {
+    echo "| kernel | launches | mean µs | total µs |"
+    echo "|---|---:|---:|---:|"
+    awk -F'","' '
+        !/^"/ { next }
+        { sub(/^"/, ""); sub(/"\r?$/, "") }
+        !col { for (c = 1; c <= NF; c++) { if ($c == "Kernel Name") col = c; if ($c == "Metric Unit") unit = c
+                                            if ($c == "Metric Value") val = c }
+               next }
+        { name = $col; sub(/\(.*/, "", name); gsub(/\|/, "/", name); v = $val; gsub(/,/, "", v)
+          if ($unit ~ /^(ns|nsecond)$/) v /= 1000; else if ($unit ~ /^(ms|msecond)$/) v *= 1000
+          n[name]++; t[name] += v }
+        END { for (k in n) printf "%.1f\t%s\t%d\n", t[k], k, n[k] }' "$1" |
+        sort -t "$(printf '\t')" -k1,1 -rn | head -n 30 |
+        awk -F'\t' '{ printf "| %s | %d | %.1f | %.1f |\n", $2, $3, $1 / $3, $1 }'
+}
+
+# lt_epilogues LOG: the fused products cuBLASLt ran (its log's cublasLtMatmul trace lines) by
+# epilogue, "BGRADB 12, RELU_BIAS 8"; empty when none ran
+lt_epilogues() {
+    grep -h '\]\[cublasLtMatmul\]' "$1" 2> /dev/null | grep -o 'epilogue=EPILOGUE_[A-Z_]*' | sed 's/.*EPILOGUE_//' |
+        sort | uniq -c | awk '{ printf "%s%s %d", (NR > 1 ? ", " : ""), $2, $1 }'
+}
+
 step_kernels() {
-    if [ -z "$nsys" ]; then
-        skip kernels "nsys not found (which cuBLASLt kernels run: docs/cuda.md risk 1)"
+    local kinds launches fused
+    if [ -z "$nsys" ] && [ -z "$ncu" ]; then
+        skip kernels "neither nsys nor ncu found (which cuBLASLt kernels run: docs/cuda.md risk 1)"
     elif [ ! -x "$mlp_prog" ]; then
         skip kernels "$mlp_prog not built"
-    elif run_step kernels "$nsys" profile --trace=cuda --stats=true --force-overwrite=true \
-        -o "$build/gpu_check_mlp" "$mlp_prog" "${nsys_mlp_args[@]}"; then
+    elif [ "$kernels_tool" = nsys ]; then
+        if run_step kernels "$nsys" profile --trace=cuda --stats=true --force-overwrite=true \
+            -o "$build/gpu_check_mlp" "$mlp_prog" "${kernels_args[@]}"; then
+            finish kernels
+        fi
+    elif rm -f "$logs/cublaslt.log" &&
+        step_stdout=$outdir/kernels.csv run_step kernels env CUBLASLT_LOG_LEVEL=5 CUBLASLT_LOG_FILE="$logs/cublaslt.log" \
+            "$ncu" --csv --metrics gpu__time_duration.sum "$mlp_prog" "${kernels_args[@]}"; then
+        if [ "${st_status[${idx[kernels]}]}" = passed ]; then
+            kernel_table "$outdir/kernels.csv" > "$outdir/kernels.md"
+            kinds=$(($(wc -l < "$outdir/kernels.md") - 2))
+            launches=$(awk '/^"/ && !/"Kernel Name"/ { n++ } END { print n + 0 }' "$outdir/kernels.csv")
+            fused=$(lt_epilogues "$logs/cublaslt.log")
+            if [ "$kinds" -le 0 ]; then
+                st_status[${idx[kernels]}]=failed st_note[${idx[kernels]}]="ncu timed no kernel"
+            else
+                st_note[${idx[kernels]}]="ncu: $launches launches of $kinds kernels; cuBLASLt fused products: ${fused:-none (the fallbacks ran: docs/cuda.md risk 1)}"
+            fi
+        fi
         finish kernels
     fi
 }

@@ -193,6 +193,47 @@ grep -q '^| Fake GPU H0 | .* | skipped | memcheck 0, racecheck 0, synccheck 0, i
     fail "md: the docs row with pebble's and torch's step times"
 pass "PyTorch present: mlp_cuda_vs_torch.sh ran, its table and the docs row's pebble / torch step times"
 
+# ---- 2b: no nsys, ncu present: the kernel table and cuBLASLt's fused products ---------------
+# ncu --csv --metrics gpu__time_duration.sum PROGRAM ARGS...: runs PROGRAM (mlp_cuda on the
+# emulator), then prints CSV rows as ncu does: three launches of two kernels, a thousands
+# separator, a comma inside an argument list; FAKE_LT=1 also logs two RELU_BIAS products and
+# one BGRADB in cuBLASLt's trace format, and a heuristic query naming one (it must not count)
+cat > "$stub/ncu" << 'EOF'
+#!/usr/bin/env bash
+[ "$1 $2 $3" = "--csv --metrics gpu__time_duration.sum" ] || { echo "unexpected: $*" >&2; exit 8; }
+shift 3
+echo "==PROF== Connected to process 1 ($1)"
+"$@" || exit
+cat << 'CSV'
+"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
+"0","1","mlp_cuda","h","adam_k(float *, long)","1","13","(256, 1, 1)","(8, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","ns","6,400"
+"1","1","mlp_cuda","h","sm80_xmma_gemm_f32_kernel","1","13","(128, 1, 1)","(8, 8, 2)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","ns","33,600"
+"2","1","mlp_cuda","h","adam_k(float *, long)","1","13","(256, 1, 1)","(8, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","ns","2,600"
+CSV
+if [ -n "${FAKE_LT:-}" ]; then
+    for e in RELU_BIAS RELU_BIAS BGRADB; do
+        echo "[t][cublasLt][1][Trace][cublasLtMatmul] A=0X1 computeDesc=[computeType=COMPUTE_32F epilogue=EPILOGUE_$e]"
+    done
+    echo "[t][cublasLt][1][Api][cublasLtMatmulAlgoGetHeuristic] computeDesc=[epilogue=EPILOGUE_BIAS]"
+fi >> "${CUBLASLT_LOG_FILE:?}"
+EOF
+chmod +x "$stub/ncu"
+PEBBLE_CUDA_MODULE=$emu FAKE_LT=1 check --only kernels
+[ $rc -eq 0 ] && step_is kernels passed || fail "ncu: kernels not passed (exit status $rc)"
+grep -q '^| kernels | passed | .* | ncu: 3 launches of 2 kernels; cuBLASLt fused products: BGRADB 1, RELU_BIAS 2 |$' "$md" ||
+    fail "md: the kernels step's note (launches, kernels, the fused products by epilogue)"
+grep -q '^## Kernels (ncu, mlp_cuda --batch 8 --warmup 0 --iters 1 --reps 1 --fuse)$' "$md" || fail "md: the kernels heading"
+# one row per kernel in µs, the largest total first
+rows=$(grep '^| sm80_xmma\|^| adam_k' "$md" | paste -sd' ' -)
+[ "$rows" = "| sm80_xmma_gemm_f32_kernel | 1 | 33.6 | 33.6 | | adam_k | 2 | 4.5 | 9.0 |" ] ||
+    fail "md: the kernel table: $rows"
+grep -q '^ *8 *yes *yes ' "$tmp/run/kernels.csv" || fail "mlp_cuda --fuse did not run its fused, captured row under ncu"
+PEBBLE_CUDA_MODULE=$emu check --only kernels
+step_is kernels passed && grep -q '^| kernels | passed | .* | ncu: 3 launches of 2 kernels; cuBLASLt fused products: none (the fallbacks ran' "$md" ||
+    fail "md: no fused product logged"
+rm "$stub/ncu"
+pass "without nsys, ncu times mlp_cuda --fuse's kernels: one row per kernel, cuBLASLt's fused products by epilogue"
+
 # ---- 3: no device, the GPU query failing ---------------------------------------------------
 PEBBLE_CUDA_MODULE=$tmp/missing/libpebble_cuda.so FAKE_GPU_FAIL=1 check --only gpu,tests,mlp_cuda,streams
 [ $rc -eq 1 ] || fail "no device: exit status $rc, not 1"
