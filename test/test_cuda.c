@@ -307,6 +307,8 @@ static void run_cases(void)
     { "sgd", 2, { S(33), S(33) }, -1, 0, { PBL_ATTR_FLOAT("lr", 0.1), PBL_ATTR_FLOAT("weight_decay", 0.01) }, 2, -1, 1, 1e-6 },
     { "sgd_momentum", 3, { S(33), S(33), S(33) }, -1, 0, { PBL_ATTR_FLOAT("lr", 0.1), PBL_ATTR_FLOAT("momentum", 0.9) }, 2, -1, 1, 1e-6 },
     { "adam", 5, { S(33), S(33), S(33), S(33), S(1) }, -1, 0, { PBL_ATTR_FLOAT("lr", 0.01) }, 1, 0, 1, 1e-5 },
+    /* past 4096 elements: several blocks, the step counted by a launch of its own */
+    { "adam", 5, { S(5000), S(5000), S(5000), S(5000), S(1) }, -1, 0, { PBL_ATTR_FLOAT("lr", 0.01) }, 1, 0, 1, 1e-5 },
     /* runtime scalars (the "scalars" mask: 1 lr, 2 weight_decay, 4 step) and AdamW */
     { "sgd", 4, { S(33), S(33), S(1), S(1) }, -1, 0, { PBL_ATTR_INT("scalars", 3) }, 1, -1, 1, 1e-6 },
     { "sgd_momentum", 4, { S(33), S(33), S(33), S(1) }, -1, 0, { PBL_ATTR_INT("scalars", 2) }, 1, -1, 1, 1e-6 },
@@ -320,6 +322,10 @@ static void run_cases(void)
     { "batch_norm", 6, { S(4, 3, 5), S(3), S(3), S(3), S(3), S(1) }, -1, 0, { { 0 } }, 0, 0, 0, 1e-5 },
     { "global_norm", 3, { S(33), S(4, 5), S(1) }, -1, 0, { { 0 } }, 0, -1, 1, 1e-6 },
     { "global_norm", 1, { S(3000) }, -1, 0, { { 0 } }, 0, -1, 1, 1e-6 },
+    /* several blocks (at least 4096 elements each) whose ranges cross the inputs' ends, then
+     * more than 256 x 4096 elements: 241 blocks of 4352 */
+    { "global_norm", 3, { S(5000), S(3), S(40000) }, -1, 0, { { 0 } }, 0, -1, 1, 1e-6 },
+    { "global_norm", 2, { S(1024, 1024), S(1) }, -1, 0, { { 0 } }, 0, -1, 1, 1e-6 },
     { "clip_by_norm", 2, { S(5, 7), S(1) }, -1, 0, { PBL_ATTR_FLOAT("max_norm", 0.5) }, 1, 0, 2, 1e-6 },
     { "transpose", 1, { S(3, 4, 5) }, -1, 0, { PBL_ATTR_INTS("perm", perm201, 3) }, 1, -1, 1, 0 },
     { "transpose", 1, { S(6, 7) }, -1, 0, { { 0 } }, 0, -1, 1, 0 },
