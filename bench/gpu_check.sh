@@ -738,24 +738,42 @@ step_streams() {
     finish streams
 }
 
-# kernel_table CSV: ncu's --csv rows (gpu__time_duration.sum) -> a markdown table, one row per
-# kernel (its name without the argument list): launches, mean and total µs, the largest total
-# first, at most 30 rows. Other lines (the program's own output, ==PROF==) are ignored.
-kernel_table() {
-    echo "| kernel | launches | mean µs | total µs |"
-    echo "|---|---:|---:|---:|"
+# kernel_sums CSV: ncu's --csv rows (gpu__time_duration.sum) summed per kernel (its name
+# without the argument list: the last parenthesised group, so "(anonymous namespace)" or a
+# "(bool)1" template argument stays part of it), one "total µs<TAB>name<TAB>launches" line each,
+# the largest total first. Other lines (the program's own output, ==PROF==) are ignored.
+kernel_sums() {
     awk -F'","' '
+        function base(s,   i, c, d) {
+            if (s !~ /\)$/)
+                return s
+            for (i = length(s); i > 0; i--) {
+                c = substr(s, i, 1)
+                if (c == ")")
+                    d++
+                else if (c == "(" && --d == 0)
+                    return substr(s, 1, i - 1)
+            }
+            return s
+        }
         !/^"/ { next }
         { sub(/^"/, ""); sub(/"\r?$/, "") }
         !col { for (c = 1; c <= NF; c++) { if ($c == "Kernel Name") col = c; if ($c == "Metric Unit") unit = c
                                             if ($c == "Metric Value") val = c }
                next }
-        { name = $col; sub(/\(.*/, "", name); gsub(/\|/, "/", name); v = $val; gsub(/,/, "", v)
+        { name = base($col); gsub(/\|/, "/", name); v = $val; gsub(/,/, "", v)
           if ($unit ~ /^(ns|nsecond)$/) v /= 1000; else if ($unit ~ /^(ms|msecond)$/) v *= 1000
+          else if ($unit ~ /^(s|second)$/) v *= 1000000
           n[name]++; t[name] += v }
         END { for (k in n) printf "%.1f\t%s\t%d\n", t[k], k, n[k] }' "$1" |
-        sort -t "$(printf '\t')" -k1,1 -rn | head -n 30 |
-        awk -F'\t' '{ printf "| %s | %d | %.1f | %.1f |\n", $2, $3, $1 / $3, $1 }'
+        sort -t "$(printf '\t')" -k1,1 -rn
+}
+
+# kernel_table CSV: kernel_sums as a markdown table (launches, mean and total µs), at most 30 rows
+kernel_table() {
+    echo "| kernel | launches | mean µs | total µs |"
+    echo "|---|---:|---:|---:|"
+    kernel_sums "$1" | head -n 30 | awk -F'\t' '{ printf "| %s | %d | %.1f | %.1f |\n", $2, $3, $1 / $3, $1 }'
 }
 
 # lt_epilogues LOG: the fused products cuBLASLt ran (its log's cublasLtMatmul trace lines) by
@@ -781,7 +799,7 @@ step_kernels() {
             "$ncu" --csv --metrics gpu__time_duration.sum "$mlp_prog" "${kernels_args[@]}"; then
         if [ "${st_status[${idx[kernels]}]}" = passed ]; then
             kernel_table "$outdir/kernels.csv" > "$outdir/kernels.md"
-            kinds=$(($(wc -l < "$outdir/kernels.md") - 2))
+            kinds=$(kernel_sums "$outdir/kernels.csv" | wc -l)
             launches=$(awk '/^"/ && !/"Kernel Name"/ { n++ } END { print n + 0 }' "$outdir/kernels.csv")
             fused=$(lt_epilogues "$logs/cublaslt.log")
             if [ "$kinds" -le 0 ]; then

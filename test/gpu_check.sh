@@ -210,6 +210,16 @@ cat << 'CSV'
 "1","1","mlp_cuda","h","sm80_xmma_gemm_f32_kernel","1","13","(128, 1, 1)","(8, 8, 2)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","ns","33,600"
 "2","1","mlp_cuda","h","adam_k(float *, long)","1","13","(256, 1, 1)","(8, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","ns","2,600"
 CSV
+# FAKE_NCU_MORE=1: names whose template arguments hold parentheses (two kernels, not one),
+# one kernel in seconds and one in microseconds, and 30 more kernels (35 in all: the table
+# shows 30, the note counts every one)
+if [ -n "${FAKE_NCU_MORE:-}" ]; then
+    row() { printf '"9","1","mlp_cuda","h","%s","1","13","(256, 1, 1)","(1, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","%s","%s"\n' "$@"; }
+    row 'void (anonymous namespace)::a_k<(bool)1>(float *)' usecond 1.50
+    row 'void (anonymous namespace)::b_k<(bool)0>(float *)' us 2.50
+    row 'long_k(float *)' second 1.2
+    for i in $(seq 10 39); do row "k$i(int)" ns 1,000; done
+fi
 if [ -n "${FAKE_LT:-}" ]; then
     for e in RELU_BIAS RELU_BIAS BGRADB; do
         echo "[t][cublasLt][1][Trace][cublasLtMatmul] A=0X1 computeDesc=[computeType=COMPUTE_32F epilogue=EPILOGUE_$e]"
@@ -231,6 +241,14 @@ grep -q '^ *8 *yes *yes ' "$tmp/run/kernels.csv" || fail "mlp_cuda --fuse did no
 PEBBLE_CUDA_MODULE=$emu check --only kernels
 step_is kernels passed && grep -q '^| kernels | passed | .* | ncu: 3 launches of 2 kernels; cuBLASLt fused products: none (the fallbacks ran' "$md" ||
     fail "md: no fused product logged"
+PEBBLE_CUDA_MODULE=$emu FAKE_NCU_MORE=1 check --only kernels
+step_is kernels passed && grep -q '^| kernels | passed | .* | ncu: 36 launches of 35 kernels; ' "$md" ||
+    fail "md: more than 30 kernels: the note counts them all"
+grep -q '^| long_k | 1 | 1200000.0 | 1200000.0 |$' "$md" || fail "md: a kernel timed in seconds"
+grep -q '^| void (anonymous namespace)::a_k<(bool)1> | 1 | 1.5 | 1.5 |$' "$md" &&
+    grep -q '^| void (anonymous namespace)::b_k<(bool)0> | 1 | 2.5 | 2.5 |$' "$md" ||
+    fail "md: names with parentheses before the argument list"
+[ "$(grep -c '^| k[0-9][0-9] | 1 | 1.0 | 1.0 |$' "$md")" -eq 25 ] || fail "md: the table holds 30 rows"
 rm "$stub/ncu"
 pass "without nsys, ncu times mlp_cuda --fuse's kernels: one row per kernel, cuBLASLt's fused products by epilogue"
 
