@@ -204,6 +204,7 @@ cat > "$stub/ncu" << 'EOF'
 shift 3
 echo "==PROF== Connected to process 1 ($1)"
 "$@" || exit
+[ -z "${FAKE_NCU_NONE:-}" ] || exit 0 # profiled nothing (no counters, say): no CSV rows
 cat << 'CSV'
 "ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
 "0","1","mlp_cuda","h","adam_k(float *, long)","1","13","(256, 1, 1)","(8, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","ns","6,400"
@@ -249,8 +250,11 @@ grep -q '^| void (anonymous namespace)::a_k<(bool)1> | 1 | 1.5 | 1.5 |$' "$md" &
     grep -q '^| void (anonymous namespace)::b_k<(bool)0> | 1 | 2.5 | 2.5 |$' "$md" ||
     fail "md: names with parentheses before the argument list"
 [ "$(grep -c '^| k[0-9][0-9] | 1 | 1.0 | 1.0 |$' "$md")" -eq 25 ] || fail "md: the table holds 30 rows"
+PEBBLE_CUDA_MODULE=$emu FAKE_NCU_NONE=1 check --only kernels
+[ $rc -eq 1 ] && step_is kernels failed && grep -q '^| kernels | failed | .* | ncu timed no kernel |$' "$md" ||
+    fail "ncu without a CSV row: the kernels step must fail (exit status $rc)"
 rm "$stub/ncu"
-pass "without nsys, ncu times mlp_cuda --fuse's kernels: one row per kernel, cuBLASLt's fused products by epilogue"
+pass "without nsys, ncu times mlp_cuda --fuse's kernels: one row per kernel, cuBLASLt's fused products by epilogue; no rows fail the step"
 
 # ---- 3: no device, the GPU query failing ---------------------------------------------------
 PEBBLE_CUDA_MODULE=$tmp/missing/libpebble_cuda.so FAKE_GPU_FAIL=1 check --only gpu,tests,mlp_cuda,streams
