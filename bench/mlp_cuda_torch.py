@@ -95,7 +95,8 @@ def main():
         rows = []
         for r in peb:
             if r["batch"] == batch:
-                name = f"pebble {'graph' if r['cuda_graph'] else 'eager'} ({r['streams']} str)"
+                fused = " fused" if r.get("fused") else ""  # mlp_cuda --fuse
+                name = f"pebble {'graph' if r['cuda_graph'] else 'eager'}{fused} ({r['streams']} str)"
                 rows.append((name, r["step_ms"], r["samples_per_s"], r["device_bytes"]))
         for graph in (0, 1):
             t = measure(batch, graph, a.warmup, a.iters, a.reps)

@@ -251,10 +251,10 @@ grep -q '^| void (anonymous namespace)::a_k<(bool)1> | 1 | 1.5 | 1.5 |$' "$md" &
     fail "md: names with parentheses before the argument list"
 [ "$(grep -c '^| k[0-9][0-9] | 1 | 1.0 | 1.0 |$' "$md")" -eq 25 ] || fail "md: the table holds 30 rows"
 PEBBLE_CUDA_MODULE=$emu FAKE_NCU_NONE=1 check --only kernels
-[ $rc -eq 1 ] && step_is kernels failed && grep -q '^| kernels | failed | .* | ncu timed no kernel |$' "$md" ||
-    fail "ncu without a CSV row: the kernels step must fail (exit status $rc)"
+[ $rc -eq 0 ] && step_is kernels failed && grep -q '^| kernels | failed | .* | ncu timed no kernel |$' "$md" ||
+    fail "ncu without a CSV row: the kernels step must fail, the run not (advisory; exit status $rc)"
 rm "$stub/ncu"
-pass "without nsys, ncu times mlp_cuda --fuse's kernels: one row per kernel, cuBLASLt's fused products by epilogue; no rows fail the step"
+pass "without nsys, ncu times mlp_cuda --fuse's kernels: one row per kernel, cuBLASLt's fused products by epilogue; no rows fail the step, not the run"
 
 # ---- 3: no device, the GPU query failing ---------------------------------------------------
 PEBBLE_CUDA_MODULE=$tmp/missing/libpebble_cuda.so FAKE_GPU_FAIL=1 check --only gpu,tests,mlp_cuda,streams

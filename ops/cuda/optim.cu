@@ -272,17 +272,19 @@ done:
     return s;
 }
 
-/* One block, as global_norm_k: Σ dy·x in double, strided per thread, then the fixed tree. */
+/* One block of 1024 threads (only a graph that differentiates through the clipping runs it):
+ * Σ dy·x in double, strided per thread, then the fixed tree. */
+#define DOT_THREADS 1024
 __global__ static void clip_grad_norm_k(float *out, const float *dy, const float *x, const float *norm, double max_norm,
                                         int64_t n)
 {
-    __shared__ double part[NORM_THREADS];
+    __shared__ double part[DOT_THREADS];
     double d = (double)norm[0] + 1e-6, acc = 0.0;
     int clipped = max_norm / d < 1.0;
     if (clipped)
-        for (int64_t i = threadIdx.x; i < n; i += NORM_THREADS)
+        for (int64_t i = threadIdx.x; i < n; i += DOT_THREADS)
             acc += (double)dy[i] * (double)x[i];
-    double dot = pbl__block_sum<NORM_THREADS>(acc, part);
+    double dot = pbl__block_sum<DOT_THREADS>(acc, part);
     if (threadIdx.x == 0)
         out[0] = clipped ? (float)(-max_norm / (d * d) * dot) : 0.0f;
 }
@@ -291,7 +293,7 @@ __global__ static void clip_grad_norm_k(float *out, const float *dy, const float
 extern "C" pbl_status pbl__cuda_clip_by_norm_grad_norm(const pbl__cuda_launch *l, const pbl__kargs *a)
 {
     pbl_status s = PBL_OK;
-    PBL__LAUNCH(clip_grad_norm_k, 1, NORM_THREADS, 0, l->stream)((float *)PBL__OUT(a, 0), PBL__IN(a, 0), PBL__IN(a, 1),
+    PBL__LAUNCH(clip_grad_norm_k, 1, DOT_THREADS, 0, l->stream)((float *)PBL__OUT(a, 0), PBL__IN(a, 0), PBL__IN(a, 1),
                                                                  (const float *)PBL__IN(a, 2), a->attr[0].f,
                                                                  PBL__NUMEL(a->in_meta[0]));
     PBL__LAUNCHED();
