@@ -15,6 +15,9 @@
  *                 rate a runtime scalar "lr" set before every step from a cosine schedule
  *                 with 500 linear warm-up steps (peak 0.002) over 10 epochs of 430 steps
  *       adam:     plain Adam, lr 1e-3 as a constant (the recipe of earlier measurements)
+ *       train_mlp_const: train_mlp's graph with its lr an attribute (0.002) instead of a
+ *                 runtime scalar, and nothing set between steps: against train_mlp, what
+ *                 the runtime scalar costs
  *
  * and times
  *   (a) pbl_exec_run of the whole step (forward, backward, clipping, update), with the
@@ -32,7 +35,7 @@
  * interleaved) and the median repetition is reported.
  *
  *     mlp_step [--batch 128] [--hidden 256,128] [--threads 1] [--streams 0] [--blas-threads 0] [--warmup 10]
- *              [--iters N] [--reps 5] [--recipe train_mlp|adam] [--format table|json]
+ *              [--iters N] [--reps 5] [--recipe train_mlp|adam|train_mlp_const] [--format table|json]
  *              [--list] [--step-only]
  *
  * --streams goes into pbl_exec_options.streams (0: the backend's default, one stream on the
@@ -80,6 +83,7 @@ typedef struct options {
     int     list;
     int     step_only; /* skip the sgemm-alone loop (for profiling the step) */
     int     plain_adam; /* --recipe adam; 0: train_mlp */
+    int     const_lr;   /* --recipe train_mlp_const: train_mlp with lr an attribute */
 } options;
 
 /* One matrix product as cblas_sgemm sees it (row-major): C[M,N] = op(A)·op(B). */
@@ -147,12 +151,17 @@ static void *xmalloc(size_t bytes)
     return p;
 }
 
+static const char *recipe_name(const options *o)
+{
+    return o->plain_adam ? "adam" : o->const_lr ? "train_mlp_const" : "train_mlp";
+}
+
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: mlp_step [--batch B] [--hidden H1,H2,...] [--threads T] [--streams S] [--blas-threads N]\n"
             "                [--warmup N] [--iters N] [--reps R] [--format table|json] [--list]\n"
-            "                [--recipe train_mlp|adam] [--step-only]\n"
+            "                [--recipe train_mlp|adam|train_mlp_const] [--step-only]\n"
             "  --batch    batch size (default 128)\n"
             "  --hidden   hidden layer widths (default 256,128); input 784, output 10\n"
             "  --threads  BLAS threads for pebble (pbl_exec_options.threads) and for the\n"
@@ -168,7 +177,8 @@ static void usage(FILE *f)
             "  --reps     timed repetitions; the median is reported (default 5)\n"
             "  --recipe   train_mlp (default): AdamW (weight decay 0.01), clipping to global\n"
             "             norm 1, a runtime lr set every step (cosine, 500 warm-up steps);\n"
-            "             adam: plain Adam, lr 1e-3, no clipping\n"
+            "             adam: plain Adam, lr 1e-3, no clipping;\n"
+            "             train_mlp_const: train_mlp with the lr a constant (0.002)\n"
             "  --format   table (default) or json (one object)\n"
             "  --list     also print the graph's matrix products, each timed alone\n"
             "             (to stderr with --format json)\n"
@@ -265,12 +275,10 @@ static int parse_args(int argc, char **argv, options *o)
                 return -1;
             o->reps = (int)v;
         } else if (!strcmp(a, "--recipe")) {
-            if (!strcmp(val, "adam"))
-                o->plain_adam = 1;
-            else if (!strcmp(val, "train_mlp"))
-                o->plain_adam = 0;
-            else {
-                fprintf(stderr, "mlp_step: --recipe: train_mlp or adam, got '%s'\n", val);
+            o->plain_adam = !strcmp(val, "adam");
+            o->const_lr = !strcmp(val, "train_mlp_const");
+            if (!o->plain_adam && !o->const_lr && strcmp(val, "train_mlp") != 0) {
+                fprintf(stderr, "mlp_step: --recipe: train_mlp, adam or train_mlp_const, got '%s'\n", val);
                 return -1;
             }
         } else if (!strcmp(a, "--format")) {
@@ -362,7 +370,7 @@ static int build_model(model *m, const options *o, rng *r)
         opt.lr = RECIPE_LR;
         opt.weight_decay = RECIPE_WEIGHT_DECAY;
         opt.clip_norm = RECIPE_CLIP;
-        opt.lr_scalar = "lr";
+        opt.lr_scalar = o->const_lr ? NULL : "lr";
     }
     if ((s = pbl_graph_add_optimizer(m->g, &opt, m->params, grads, m->n_params)) != PBL_OK)
         return fail_graph(m, "pbl_graph_add_optimizer", s);
@@ -783,7 +791,7 @@ int main(int argc, char **argv)
     pbl_lr_schedule sched = pbl_lr_schedule_default(PBL_LR_COSINE, RECIPE_LR);
     sched.warmup_steps = RECIPE_WARMUP;
     sched.total_steps = RECIPE_STEPS;
-    step_ctx ctx = { .e = e, .m = &m, .pool = &pool, .sched = o.plain_adam ? NULL : &sched };
+    step_ctx ctx = { .e = e, .m = &m, .pool = &pool, .sched = o.plain_adam || o.const_lr ? NULL : &sched };
 
     /* warm up both; then, when --iters is not given, calibrate it on the step: double a
      * short run until it lasts 0.1 s */
@@ -881,7 +889,7 @@ int main(int argc, char **argv)
                "\"recipe\": \"%s\", \"blas_core\": \"%s\", \"warmup\": %d, \"iters\": %d, \"reps\": %d, "
                "\"graph_nodes\": %d, \"schedule_nodes\": %d, \"arena_bytes\": %llu, ",
                (long long)o.batch, hidden, o.threads, o.blas_threads, o.streams, (int)st.streams, (int)st.waits,
-               o.plain_adam ? "adam" : "train_mlp", blas_core(), o.warmup, iters, o.reps, (int)pbl_graph_node_count(m.g), (int)st.nodes,
+               recipe_name(&o), blas_core(), o.warmup, iters, o.reps, (int)pbl_graph_node_count(m.g), (int)st.nodes,
                (unsigned long long)st.arena_bytes);
         printf("\"step\": {");
         json_num("steps_per_s", 1.0 / step_s, ", ");
@@ -915,6 +923,7 @@ int main(int argc, char **argv)
                (long long)o.batch, IN_FEATURES, layers, N_CLASSES, o.threads, o.blas_threads, (int)st.streams,
                (int)st.waits, blas_core());
         printf("recipe: %s\n", o.plain_adam ? "adam (lr 1e-3, constant; no clipping)"
+                                : o.const_lr ? "train_mlp_const (AdamW, weight decay 0.01, clip 1, lr 0.002 constant)"
                                              : "train_mlp (AdamW, weight decay 0.01, clip 1, runtime lr: cosine, "
                                                "500 warm-up steps, peak 0.002)");
         printf("graph: %d nodes (%d scheduled), %d matrix products, %.4f GFLOP/step, arena "
