@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "args.h" /* tools/args: the command-line convention the pebble tool shares */
 #include "train_mlp.h"
@@ -235,13 +234,6 @@ int parse_args(int argc, char **argv, options *o)
 const char *const dataset_files[4] = { "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
                                              "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz" };
 
-/* Whether a and b are one existing file (same device and inode: a link, "./x" beside "x"). */
-static int same_file(const char *a, const char *b)
-{
-    struct stat sa, sb;
-    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
-
 /* NAME.json for --plot NAME.svg, PLOT.json for a name without ".svg". */
 int plot_json_name(const char *plot, char *json, size_t size, size_t *stem)
 {
@@ -264,12 +256,12 @@ static const char *input_named(const options *o, const char *path, char *buf, si
     for (size_t i = 0; i < sizeof dataset_files / sizeof dataset_files[0]; i++) {
         char data[4096];
         snprintf(data, sizeof data, "%s/%s", o->data, dataset_files[i]);
-        if (same_file(path, data)) {
+        if (args_same_file(path, data)) {
             snprintf(buf, size, "the data set's file %s", data);
             return buf;
         }
     }
-    return o->load && same_file(path, o->load) ? "the checkpoint --load reads" : NULL;
+    return o->load && args_same_file(path, o->load) ? "the checkpoint --load reads" : NULL;
 }
 
 /* --save and --plot (and the graph --plot writes beside it) must not name a file this run
@@ -285,7 +277,7 @@ int check_save_is_no_input(const options *o)
             complain("--plot %s: the name is too long to put the graph beside it", o->plot);
             return EXIT_USAGE;
         }
-        if (o->save && (strcmp(o->save, json) == 0 || same_file(o->save, json))) {
+        if (o->save && args_same_file(o->save, json)) {
             complain("--plot %s: its training graph %s would be written over the --save checkpoint", o->plot, json);
             return EXIT_USAGE;
         }
@@ -303,14 +295,14 @@ int check_save_is_no_input(const options *o)
         return 0;
     const char *in = input_named(o, o->save, what, sizeof what);
     if (in) {
-        complain(o->load && same_file(o->save, o->load)
+        complain(o->load && args_same_file(o->save, o->load)
                      ? "--save %s: that is %s; save under another name (and rename it after, if it should "
                        "replace the old one)"
                      : "--save %s: that is %s; it would be overwritten",
                  o->save, in);
         return EXIT_USAGE;
     }
-    if (o->plot && (strcmp(o->save, o->plot) == 0 || same_file(o->save, o->plot))) {
+    if (o->plot && args_same_file(o->save, o->plot)) {
         complain("--save %s: --plot names the same file", o->save);
         return EXIT_USAGE;
     }

@@ -384,6 +384,21 @@ run "$train" --data "$data" --hidden 16 --batch 10 --epochs 1 --load "$tmp/ck.sa
 check "train_mlp --load F --save F: exit 2 before training, F intact" \
     eval '[ $rc -eq 2 ] && one_line "that is the checkpoint --load reads" && cmp -s "$tmp/ck.same" "$tmp/ck.same.orig"'
 
+# --save and --plot (or the graph --plot writes beside it) as one file that does not exist yet,
+# named two ways: the plot written after training would replace the checkpoint
+mkdir "$tmp/SP"
+run "$train" --data "$data" --hidden 16 --batch 10 --epochs 1 --plot "$tmp/SP/p.svg" --save "$tmp/SP/./p.json"
+check "train_mlp --plot D/p.svg --save D/./p.json (neither exists): exit 2 before training, nothing written" \
+    eval '[ $rc -eq 2 ] && one_line "its training graph .*p.json would be written over the --save checkpoint" && [ -z "$(ls -A "$tmp/SP")" ]'
+run "$train" --data "$data" --hidden 16 --batch 10 --epochs 1 --plot "$tmp/SP/./q.svg" --save "$tmp/SP/q.svg"
+check "train_mlp --plot D/./q.svg --save D/q.svg (neither exists): exit 2 before training, nothing written" \
+    eval '[ $rc -eq 2 ] && one_line "q.svg: --plot names the same file" && [ -z "$(ls -A "$tmp/SP")" ]'
+mkdir "$tmp/SPL"
+ln -s r.json "$tmp/SPL/ck.link"
+run "$train" --data "$data" --hidden 16 --batch 10 --epochs 1 --plot "$tmp/SPL/r.svg" --save "$tmp/SPL/ck.link"
+check "train_mlp --plot D/r.svg --save D/LINK (a dangling link to D/r.json): exit 2 before training" \
+    eval '[ $rc -eq 2 ] && one_line "its training graph .*r.json would be written over the --save checkpoint" && [ ! -e "$tmp/SPL/r.json" ]'
+
 # pebble run: a graph whose outputs are y and z; with --output-dir D they go to D/y.npy, D/z.npy
 cat >"$tmp/yz.json" <<'EOF'
 {"format": "pebble-graph", "version": "1.0",

@@ -81,4 +81,9 @@ int args_double(const char *program, const char *flag, const char *s, double lo,
  * unlinks the temporary file of a write in progress; the library installs no handler itself. */
 void args_on_signals(int (*cleanup)(void));
 
+/* Whether writing a and b would touch one file: the same name, one existing file (a link,
+ * "./x" beside "x"), or, where one does not exist yet, the same name once its folder is
+ * resolved, a dangling link counting as the name it points to (the writer follows it). */
+int args_same_file(const char *a, const char *b);
+
 #endif

@@ -154,80 +154,9 @@ double cli_cpu_ms(void)
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
-/* path with its directory resolved (links, "." and ".."), so that names of a file that does
- * not exist yet compare too; NULL when the directory cannot be resolved. Caller frees. */
-static char *resolved_path(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    const char *base = slash ? slash + 1 : path;
-    size_t dir_len = slash ? (size_t)(slash - path) : 0;
-    char *dir = malloc(dir_len + 2);
-    if (!dir)
-        return NULL;
-    if (!slash)
-        strcpy(dir, ".");
-    else if (dir_len == 0)
-        strcpy(dir, "/");
-    else {
-        memcpy(dir, path, dir_len);
-        dir[dir_len] = '\0';
-    }
-    char *real = realpath(dir, NULL);
-    free(dir);
-    if (!real)
-        return NULL;
-    size_t n = strlen(real) + strlen(base) + 2;
-    char *full = malloc(n);
-    if (full)
-        snprintf(full, n, "%s/%s", real, base);
-    free(real);
-    return full;
-}
-
-/* The name a write to path creates when path does not exist: path itself, or where a
- * dangling link (or a chain of them) points, the writer following links the same way
- * (graph/base/file_out.c). NULL when out of memory or the links loop. Caller frees. */
-static char *dangling_end(const char *path)
-{
-    char *cur = strdup(path);
-    for (int hops = 0; cur && hops < 40; hops++) {
-        struct stat lst;
-        char to[4096];
-        ssize_t n;
-        if (lstat(cur, &lst) != 0 || !S_ISLNK(lst.st_mode) || (n = readlink(cur, to, sizeof to - 1)) < 0)
-            return cur;
-        to[n] = '\0';
-        const char *slash = to[0] == '/' ? NULL : strrchr(cur, '/');
-        size_t keep = slash ? (size_t)(slash - cur) + 1 : 0;
-        char *next = malloc(keep + (size_t)n + 1);
-        if (next) {
-            memcpy(next, cur, keep);
-            memcpy(next + keep, to, (size_t)n + 1);
-        }
-        free(cur);
-        cur = next;
-    }
-    free(cur);
-    return NULL;
-}
-
 int cli_same_file(const char *a, const char *b)
 {
-    if (strcmp(a, b) == 0)
-        return 1;
-    struct stat sa, sb;
-    if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
-        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-    /* one does not exist (yet): compare the names the writes would create, a dangling link
-     * counting as the name it points to */
-    char *ea = dangling_end(a), *eb = dangling_end(b);
-    char *ra = ea ? resolved_path(ea) : NULL, *rb = eb ? resolved_path(eb) : NULL;
-    free(ea);
-    free(eb);
-    int same = ra && rb && strcmp(ra, rb) == 0;
-    free(ra);
-    free(rb);
-    return same;
+    return args_same_file(a, b);
 }
 
 int cli_same_as_stdin(const char *path)
