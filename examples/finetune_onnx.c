@@ -515,7 +515,7 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
     run_opts ro = { .data = DEFAULT_DATA, .batch = 64, .lr = 1e-3, .threads = 1 };
-    const char *write_to = NULL;
+    const char *write_to = NULL, *tune_flag = NULL, *mlp_flag = NULL; /* the last flag of each mode */
     double hidden = 128, seed = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -557,7 +557,32 @@ int main(int argc, char **argv)
             usage(stderr);
             return 2;
         }
+        if (strcmp(a, "--hidden") == 0 || strcmp(a, "--seed") == 0)
+            mlp_flag = a;
+        else if (strcmp(a, "--write-mlp") != 0)
+            tune_flag = a;
         i++;
+    }
+    /* the two modes do not mix: a MODEL beside --write-mlp would be neither read nor tuned,
+     * and the new model may be written over it (`finetune_onnx m.onnx --write-mlp m.onnx`) */
+    if (write_to && (ro.model || tune_flag)) {
+        if (ro.model)
+            complain("--write-mlp %s writes a new model and fine-tunes nothing; MODEL %s would not be read "
+                     "(leave it out, or run the two steps one after the other)",
+                     write_to, ro.model);
+        else
+            complain("%s fine-tunes a MODEL; --write-mlp only writes a new one", tune_flag);
+        return 2;
+    }
+    if (write_to && strcmp(write_to, "-") == 0) {
+        /* a model is binary and standard output carries the report: refused rather than a
+         * file named "-" made in its place */
+        complain("--write-mlp -: give a file name (the model is not written to standard output)");
+        return 2;
+    }
+    if (!write_to && mlp_flag) {
+        complain("%s shapes the model --write-mlp writes; it does nothing without it", mlp_flag);
+        return 2;
     }
     if (write_to)
         return write_mlp(write_to, (int64_t)hidden, (uint64_t)seed);

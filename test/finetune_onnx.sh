@@ -10,6 +10,32 @@
 set -u
 bin=$1
 data=${2:-/usr/share/datasets/fashion-mnist}
+# The two modes do not mix, whether or not the data set is installed: a MODEL (or a
+# fine-tuning flag) beside --write-mlp exits 2 in one line and leaves MODEL as it was (it
+# used to be replaced by the new model, exit 0); --write-mlp - is refused rather than made a
+# file named "-"; --hidden or --seed without --write-mlp exits 2.
+cli=$(mktemp -d)
+cli_fail=0
+cli_case() { # cli_case DESCRIPTION PATTERN ARGS...: exit 2, one line matching PATTERN
+  local what=$1 pat=$2 msg rc
+  shift 2
+  msg=$(cd "$cli" && "$bin" "$@" 2>&1 >/dev/null); rc=$?
+  if [ $rc -eq 2 ] && [ "$(printf '%s\n' "$msg" | wc -l)" -eq 1 ] && [[ "$msg" =~ $pat ]]; then
+    echo "ok: $what"
+  else
+    echo "FAIL: $what: exit $rc: $msg"; cli_fail=1
+  fi
+}
+"$bin" --write-mlp "$cli/m.onnx" --hidden 8 >/dev/null || { echo "FAIL: --write-mlp --hidden 8"; exit 1; }
+cp "$cli/m.onnx" "$cli/m.orig"
+cli_case "MODEL --write-mlp MODEL: exit 2" "MODEL m.onnx would not be read" m.onnx --write-mlp m.onnx
+cmp -s "$cli/m.onnx" "$cli/m.orig" && echo "ok: ... and MODEL intact" || { echo "FAIL: MODEL was replaced"; cli_fail=1; }
+cli_case "--write-mlp F --steps 5: exit 2" "--steps fine-tunes a MODEL" --write-mlp n.onnx --steps 5
+cli_case "--write-mlp -: exit 2" "--write-mlp -: give a file name" --write-mlp -
+cli_case "MODEL --hidden 8 (no --write-mlp): exit 2" "--hidden shapes the model --write-mlp writes" m.onnx --hidden 8
+[ -z "$(ls -A "$cli" | grep -v '^m\.')" ] && echo "ok: nothing else written" || { echo "FAIL: wrote $(ls "$cli")"; cli_fail=1; }
+rm -rf "$cli"
+[ $cli_fail -eq 0 ] || exit 1
 if [ ! -f "$data/train-images-idx3-ubyte.gz" ]; then
   echo "SKIP: no Fashion-MNIST under $data (Debian package dataset-fashion-mnist)"
   exit 77
