@@ -435,6 +435,23 @@ run "$pebble" run "$tmp/D2/m.json" --zero-unbound --output-dir "$tmp/D2"
 check "pebble run MODEL --output-dir D where D/z.npy is a link to MODEL: exit 2, MODEL intact" \
     eval '[ $rc -eq 2 ] && one_line "which is MODEL" && cmp -s "$tmp/D2/m.json" "$tmp/yz.json"'
 
+# an ONNX model whose weight W (MatMul x·W, output y) is external data in y.npy beside it:
+# --output-dir there would replace the model's weights with the output y.npy
+mkdir "$tmp/EXT"
+m_onnx='\x08\x08\x12\x01\x74\x3a\x64\x0a\x15\x0a\x01\x78\x0a\x01\x57\x12\x01\x79\x1a\x02\x6d\x6d\x22\x06'
+m_onnx+='\x4d\x61\x74\x4d\x75\x6c\x12\x01\x67\x2a\x1e\x08\x04\x08\x04\x10\x01\x42\x01\x57\x6a\x11\x0a\x08'
+m_onnx+='\x6c\x6f\x63\x61\x74\x69\x6f\x6e\x12\x05\x79\x2e\x6e\x70\x79\x70\x01\x5a\x13\x0a\x01\x78\x12\x0e'
+m_onnx+='\x0a\x0c\x08\x01\x12\x08\x0a\x02\x08\x01\x0a\x02\x08\x04\x62\x13\x0a\x01\x79\x12\x0e\x0a\x0c\x08'
+m_onnx+='\x01\x12\x08\x0a\x02\x08\x01\x0a\x02\x08\x04\x42\x02\x10\x0d'
+printf "$m_onnx" >"$tmp/EXT/m.onnx"
+head -c 64 /dev/zero >"$tmp/EXT/y.npy"
+run "$pebble" run "$tmp/EXT/m.onnx" --zero-unbound --output-dir "$tmp/EXT/."
+check "pebble run M.onnx --output-dir D where D/y.npy holds M's external weights: exit 2, the weights intact" \
+    eval '[ $rc -eq 2 ] && one_line "which holds MODEL.s external weights" && cmp -s "$tmp/EXT/y.npy" <(head -c 64 /dev/zero)'
+run "$pebble" run "$tmp/EXT/m.onnx" --zero-unbound --output-dir "$tmp/EXT/out"
+check "... and with another --output-dir it runs: exit 0, D2/y.npy written" \
+    eval '[ $rc -eq 0 ] && [ -s "$tmp/EXT/out/y.npy" ]'
+
 # a dangling link names the file it would create: two outputs meeting there collide
 mkdir "$tmp/L"
 ln -s a.html "$tmp/L/link.svg"

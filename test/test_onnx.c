@@ -1296,6 +1296,11 @@ static void test_external_data(void **state)
     run1(g, w, "x", x, 6, "z", z, 6);
     for (int i = 0; i < 6; i++)
         assert_true(z[i] == x[i] + wv[i % 3]);
+    /* the file the weights came from is listed, once (pebble run's outputs must not replace it) */
+    assert_int_equal(pbl_onnx_weights_file_count(w), 1);
+    assert_string_equal(pbl_onnx_weights_file_at(w, 0), data_path);
+    assert_null(pbl_onnx_weights_file_at(w, 1));
+    assert_int_equal(pbl_onnx_weights_file_count(NULL), 0);
     pbl_onnx_weights_destroy(w);
     pbl_graph_destroy(g);
 

@@ -88,6 +88,24 @@ static pbl_status decode_inline(pbl__onnx_ctx *c, const Onnx__TensorProto *t, ui
     return pbl__onnx_data_decode(&inner, &c->w->mem, &c->mem, out, what, c->err, c->errlen);
 }
 
+/* Lists path among the files the weights were read from (pbl_onnx_weights_file_at), once:
+ * a caller that writes files (pebble run --output-dir) must not replace one of them. */
+static pbl_status note_file(pbl__onnx_ctx *c, const char *path)
+{
+    pbl_onnx_weights *w = c->w;
+    if (!w)
+        return PBL_OK;
+    for (int32_t i = 0; i < w->n_files; i++)
+        if (strcmp(w->files[i], path) == 0)
+            return PBL_OK;
+    char *copy = NULL;
+    if (pbl__mem_reserve(&w->mem, (void **)&w->files, &w->cap_files, w->n_files + 1, sizeof *w->files) != PBL_OK ||
+        !(copy = pbl__mem_strdup(&w->mem, path)))
+        return pbl__onnx_fail(c, PBL_ERR_NOMEM, "out of memory");
+    w->files[w->n_files++] = copy;
+    return PBL_OK;
+}
+
 pbl_status pbl__onnx_external_decode(pbl__onnx_ctx *c, const Onnx__TensorProto *t, pbl__onnx_data *out, const char *what)
 {
     memset(out, 0, sizeof *out);
@@ -153,6 +171,8 @@ pbl_status pbl__onnx_external_decode(pbl__onnx_ctx *c, const Onnx__TensorProto *
         goto done;
     }
     s = decode_inline(c, t, bytes, (size_t)want, out, what);
+    if (s == PBL_OK)
+        s = note_file(c, path);
 done:
     if (f)
         fclose(f);

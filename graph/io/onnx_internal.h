@@ -64,6 +64,8 @@ struct pbl_onnx_weights {
     pbl__mem               mem;   /* the items array and every data block */
     pbl__onnx_weight_item *items;
     int32_t                n, cap;
+    char                 **files; /* the external data files read, each once (their paths) */
+    int32_t                n_files, cap_files;
 };
 
 /* One ONNX value name and what it is. */

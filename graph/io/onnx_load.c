@@ -40,6 +40,13 @@ PBL__API pbl_status pbl_onnx_weights_at(const pbl_onnx_weights *w, int32_t i, pb
     return PBL_OK;
 }
 
+PBL__API int32_t pbl_onnx_weights_file_count(const pbl_onnx_weights *w) { return w ? w->n_files : 0; }
+
+PBL__API const char *pbl_onnx_weights_file_at(const pbl_onnx_weights *w, int32_t i)
+{
+    return w && i >= 0 && i < w->n_files ? w->files[i] : NULL;
+}
+
 PBL__API void pbl_onnx_weights_destroy(pbl_onnx_weights *w)
 {
     if (!w)
@@ -47,6 +54,9 @@ PBL__API void pbl_onnx_weights_destroy(pbl_onnx_weights *w)
     for (int32_t i = 0; i < w->n; i++)
         pbl__mem_free(&w->mem, w->items[i].data, w->items[i].bytes);
     pbl__mem_free(&w->mem, w->items, (size_t)w->cap * sizeof *w->items);
+    for (int32_t i = 0; i < w->n_files; i++)
+        pbl__mem_strfree(&w->mem, w->files[i]);
+    pbl__mem_free(&w->mem, w->files, (size_t)w->cap_files * sizeof *w->files);
     pbl__mem m = w->mem;
     pbl__mem_free(&m, w, sizeof *w);
 }

@@ -141,6 +141,11 @@ pbl_status pbl_onnx_weights_at(const pbl_onnx_weights *w, int32_t i, pbl_value *
  * Returns the first failing bind's status, with its message in err. */
 pbl_status pbl_onnx_weights_bind(const pbl_onnx_weights *w, pbl_exec *e, char *err, size_t errlen);
 void       pbl_onnx_weights_destroy(pbl_onnx_weights *w); /* accepts NULL */
+/* The external data files the blocks were read from (each once, as the model's folder and
+ * the location): a program that writes files should not replace one (the model would lose
+ * its weights). i out of range (or w NULL): NULL. */
+int32_t     pbl_onnx_weights_file_count(const pbl_onnx_weights *w);
+const char *pbl_onnx_weights_file_at(const pbl_onnx_weights *w, int32_t i);
 
 /* ---- tensor files (TensorProto, as in ONNX's test_data_set_N/input_K.pb) ------------------ */
 

@@ -60,7 +60,7 @@ static void print_usage(FILE *f)
                "  --threads N         BLAS threads (default: the BLAS library's setting)\n"
                "  --repeat N          timed runs (default 1); --warmup N untimed runs first (default 1)\n"
                "  --output-dir D      write each output to D/NAME.npy (--output-format pb: .pb); none may\n"
-               "                      be MODEL, an --input or an --expect FILE\n"
+               "                      be MODEL (or its external weights), an --input or an --expect FILE\n"
                "  --dim N             size of an ONNX model's symbolic input dims (default 1)\n"
                "  --strategy NAME     memory planner strategy (default best)\n"
                "  --schedule S        node order: program (default) or min_peak (the smallest lower bound)\n"
@@ -235,10 +235,11 @@ static int take_arg(void *ctx, int which, const char *v)
 
 /* The files --output-dir would write, checked before the model runs: no two outputs may map
  * to one file (names equal after file_name: "a/b" and "a_b", or cut at 511 bytes), and none
- * may be a file this run reads (MODEL, an --input or an --expect FILE: same device and inode,
- * so a link or another spelling counts), which the write would replace. CLI_OK, or CLI_USAGE
+ * may be a file this run reads (MODEL, its external data files w lists, an --input or an
+ * --expect FILE: same device and inode, so a link or another spelling counts), which the
+ * write would replace. CLI_OK, or CLI_USAGE
  * after one message naming both; CLI_FAIL after one when a file could not be written. */
-static int check_output_files(const run_opts *o, const pbl_graph *g)
+static int check_output_files(const run_opts *o, const pbl_graph *g, const pbl_onnx_weights *w)
 {
     int32_t n = pbl_graph_output_count(g);
     char(*paths)[OUT_PATH_MAX] = calloc(n > 0 ? (size_t)n : 1, sizeof *paths);
@@ -275,6 +276,13 @@ static int check_output_files(const run_opts *o, const pbl_graph *g)
                 rc = CLI_USAGE;
             }
         }
+        /* an ONNX model's external data files, which hold its weights */
+        for (int32_t i = 0; i < pbl_onnx_weights_file_count(w) && rc == CLI_OK; i++)
+            if (cli_same_file(pbl_onnx_weights_file_at(w, i), paths[k])) {
+                cli_error("--output-dir %s: output '%s' would be written to %s, which holds MODEL's external"
+                          " weights; it would be overwritten", o->outdir, name, paths[k]);
+                rc = CLI_USAGE;
+            }
         if (rc == CLI_OK && strncmp(o->model, "zoo:", 4) != 0 &&
             (cli_is_stdio(o->model) ? cli_same_as_stdin(paths[k]) : cli_same_file(o->model, paths[k]))) {
             cli_error("--output-dir %s: output '%s' would be written to %s, which is MODEL; it would be overwritten",
@@ -373,7 +381,7 @@ int cli_run(int argc, char **argv)
         }
     }
     /* before anything runs or is written */
-    if (outdir && (rc = check_output_files(&o, g)) != CLI_OK)
+    if (outdir && (rc = check_output_files(&o, g, w)) != CLI_OK)
         goto done;
     pbl_exec_options eo = pbl_exec_options_default();
     eo.threads = (int32_t)threads;
