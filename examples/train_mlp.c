@@ -543,8 +543,12 @@ static int main_ranked(const options *opt)
         complain("%s", pbl_exec_errmsg(train_net.e));
         goto free_nets;
     }
-    char err[512];
-    if (o.plot && pbl_file_check(o.plot, err, sizeof err) != PBL_OK) {
+    char err[512], plot_json[4096];
+    size_t plot_stem;
+    if (o.plot && (pbl_file_check(o.plot, err, sizeof err) != PBL_OK ||
+                   /* and the graph it writes beside it (its name fits: checked with the options) */
+                   (plot_json_name(o.plot, plot_json, sizeof plot_json, &plot_stem) == 0 &&
+                    pbl_file_check(plot_json, err, sizeof err) != PBL_OK))) {
         complain("%s", err);
         goto free_nets;
     }

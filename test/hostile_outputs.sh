@@ -361,6 +361,10 @@ mkdir "$tmp/adir"
 run "$train" --data "$data" --hidden 16 --batch 10 --epochs 1 --save "$tmp/adir"
 check "train_mlp --save onto a directory: exit 1 before the first epoch, 'is a directory'" \
     eval '[ $rc -eq 1 ] && one_line "adir: is a directory" && ! grep -q "^epoch" "$tmp/out" && [ -d "$tmp/adir" ]'
+mkdir "$tmp/pdir.json"
+run "$train" --data "$data" --hidden 16 --batch 10 --epochs 1 --plot "$tmp/pdir.svg"
+check "train_mlp --plot P.svg where P.json is a directory: exit 1 before the first epoch, no P.svg" \
+    eval '[ $rc -eq 1 ] && one_line "pdir.json: is a directory" && ! grep -q "^epoch" "$tmp/out" && [ ! -e "$tmp/pdir.svg" ]'
 
 # ---- no output may be an input --------------------------------------------------------------
 
