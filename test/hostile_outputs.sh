@@ -455,6 +455,12 @@ check "pebble run M.onnx --output-dir D where D/y.npy holds M's external weights
 run "$pebble" run "$tmp/EXT/m.onnx" --zero-unbound --output-dir "$tmp/EXT/out"
 check "... and with another --output-dir it runs: exit 0, D2/y.npy written" \
     eval '[ $rc -eq 0 ] && [ -s "$tmp/EXT/out/y.npy" ]'
+# ... and every other command's output, named as that file (the weights are known once loaded)
+for c in "export --json" "plan --out" "viz --html" "viz --svg" "viz --dot"; do
+    run "$pebble" ${c% *} "$tmp/EXT/m.onnx" ${c#* } "$tmp/EXT/./y.npy"
+    check "pebble $c D/./y.npy for M.onnx whose weights are D/y.npy: exit 2, the weights intact" \
+        eval '[ $rc -eq 2 ] && one_line "y.npy, which holds .*m.onnx.s external weights" && cmp -s "$tmp/EXT/y.npy" <(head -c 64 /dev/zero)'
+done
 
 # a dangling link names the file it would create: two outputs meeting there collide
 mkdir "$tmp/L"

@@ -183,8 +183,32 @@ int cli_is_stdout_file(const char *path)
     return fstat(1, &so) == 0 && S_ISREG(so.st_mode) && same_as_stdout(path) && pbl__file_out_descriptor(path) < 0;
 }
 
+/* The outputs the last cli_check_outputs passed, for cli_output_named: the model's own
+ * files (an ONNX model's external weights) are known only once it is loaded, after that check. */
+#define MAX_OUTPUTS 8
+static struct {
+    const char *flag, *path;
+} checked[MAX_OUTPUTS];
+static int n_checked;
+
+int cli_output_named(const char *file, const char *what, char *err, size_t errlen)
+{
+    for (int i = 0; i < n_checked; i++)
+        if (!cli_is_stdio(checked[i].path) && cli_same_file(checked[i].path, file)) {
+            snprintf(err, errlen, "%s %s: that is %s; it would be overwritten", checked[i].flag, checked[i].path, what);
+            return 1;
+        }
+    return 0;
+}
+
 int cli_check_outputs(const char *input, const char *const *flag, const char *const *out, int n)
 {
+    n_checked = 0;
+    for (int i = 0; i < n && n_checked < MAX_OUTPUTS; i++)
+        if (out[i]) {
+            checked[n_checked].flag = flag[i];
+            checked[n_checked++].path = out[i];
+        }
     for (int i = 0; i < n; i++) {
         if (!out[i])
             continue;

@@ -94,6 +94,9 @@ int cli_is_stdout_file(const char *path);
  * one message; CLI_FAIL after one when an output could not be written (a missing or read-only
  * folder, a directory). Checked before any work, so nothing is written. */
 int cli_check_outputs(const char *input, const char *const *flag, const char *const *out, int n);
+/* Whether an output the last cli_check_outputs passed is `file` (which this run reads:
+ * `what`, e.g. "MODEL's external weights FILE"); 1 with "FLAG OUT: that is WHAT; ..." in err. */
+int cli_output_named(const char *file, const char *what, char *err, size_t errlen);
 
 /* CLI_OK when name is a planner strategy ("best" is one), or "all" when allow_all; else
  * CLI_USAGE after a message listing the names. */

@@ -22,10 +22,30 @@ static pbl_status parse_json(pbl_graph **out, const unsigned char *data, size_t 
     return pbl_graph_from_json(out, (const char *)data, len, NULL, err, errlen);
 }
 
-/* onnx NULL: planning only, the initializers' data dropped */
+/* onnx NULL: planning only, the initializers' data dropped. The weights are kept until the
+ * files they came from (external data beside the model) are known, so that no output of this
+ * command replaces one: refused as bad usage, like an output that is MODEL itself. */
 static pbl_status load_onnx(pbl_graph **out, const char *path, const pbl_onnx_options *onnx, char *err, size_t errlen)
 {
-    return pbl_graph_load_onnx(out, path, onnx, err, errlen);
+    pbl_onnx_options o = onnx ? *onnx : pbl_onnx_options_default();
+    pbl_onnx_weights *own = NULL;
+    if (!o.weights)
+        o.weights = &own;
+    pbl_status s = pbl_graph_load_onnx(out, path, &o, err, errlen);
+    for (int32_t i = 0; s == PBL_OK && i < pbl_onnx_weights_file_count(*o.weights); i++) {
+        const char *file = pbl_onnx_weights_file_at(*o.weights, i);
+        char what[4200];
+        snprintf(what, sizeof what, "%s, which holds %s's external weights", file, path);
+        if (cli_output_named(file, what, err, errlen)) {
+            pbl_graph_destroy(*out);
+            *out = NULL;
+            pbl_onnx_weights_destroy(*o.weights);
+            *o.weights = NULL;
+            s = PBL_ERR_INVALID_ARG;
+        }
+    }
+    pbl_onnx_weights_destroy(own);
+    return s;
 }
 
 static pbl_status parse_onnx(pbl_graph **out, const unsigned char *data, size_t len, const pbl_onnx_options *onnx,
