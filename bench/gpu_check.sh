@@ -771,11 +771,12 @@ kernel_sums() {
         sort -t "$(printf '\t')" -k1,1 -rn
 }
 
-# kernel_table CSV: kernel_sums as a markdown table (launches, mean and total µs), at most 30 rows
+# kernel_table < SUMS: kernel_sums's lines as a markdown table (launches, mean and total µs),
+# at most 30 rows
 kernel_table() {
     echo "| kernel | launches | mean µs | total µs |"
     echo "|---|---:|---:|---:|"
-    kernel_sums "$1" | head -n 30 | awk -F'\t' '{ printf "| %s | %d | %.1f | %.1f |\n", $2, $3, $1 / $3, $1 }'
+    head -n 30 | awk -F'\t' 'NF == 3 { printf "| %s | %d | %.1f | %.1f |\n", $2, $3, $1 / $3, $1 }'
 }
 
 # lt_epilogues LOG: the fused products cuBLASLt ran (its log's cublasLtMatmul trace lines) by
@@ -786,7 +787,7 @@ lt_epilogues() {
 }
 
 step_kernels() {
-    local kinds launches fused
+    local sums kinds launches fused
     if [ -z "$nsys" ] && [ -z "$ncu" ]; then
         skip kernels "neither nsys nor ncu found (which cuBLASLt kernels run: docs/cuda.md risk 1)"
     elif [ ! -x "$mlp_prog" ]; then
@@ -800,9 +801,10 @@ step_kernels() {
         step_stdout=$outdir/kernels.csv run_step kernels env CUBLASLT_LOG_LEVEL=5 CUBLASLT_LOG_FILE="$logs/cublaslt.log" \
             "$ncu" --csv --metrics gpu__time_duration.sum "$mlp_prog" "${kernels_args[@]}"; then
         if [ "${st_status[${idx[kernels]}]}" = passed ]; then
-            kernel_table "$outdir/kernels.csv" > "$outdir/kernels.md"
-            kinds=$(kernel_sums "$outdir/kernels.csv" | wc -l)
-            launches=$(awk '/^"/ && !/"Kernel Name"/ { n++ } END { print n + 0 }' "$outdir/kernels.csv")
+            sums=$(kernel_sums "$outdir/kernels.csv")
+            printf '%s\n' "$sums" | kernel_table > "$outdir/kernels.md"
+            kinds=$(printf '%s\n' "$sums" | awk -F'\t' 'NF == 3 { k++ } END { print k + 0 }')
+            launches=$(printf '%s\n' "$sums" | awk -F'\t' 'NF == 3 { n += $3 } END { print n + 0 }')
             fused=$(lt_epilogues "$logs/cublaslt.log")
             if [ "$kinds" -le 0 ]; then
                 st_status[${idx[kernels]}]=failed st_note[${idx[kernels]}]="ncu timed no kernel"

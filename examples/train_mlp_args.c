@@ -251,6 +251,8 @@ int plot_json_name(const char *plot, char *json, size_t size, size_t *stem)
 /* Which file this run reads `path` names, as a phrase ("the data set's file D/F", "the
  * checkpoint --load reads") in buf, or NULL when none: the data set's four files and the
  * --load checkpoint. */
+static const char LOAD_CHECKPOINT[] = "the checkpoint --load reads";
+
 static const char *input_named(const options *o, const char *path, char *buf, size_t size)
 {
     for (size_t i = 0; i < sizeof dataset_files / sizeof dataset_files[0]; i++) {
@@ -261,7 +263,7 @@ static const char *input_named(const options *o, const char *path, char *buf, si
             return buf;
         }
     }
-    return o->load && args_same_file(path, o->load) ? "the checkpoint --load reads" : NULL;
+    return o->load && args_same_file(path, o->load) ? LOAD_CHECKPOINT : NULL;
 }
 
 /* --save and --plot (and the graph --plot writes beside it) must not name a file this run
@@ -295,7 +297,7 @@ int check_save_is_no_input(const options *o)
         return 0;
     const char *in = input_named(o, o->save, what, sizeof what);
     if (in) {
-        complain(o->load && args_same_file(o->save, o->load)
+        complain(in == LOAD_CHECKPOINT
                      ? "--save %s: that is %s; save under another name (and rename it after, if it should "
                        "replace the old one)"
                      : "--save %s: that is %s; it would be overwritten",

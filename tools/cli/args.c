@@ -154,11 +154,6 @@ double cli_cpu_ms(void)
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
-int cli_same_file(const char *a, const char *b)
-{
-    return args_same_file(a, b);
-}
-
 int cli_same_as_stdin(const char *path)
 {
     struct stat si, sp;
@@ -194,7 +189,7 @@ static int n_checked;
 int cli_output_named(const char *file, const char *what, char *err, size_t errlen)
 {
     for (int i = 0; i < n_checked; i++)
-        if (!cli_is_stdio(checked[i].path) && cli_same_file(checked[i].path, file)) {
+        if (!cli_is_stdio(checked[i].path) && args_same_file(checked[i].path, file)) {
             snprintf(err, errlen, "%s %s: that is %s; it would be overwritten", checked[i].flag, checked[i].path, what);
             return 1;
         }
@@ -227,7 +222,7 @@ int cli_check_outputs(const char *input, const char *const *flag, const char *co
                           flag[i], out[i], flag[j]);
                 return CLI_USAGE;
             }
-        if (input && !cli_is_stdio(input) && cli_same_file(input, out[i])) {
+        if (input && !cli_is_stdio(input) && args_same_file(input, out[i])) {
             cli_error("%s %s: that is the input FILE; it would be overwritten", flag[i], out[i]);
             return CLI_USAGE;
         }
@@ -238,7 +233,7 @@ int cli_check_outputs(const char *input, const char *const *flag, const char *co
             return CLI_USAGE;
         }
         for (int j = 0; j < i; j++)
-            if (out[j] && !cli_is_stdio(out[j]) && cli_same_file(out[j], out[i])) {
+            if (out[j] && !cli_is_stdio(out[j]) && args_same_file(out[j], out[i])) {
                 cli_error("%s %s: the same file as %s; give each output its own name", flag[i], out[i], flag[j]);
                 return CLI_USAGE;
             }

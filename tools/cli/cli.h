@@ -72,11 +72,6 @@ void        cli_stdin_release(void);
 enum { CLI_CONTENT_RECORDS, CLI_CONTENT_JSON, CLI_CONTENT_ONNX };
 int         cli_content_of(const unsigned char *data, size_t len);
 
-/* Whether paths a and b name one file: the same string, two names of one existing file
- * (same device and inode: a link, "./x" beside "x"), or, where one does not exist yet, the
- * same name once folders and dangling links are resolved (the file a write would create). */
-int cli_same_file(const char *a, const char *b);
-
 /* Whether standard input is the regular file path names (same device and inode): `FILE -`
  * with `< path` reads that file, which an output must not replace. */
 int cli_same_as_stdin(const char *path);

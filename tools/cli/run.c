@@ -259,7 +259,7 @@ static int check_output_files(const run_opts *o, const pbl_graph *g, const pbl_o
         for (int32_t j = 0; j < k && rc == CLI_OK; j++) {
             const char *other;
             pbl_graph_output_at(g, j, &other, NULL);
-            if (cli_same_file(paths[j], paths[k])) {
+            if (args_same_file(paths[j], paths[k])) {
                 cli_error("--output-dir %s: outputs '%s' and '%s' would both be written to %s; rename one of them",
                           o->outdir, other, name, paths[k]);
                 rc = CLI_USAGE;
@@ -269,7 +269,7 @@ static int check_output_files(const run_opts *o, const pbl_graph *g, const pbl_o
         for (int i = 0; i < o->n_inputs + o->n_expects && rc == CLI_OK; i++) {
             const char *arg = i < o->n_inputs ? o->inputs[i] : o->expects[i - o->n_inputs];
             const char *file = strchr(arg, '=') + 1;
-            if (cli_is_stdio(file) ? cli_same_as_stdin(paths[k]) : cli_same_file(file, paths[k])) {
+            if (cli_is_stdio(file) ? cli_same_as_stdin(paths[k]) : args_same_file(file, paths[k])) {
                 cli_error("--output-dir %s: output '%s' would be written to %s, which is %s %s; it would be"
                           " overwritten (give another --output-dir)", o->outdir, name, paths[k],
                           i < o->n_inputs ? "--input" : "--expect", arg);
@@ -278,13 +278,13 @@ static int check_output_files(const run_opts *o, const pbl_graph *g, const pbl_o
         }
         /* an ONNX model's external data files, which hold its weights */
         for (int32_t i = 0; i < pbl_onnx_weights_file_count(w) && rc == CLI_OK; i++)
-            if (cli_same_file(pbl_onnx_weights_file_at(w, i), paths[k])) {
+            if (args_same_file(pbl_onnx_weights_file_at(w, i), paths[k])) {
                 cli_error("--output-dir %s: output '%s' would be written to %s, which holds MODEL's external"
                           " weights; it would be overwritten", o->outdir, name, paths[k]);
                 rc = CLI_USAGE;
             }
         if (rc == CLI_OK && strncmp(o->model, "zoo:", 4) != 0 &&
-            (cli_is_stdio(o->model) ? cli_same_as_stdin(paths[k]) : cli_same_file(o->model, paths[k]))) {
+            (cli_is_stdio(o->model) ? cli_same_as_stdin(paths[k]) : args_same_file(o->model, paths[k]))) {
             cli_error("--output-dir %s: output '%s' would be written to %s, which is MODEL; it would be overwritten",
                       o->outdir, name, paths[k]);
             rc = CLI_USAGE;
